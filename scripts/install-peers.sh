@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Install the pinned external MCP peers used by mcpmux's integration tests.
+#
+#   scripts/install-peers.sh DIR
+#
+# Layout produced:
+#   DIR/npm/node_modules/...   npm peers (server-everything, server-memory, server-filesystem, TS SDK)
+#   DIR/venv/                  python venv with the mcp SDK and mcp-server-time
+#   DIR/.stamp                 pinned versions; when it matches, the script exits at once
+#
+# Idempotent: re-running with an up-to-date stamp is a no-op. Only package registries are needed.
+set -euo pipefail
+
+# ---- pinned versions -------------------------------------------------------
+EVERYTHING_VERSION="2026.8.31"     # @modelcontextprotocol/server-everything
+MEMORY_VERSION="2026.8.31"         # @modelcontextprotocol/server-memory
+FILESYSTEM_VERSION="2026.8.31"     # @modelcontextprotocol/server-filesystem
+TS_SDK_VERSION="1.32.2"            # @modelcontextprotocol/sdk
+PY_MCP_VERSION="2.3.0"             # mcp (PyPI)
+PY_TIME_VERSION="2026.10.19"       # mcp-server-time (PyPI)
+STAMP_FORMAT="1"                   # bump when the layout changes
+# ----------------------------------------------------------------------------
+
+log() { printf '[install-peers] %s\n' "$*" >&2; }
+die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
+
+[ $# -eq 1 ] || die "usage: $0 DIR"
+DIR="$1"
+mkdir -p "$DIR"
+DIR="$(cd "$DIR" && pwd)"
+
+STAMP_CONTENT="format=$STAMP_FORMAT
+@modelcontextprotocol/server-everything=$EVERYTHING_VERSION
+@modelcontextprotocol/server-memory=$MEMORY_VERSION
+@modelcontextprotocol/server-filesystem=$FILESYSTEM_VERSION
+@modelcontextprotocol/sdk=$TS_SDK_VERSION
+mcp=$PY_MCP_VERSION
+mcp-server-time=$PY_TIME_VERSION"
+
+if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP_CONTENT" ]; then
+    log "peers up to date in $DIR"
+    exit 0
+fi
+
+command -v node >/dev/null || die "node not found on PATH"
+command -v npm >/dev/null || die "npm not found on PATH"
+command -v python3 >/dev/null || die "python3 not found on PATH"
+
+# Invalidate the stamp first so an interrupted run is never mistaken for a complete one.
+rm -f "$DIR/.stamp"
+START=$(date +%s)
+
+# ---- npm peers ----
+log "npm: installing into $DIR/npm"
+mkdir -p "$DIR/npm"
+[ -f "$DIR/npm/package.json" ] || printf '{"name":"mcpmux-test-peers","private":true}\n' > "$DIR/npm/package.json"
+npm install --no-audit --no-fund --save-exact --loglevel=error --prefix "$DIR/npm" \
+    "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
+    "@modelcontextprotocol/server-memory@$MEMORY_VERSION" \
+    "@modelcontextprotocol/server-filesystem@$FILESYSTEM_VERSION" \
+    "@modelcontextprotocol/sdk@$TS_SDK_VERSION" >&2 \
+    || die "npm install failed"
+
+NM="$DIR/npm/node_modules/@modelcontextprotocol"
+for pkg in server-everything:$EVERYTHING_VERSION server-memory:$MEMORY_VERSION \
+           server-filesystem:$FILESYSTEM_VERSION sdk:$TS_SDK_VERSION; do
+    name="${pkg%%:*}"; want="${pkg#*:}"
+    got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$NM/$name/package.json" 2>/dev/null || true)"
+    [ "$got" = "$want" ] || die "@modelcontextprotocol/$name: expected $want, found '${got:-nothing}'"
+done
+
+# ---- python peers ----
+if [ ! -x "$DIR/venv/bin/python" ]; then
+    log "python: creating venv $DIR/venv"
+    python3 -m venv "$DIR/venv" || die "python3 -m venv failed (is python3-venv installed?)"
+fi
+log "python: installing mcp==$PY_MCP_VERSION mcp-server-time==$PY_TIME_VERSION"
+"$DIR/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "mcp==$PY_MCP_VERSION" "mcp-server-time==$PY_TIME_VERSION" >&2 \
+    || die "pip install failed"
+"$DIR/venv/bin/python" - "$PY_MCP_VERSION" "$PY_TIME_VERSION" <<'PY' || die "python peer check failed"
+import sys
+from importlib.metadata import version
+assert version("mcp") == sys.argv[1], ("mcp", version("mcp"))
+assert version("mcp-server-time") == sys.argv[2], ("mcp-server-time", version("mcp-server-time"))
+import mcp, mcp_server_time  # noqa: F401  (import check)
+PY
+
+printf '%s' "$STAMP_CONTENT" > "$DIR/.stamp.tmp"
+mv "$DIR/.stamp.tmp" "$DIR/.stamp"
+log "done in $(( $(date +%s) - START )) s; peers in $DIR"

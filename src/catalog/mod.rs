@@ -1,0 +1,340 @@
+//! The merged view of every upstream's tools, prompts, resources and templates, swapped
+//! atomically on change; exposed-name and URI resolution; mcpmux's own opaque list cursors.
+
+pub mod cursor;
+pub mod uri;
+
+use crate::protocol::RawObject;
+use arc_swap::ArcSwap;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The four paginated lists an MCP server may offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+    Templates,
+}
+
+impl ListKind {
+    pub const ALL: [ListKind; 4] = [
+        ListKind::Tools,
+        ListKind::Prompts,
+        ListKind::Resources,
+        ListKind::Templates,
+    ];
+
+    /// The list method an upstream answers.
+    pub fn method(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools/list",
+            ListKind::Prompts => "prompts/list",
+            ListKind::Resources => "resources/list",
+            ListKind::Templates => "resources/templates/list",
+        }
+    }
+
+    /// The member of the list result holding the items.
+    pub fn field(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources => "resources",
+            ListKind::Templates => "resourceTemplates",
+        }
+    }
+
+    /// The member of an item that mcpmux rewrites.
+    fn key_field(self) -> &'static str {
+        match self {
+            ListKind::Tools | ListKind::Prompts => "name",
+            ListKind::Resources => "uri",
+            ListKind::Templates => "uriTemplate",
+        }
+    }
+
+    /// The notification that tells hosts this list changed.
+    pub fn list_changed_notification(self) -> &'static str {
+        match self {
+            ListKind::Tools => "notifications/tools/list_changed",
+            ListKind::Prompts => "notifications/prompts/list_changed",
+            ListKind::Resources | ListKind::Templates => "notifications/resources/list_changed",
+        }
+    }
+
+    /// The server capability that announces this list.
+    pub fn capability(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources | ListKind::Templates => "resources",
+        }
+    }
+}
+
+/// One item as hosts see it.
+#[derive(Debug)]
+pub struct ExposedItem {
+    /// Index of the owning upstream in configuration order.
+    pub upstream: usize,
+    /// The upstream's own name or URI.
+    pub original: String,
+    /// The serialised item with the exposed name or URI.
+    pub json: Box<str>,
+}
+
+/// One merged list with its lookup index (exposed key → position).
+#[derive(Debug, Default)]
+pub struct ItemList {
+    pub items: Vec<ExposedItem>,
+    index: HashMap<String, usize>,
+}
+
+impl ItemList {
+    /// Find an item by the name or URI hosts see.
+    pub fn lookup(&self, exposed: &str) -> Option<&ExposedItem> {
+        self.index.get(exposed).map(|&i| &self.items[i])
+    }
+}
+
+/// How an upstream's names are exposed.
+#[derive(Debug, Clone)]
+pub struct Naming {
+    pub namespace: String,
+    pub separator: String,
+}
+
+impl Naming {
+    /// The name hosts see for an upstream tool or prompt.
+    pub fn expose_name(&self, name: &str) -> String {
+        if self.namespace.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}{}{}", self.namespace, self.separator, name)
+        }
+    }
+
+    /// The URI hosts see for an upstream resource URI or template.
+    pub fn expose_uri(&self, uri: &str) -> String {
+        uri::expose(&self.namespace, uri)
+    }
+}
+
+/// An immutable snapshot of the merged catalog.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    /// Bumps on every change.
+    pub epoch: u64,
+    lists: [ItemList; 4],
+    namings: Vec<Naming>,
+}
+
+impl Catalog {
+    /// The merged list of one kind.
+    pub fn list(&self, kind: ListKind) -> &ItemList {
+        &self.lists[kind as usize]
+    }
+
+    /// Route a URI a host sent to `(upstream, original URI)`.
+    ///
+    /// Prefixed URIs route by their namespace. Unprefixed ones go to an unprefixed upstream:
+    /// the one listing that exact resource, else the one with a matching template, else the only
+    /// unprefixed upstream if there is exactly one.
+    pub fn resolve_uri(&self, exposed: &str) -> Option<(usize, String)> {
+        if let Some((ns, original)) = uri::split(exposed) {
+            if let Some(i) = self.namings.iter().position(|n| n.namespace == ns) {
+                return Some((i, original.to_string()));
+            }
+        }
+        let unprefixed: Vec<usize> = (0..self.namings.len())
+            .filter(|&i| self.namings[i].namespace.is_empty())
+            .collect();
+        if let Some(item) = self.list(ListKind::Resources).lookup(exposed) {
+            if unprefixed.contains(&item.upstream) {
+                return Some((item.upstream, exposed.to_string()));
+            }
+        }
+        let templates = self.list(ListKind::Templates);
+        if let Some(item) = templates
+            .items
+            .iter()
+            .find(|t| unprefixed.contains(&t.upstream) && uri::template_matches(&t.original, exposed))
+        {
+            return Some((item.upstream, exposed.to_string()));
+        }
+        match unprefixed.as_slice() {
+            [only] => Some((*only, exposed.to_string())),
+            _ => None,
+        }
+    }
+
+    /// The naming rules of an upstream.
+    pub fn naming(&self, upstream: usize) -> Option<&Naming> {
+        self.namings.get(upstream)
+    }
+}
+
+/// Owns the per-upstream lists and publishes merged snapshots.
+pub struct CatalogStore {
+    current: ArcSwap<Catalog>,
+    parts: Mutex<Vec<[Vec<RawObject>; 4]>>,
+    namings: Vec<Naming>,
+}
+
+impl CatalogStore {
+    pub fn new(namings: Vec<Naming>) -> Self {
+        let parts = namings.iter().map(|_| Default::default()).collect();
+        let store = CatalogStore {
+            current: ArcSwap::from_pointee(Catalog::default()),
+            parts: Mutex::new(parts),
+            namings,
+        };
+        store.rebuild(&store.lock_parts(), 0);
+        store
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        self.current.load_full()
+    }
+
+    fn lock_parts(&self) -> std::sync::MutexGuard<'_, Vec<[Vec<RawObject>; 4]>> {
+        self.parts.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Replace one upstream's list of one kind; returns whether what hosts see changed.
+    pub fn replace(&self, upstream: usize, kind: ListKind, items: Vec<RawObject>) -> bool {
+        let mut parts = self.lock_parts();
+        let Some(slot) = parts.get_mut(upstream) else {
+            return false;
+        };
+        slot[kind as usize] = items;
+        let before = self.snapshot();
+        let after = self.rebuild(&parts, before.epoch + 1);
+        let old: Vec<&str> = before.list(kind).items.iter().map(|i| &*i.json).collect();
+        let new: Vec<&str> = after.list(kind).items.iter().map(|i| &*i.json).collect();
+        old != new
+    }
+
+    /// Drop everything an upstream offered (it went away); returns the kinds that changed.
+    pub fn clear(&self, upstream: usize) -> Vec<ListKind> {
+        ListKind::ALL
+            .into_iter()
+            .filter(|&k| self.replace(upstream, k, Vec::new()))
+            .collect()
+    }
+
+    fn rebuild(&self, parts: &[[Vec<RawObject>; 4]], epoch: u64) -> Arc<Catalog> {
+        let lists = ListKind::ALL.map(|kind| self.merge(parts, kind));
+        let catalog = Arc::new(Catalog {
+            epoch,
+            lists,
+            namings: self.namings.clone(),
+        });
+        self.current.store(catalog.clone());
+        catalog
+    }
+
+    fn merge(&self, parts: &[[Vec<RawObject>; 4]], kind: ListKind) -> ItemList {
+        let mut list = ItemList::default();
+        for (upstream, lists) in parts.iter().enumerate() {
+            let naming = &self.namings[upstream];
+            for item in &lists[kind as usize] {
+                let Some(original) = item.get_str(kind.key_field()) else {
+                    continue;
+                };
+                let exposed = match kind {
+                    ListKind::Tools | ListKind::Prompts => naming.expose_name(&original),
+                    ListKind::Resources | ListKind::Templates => naming.expose_uri(&original),
+                };
+                if list.index.contains_key(&exposed) {
+                    tracing::warn!(
+                        kind = kind.field(),
+                        name = %exposed,
+                        "duplicate exposed name; the first upstream in configuration order wins"
+                    );
+                    continue;
+                }
+                let mut edited = item.clone();
+                edited.set_str(kind.key_field(), &exposed);
+                list.index.insert(exposed, list.items.len());
+                list.items.push(ExposedItem {
+                    upstream,
+                    original,
+                    json: edited.to_json().into_boxed_str(),
+                });
+            }
+        }
+        list
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(text: &str) -> RawObject {
+        RawObject::parse(text).unwrap()
+    }
+
+    fn store() -> CatalogStore {
+        CatalogStore::new(vec![
+            Naming {
+                namespace: "a".into(),
+                separator: "__".into(),
+            },
+            Naming {
+                namespace: "".into(),
+                separator: "__".into(),
+            },
+        ])
+    }
+
+    #[test]
+    fn names_are_namespaced_and_resolved_by_lookup() {
+        let s = store();
+        assert!(s.replace(
+            0,
+            ListKind::Tools,
+            vec![obj(r#"{"name":"x__y","extra":{"k":1}}"#)]
+        ));
+        assert!(s.replace(1, ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
+        let cat = s.snapshot();
+        let tools = cat.list(ListKind::Tools);
+        let item = tools.lookup("a__x__y").unwrap();
+        assert_eq!((item.upstream, item.original.as_str()), (0, "x__y"));
+        assert_eq!(&*item.json, r#"{"name":"a__x__y","extra":{"k":1}}"#);
+        assert_eq!(tools.lookup("plain").unwrap().upstream, 1);
+        assert!(tools.lookup("x__y").is_none());
+        assert!(!s.replace(1, ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
+        assert_eq!(s.clear(0), vec![ListKind::Tools]);
+    }
+
+    #[test]
+    fn uris_route_by_prefix_then_by_unprefixed_owner() {
+        let s = store();
+        s.replace(
+            0,
+            ListKind::Resources,
+            vec![obj(r#"{"uri":"test://static/0","name":"s"}"#)],
+        );
+        s.replace(
+            1,
+            ListKind::Templates,
+            vec![obj(r#"{"uriTemplate":"demo://t/{id}","name":"t"}"#)],
+        );
+        let cat = s.snapshot();
+        assert_eq!(
+            cat.resolve_uri("mcpmux://a/test://static/0"),
+            Some((0, "test://static/0".into()))
+        );
+        assert_eq!(cat.resolve_uri("demo://t/4"), Some((1, "demo://t/4".into())));
+        assert_eq!(cat.resolve_uri("other://x"), Some((1, "other://x".into())));
+        assert_eq!(
+            cat.list(ListKind::Resources).items[0].json.as_ref(),
+            r#"{"uri":"mcpmux://a/test://static/0","name":"s"}"#
+        );
+    }
+}

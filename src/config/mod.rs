@@ -1,0 +1,685 @@
+//! Configuration: owns the TOML file format, its strict parsing (unknown keys and type errors
+//! reported with line numbers), `${VAR}` interpolation and validation into a typed [`Config`].
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+
+const MIB_16: usize = 16 * 1024 * 1024;
+
+/// A string that must not leak into logs: `Debug` prints `"***"`. There is deliberately no
+/// `Display`; use [`Secret::expose`] where the real value is needed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    /// TOML syntax, unknown key or wrong type; the message starts with `source:line:column:`.
+    #[error("{message}")]
+    Parse { message: String },
+    /// A semantically invalid value; the message starts with `source:line:` where known.
+    #[error("{message}")]
+    Invalid { message: String },
+    #[error("{location}: environment variable \"{var}\" is not set")]
+    MissingEnv { var: String, location: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub gateway: GatewayConfig,
+    /// In file order; the gateway merges upstream lists in this order.
+    pub servers: Vec<ServerConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayConfig {
+    pub listen: SocketAddr,
+    pub path: String,
+    pub separator: String,
+    pub session_idle_timeout: Duration,
+    pub request_timeout: Duration,
+    pub page_size: usize,
+    pub max_body_bytes: usize,
+    /// Empty means the built-in rule.
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            path: "/mcp".to_string(),
+            separator: "__".to_string(),
+            session_idle_timeout: Duration::from_secs(1800),
+            request_timeout: Duration::from_secs(300),
+            page_size: 500,
+            max_body_bytes: MIB_16,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The key of the `[servers.NAME]` table.
+    pub name: String,
+    /// Prefix for exposed names; "" exposes them unprefixed.
+    pub namespace: String,
+    pub isolation: Isolation,
+    /// Overrides [`GatewayConfig::request_timeout`] when set.
+    pub request_timeout: Option<Duration>,
+    pub max_line_bytes: usize,
+    pub transport: TransportConfig,
+}
+
+impl ServerConfig {
+    /// The per-request timeout for this server: its own, else the gateway's.
+    pub fn effective_request_timeout(&self, gateway: &GatewayConfig) -> Duration {
+        self.request_timeout.unwrap_or(gateway.request_timeout)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    Shared,
+    PerSession,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportConfig {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, Secret)>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, Secret)>,
+    },
+}
+
+impl Config {
+    /// Reads and parses `path`, interpolating from the process environment.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let source_name = path.display().to_string();
+        Config::from_toml_str(text, &source_name, &|var| std::env::var(var).ok())
+    }
+
+    /// Parses `text`; `source_name` prefixes error messages, `env` resolves `${VAR}`.
+    ///
+    /// Interpolation runs after TOML parsing on every string value: `${NAME}` is replaced by
+    /// the variable `NAME` (unset is an error), `$$` is a literal `$`, and any other `$` is
+    /// kept as is. An unterminated `${` is an error; substituted values are not expanded again.
+    pub fn from_toml_str(
+        text: &str,
+        source_name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| parse_error(text, source_name, &e))?;
+        let ctx = Ctx {
+            source: source_name,
+            text,
+            env,
+        };
+        let gateway = build_gateway(&ctx, raw.gateway.unwrap_or_default())?;
+        let mut servers: Vec<ServerConfig> = Vec::with_capacity(raw.servers.0.len());
+        for (key, raw_server) in raw.servers.0 {
+            let server = build_server(&ctx, &key, raw_server)?;
+            if let Some(other) = servers
+                .iter()
+                .find(|s| !s.namespace.is_empty() && s.namespace == server.namespace)
+            {
+                return Err(ctx.invalid(
+                    &key.span(),
+                    format!(
+                        "servers {:?} and {:?} both use namespace {:?}; set a distinct `namespace`",
+                        other.name, server.name, server.namespace
+                    ),
+                ));
+            }
+            if !server.namespace.is_empty() && server.namespace.contains(&gateway.separator) {
+                tracing::warn!(
+                    server = %server.name,
+                    "namespace {:?} contains the separator {:?}; prefixed names may be ambiguous",
+                    server.namespace,
+                    gateway.separator
+                );
+            }
+            servers.push(server);
+        }
+        Ok(Config { gateway, servers })
+    }
+}
+
+// ---- raw (as written) form ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    gateway: Option<RawGateway>,
+    #[serde(default)]
+    servers: Ordered<RawServer>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGateway {
+    listen: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
+    separator: Option<Spanned<String>>,
+    session_idle_timeout_secs: Option<Spanned<u64>>,
+    request_timeout_secs: Option<Spanned<u64>>,
+    page_size: Option<Spanned<usize>>,
+    max_body_bytes: Option<Spanned<usize>>,
+    allowed_hosts: Option<Vec<Spanned<String>>>,
+    allowed_origins: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    command: Option<Spanned<String>>,
+    args: Option<Vec<Spanned<String>>>,
+    env: Option<Ordered<Spanned<String>>>,
+    cwd: Option<Spanned<String>>,
+    url: Option<Spanned<String>>,
+    headers: Option<Ordered<Spanned<String>>>,
+    namespace: Option<Spanned<String>>,
+    isolation: Option<Spanned<String>>,
+    request_timeout_secs: Option<Spanned<u64>>,
+    max_line_bytes: Option<Spanned<usize>>,
+}
+
+/// A TOML table kept in file order, with the span of each key.
+struct Ordered<V>(Vec<(Spanned<String>, V)>);
+
+impl<V> Default for Ordered<V> {
+    fn default() -> Self {
+        Ordered(Vec::new())
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct OrderedVisitor<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for OrderedVisitor<V> {
+            type Value = Ordered<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Ordered(entries))
+            }
+        }
+        deserializer.deserialize_map(OrderedVisitor(PhantomData))
+    }
+}
+
+// ---- errors with positions ----
+
+/// 1-based (line, column) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// The `[table]` header (if any) in effect at `offset`, for error context.
+fn enclosing_table(text: &str, offset: usize) -> Option<String> {
+    let (line, _) = line_col(text, offset);
+    let current = text.lines().nth(line - 1).unwrap_or("");
+    if table_header(current).is_some() {
+        return None; // the error is in the header itself
+    }
+    text.lines().take(line - 1).filter_map(table_header).last()
+}
+
+/// Parses a `[a.b]` / `[[a.b]]` header line (quote-aware), dropping any trailing comment.
+fn table_header(line: &str) -> Option<String> {
+    let line = line.trim();
+    if !line.starts_with('[') {
+        return None;
+    }
+    let mut quote: Option<char> = None;
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, ']') => {
+                let end = if line[i..].starts_with("]]") { i + 2 } else { i + 1 };
+                return Some(line[..end].to_string());
+            }
+            (None, _) => {}
+        }
+    }
+    None
+}
+
+fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> ConfigError {
+    let msg = err
+        .message()
+        .trim_end()
+        .replacen("unknown field", "unknown key", 1)
+        .replace("struct RawServer", "a server table")
+        .replace("struct RawGateway", "a table");
+    let message = match err.span() {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            let context = enclosing_table(text, span.start)
+                .map(|t| format!(" (in {t})"))
+                .unwrap_or_default();
+            format!("{source}:{line}:{col}: {msg}{context}")
+        }
+        None => format!("{source}: {msg}"),
+    };
+    ConfigError::Parse { message }
+}
+
+struct Ctx<'a> {
+    source: &'a str,
+    text: &'a str,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Ctx<'_> {
+    fn at(&self, span: &Range<usize>) -> String {
+        format!("{}:{}", self.source, line_col(self.text, span.start).0)
+    }
+
+    fn invalid(&self, span: &Range<usize>, msg: impl fmt::Display) -> ConfigError {
+        ConfigError::Invalid {
+            message: format!("{}: {msg}", self.at(span)),
+        }
+    }
+
+    /// Interpolates one string value; `key` names it in errors (e.g. `servers.docs.url`).
+    fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+        interpolate(value.get_ref(), self.env).map_err(|e| match e {
+            InterpError::Missing(var) => ConfigError::MissingEnv {
+                var,
+                location: format!("{}: {key}", self.at(&value.span())),
+            },
+            InterpError::Syntax(why) => self.invalid(&value.span(), format!("{key}: {why}")),
+        })
+    }
+
+    fn expand_list(&self, values: &[Spanned<String>], key: &str) -> Result<Vec<String>, ConfigError> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| self.expand(v, &format!("{key}[{i}]")))
+            .collect()
+    }
+
+    /// A number that must be at least 1.
+    fn nonzero<T: Copy + Default + PartialEq>(&self, v: &Spanned<T>, key: &str) -> Result<T, ConfigError> {
+        if *v.get_ref() == T::default() {
+            return Err(self.invalid(&v.span(), format!("{key} must be at least 1")));
+        }
+        Ok(*v.get_ref())
+    }
+}
+
+enum InterpError {
+    Missing(String),
+    Syntax(String),
+}
+
+/// Expands `${NAME}` and `$$` in `input`; see [`Config::from_toml_str`].
+fn interpolate(input: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, InterpError> {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix('{') {
+            let end = tail.find('}').ok_or_else(|| {
+                InterpError::Syntax(
+                    "unterminated \"${\" (missing \"}\"; write \"$$\" for a literal \"$\")".to_string(),
+                )
+            })?;
+            let name = &tail[..end];
+            let valid = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(InterpError::Syntax(format!(
+                    "invalid variable name {name:?} in \"${{...}}\" (expected letters, digits and '_')"
+                )));
+            }
+            let value = env(name).ok_or_else(|| InterpError::Missing(name.to_string()))?;
+            out.push_str(&value);
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+// ---- validation ----
+
+fn path_problem(path: &str) -> Option<&'static str> {
+    if !path.starts_with('/') {
+        Some("must start with '/'")
+    } else if path.len() > 1 && path.ends_with('/') {
+        Some("must not end with '/' (unless it is exactly \"/\")")
+    } else if path
+        .chars()
+        .any(|c| matches!(c, '?' | '#') || c.is_whitespace() || c.is_control())
+    {
+        Some("must not contain '?', '#', whitespace or control characters")
+    } else {
+        None
+    }
+}
+
+fn build_gateway(ctx: &Ctx<'_>, raw: RawGateway) -> Result<GatewayConfig, ConfigError> {
+    let mut gw = GatewayConfig::default();
+    if let Some(v) = &raw.listen {
+        let s = ctx.expand(v, "gateway.listen")?;
+        gw.listen = s.parse().map_err(|_| {
+            ctx.invalid(
+                &v.span(),
+                format!("gateway.listen: {s:?} is not a socket address (expected IP:port, e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")"),
+            )
+        })?;
+    }
+    if let Some(v) = &raw.path {
+        let s = ctx.expand(v, "gateway.path")?;
+        if let Some(why) = path_problem(&s) {
+            return Err(ctx.invalid(&v.span(), format!("gateway.path {s:?} {why}")));
+        }
+        gw.path = s;
+    }
+    if let Some(v) = &raw.separator {
+        let s = ctx.expand(v, "gateway.separator")?;
+        if s.is_empty() {
+            return Err(ctx.invalid(&v.span(), "gateway.separator must not be empty"));
+        }
+        gw.separator = s;
+    }
+    if let Some(v) = &raw.session_idle_timeout_secs {
+        gw.session_idle_timeout = Duration::from_secs(ctx.nonzero(v, "gateway.session_idle_timeout_secs")?);
+    }
+    if let Some(v) = &raw.request_timeout_secs {
+        gw.request_timeout = Duration::from_secs(ctx.nonzero(v, "gateway.request_timeout_secs")?);
+    }
+    if let Some(v) = &raw.page_size {
+        gw.page_size = ctx.nonzero(v, "gateway.page_size")?;
+    }
+    if let Some(v) = &raw.max_body_bytes {
+        gw.max_body_bytes = ctx.nonzero(v, "gateway.max_body_bytes")?;
+    }
+    let no_empty = |values: &[Spanned<String>], key: &str| -> Result<Vec<String>, ConfigError> {
+        let out = ctx.expand_list(values, key)?;
+        match out.iter().position(|s| s.is_empty()) {
+            Some(i) => Err(ctx.invalid(&values[i].span(), format!("{key}[{i}] must not be empty"))),
+            None => Ok(out),
+        }
+    };
+    if let Some(values) = &raw.allowed_hosts {
+        gw.allowed_hosts = no_empty(values, "gateway.allowed_hosts")?;
+    }
+    if let Some(values) = &raw.allowed_origins {
+        gw.allowed_origins = no_empty(values, "gateway.allowed_origins")?;
+    }
+    Ok(gw)
+}
+
+/// `servers.NAME` path of a server key, quoting keys that are not bare TOML keys.
+fn server_path(name: &str) -> String {
+    if name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    {
+        format!("servers.{name}")
+    } else {
+        format!("servers.{name:?}")
+    }
+}
+
+fn valid_namespace(ns: &str) -> bool {
+    (1..=64).contains(&ns.len())
+        && ns
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+fn is_header_name(name: &str) -> bool {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    !name.is_empty() && name.bytes().all(token)
+}
+
+const NS_RULE: &str = "1 to 64 characters of A-Z a-z 0-9 _ . -";
+
+/// Validation context for one `[servers.NAME]` table.
+struct ServerCtx<'a> {
+    ctx: &'a Ctx<'a>,
+    name: &'a str,
+    path: String,
+    key_span: Range<usize>,
+}
+
+impl ServerCtx<'_> {
+    fn fail(&self, span: Option<&Range<usize>>, msg: impl fmt::Display) -> ConfigError {
+        let span = span.unwrap_or(&self.key_span);
+        self.ctx.invalid(span, format!("server {:?}: {msg}", self.name))
+    }
+
+    fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+        self.ctx.expand(value, &format!("{}.{key}", self.path))
+    }
+
+    /// A table of secret strings (`env` or `headers`), with names checked by `valid_name`.
+    fn secrets(
+        &self,
+        table: &Option<Ordered<Spanned<String>>>,
+        key: &str,
+        valid_name: fn(&str) -> bool,
+    ) -> Result<Vec<(String, Secret)>, ConfigError> {
+        let header = key == "headers";
+        let what = if header {
+            "HTTP header"
+        } else {
+            "environment variable"
+        };
+        let mut out = Vec::new();
+        for (k, v) in table.iter().flat_map(|t| t.0.iter()) {
+            let name = k.get_ref();
+            if !valid_name(name) {
+                return Err(self.fail(Some(&k.span()), format!("invalid {what} name {name:?}")));
+            }
+            let value = self.expand(v, &format!("{key}.{name}"))?;
+            // env values may span lines; header values may not hold control characters
+            if value
+                .chars()
+                .any(|c| c == '\0' || (header && c.is_control() && c != '\t'))
+            {
+                let msg = format!("{key}.{name} contains a NUL or control character");
+                return Err(self.fail(Some(&v.span()), msg));
+            }
+            out.push((name.clone(), Secret(value)));
+        }
+        Ok(out)
+    }
+
+    fn stdio(&self, command: &Spanned<String>, raw: &RawServer) -> Result<TransportConfig, ConfigError> {
+        if raw.headers.is_some() {
+            return Err(self.fail(
+                None,
+                "`headers` is only valid for `url` (Streamable HTTP) servers",
+            ));
+        }
+        let cmd = self.expand(command, "command")?;
+        if cmd.is_empty() {
+            return Err(self.fail(Some(&command.span()), "`command` must not be empty"));
+        }
+        let args = match &raw.args {
+            Some(args) => self.ctx.expand_list(args, &format!("{}.args", self.path))?,
+            None => Vec::new(),
+        };
+        let env_name = |n: &str| !n.is_empty() && !n.contains(['=', '\0']);
+        let env = self.secrets(&raw.env, "env", env_name)?;
+        let cwd = match &raw.cwd {
+            Some(v) => match self.expand(v, "cwd")? {
+                dir if dir.is_empty() => return Err(self.fail(Some(&v.span()), "`cwd` must not be empty")),
+                dir => Some(PathBuf::from(dir)),
+            },
+            None => None,
+        };
+        Ok(TransportConfig::Stdio {
+            command: cmd,
+            args,
+            env,
+            cwd,
+        })
+    }
+
+    fn http(&self, url: &Spanned<String>, raw: &RawServer) -> Result<TransportConfig, ConfigError> {
+        let stdio_only = [
+            ("args", raw.args.is_some()),
+            ("env", raw.env.is_some()),
+            ("cwd", raw.cwd.is_some()),
+        ];
+        if let Some((k, _)) = stdio_only.iter().find(|(_, present)| *present) {
+            return Err(self.fail(None, format!("`{k}` is only valid for `command` (stdio) servers")));
+        }
+        let u = self.expand(url, "url")?;
+        let lower = u.to_ascii_lowercase();
+        let rest = lower
+            .strip_prefix("http://")
+            .or_else(|| lower.strip_prefix("https://"));
+        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
+            let msg = format!("`url` {u:?} must be an http:// or https:// URL with a host");
+            return Err(self.fail(Some(&url.span()), msg));
+        }
+        let headers = self.secrets(&raw.headers, "headers", is_header_name)?;
+        Ok(TransportConfig::Http { url: u, headers })
+    }
+}
+
+fn build_server(ctx: &Ctx<'_>, key: &Spanned<String>, raw: RawServer) -> Result<ServerConfig, ConfigError> {
+    let name = key.get_ref().clone();
+    if name.is_empty() {
+        return Err(ctx.invalid(
+            &key.span(),
+            "server name (the key after `servers.`) must not be empty",
+        ));
+    }
+    let sc = ServerCtx {
+        ctx,
+        name: &name,
+        path: server_path(&name),
+        key_span: key.span(),
+    };
+    let transport = match (&raw.command, &raw.url) {
+        (Some(command), None) => sc.stdio(command, &raw)?,
+        (None, Some(url)) => sc.http(url, &raw)?,
+        (Some(_), Some(_)) => {
+            return Err(sc.fail(
+                None,
+                "set exactly one of `command` (stdio) or `url` (Streamable HTTP), not both",
+            ))
+        }
+        (None, None) => return Err(sc.fail(None, "missing `command` (stdio) or `url` (Streamable HTTP)")),
+    };
+    let namespace = match &raw.namespace {
+        Some(v) => match sc.expand(v, "namespace")? {
+            ns if ns.is_empty() || valid_namespace(&ns) => ns,
+            ns => {
+                let msg = format!("namespace {ns:?} must be {NS_RULE} (or \"\" for no prefix)");
+                return Err(sc.fail(Some(&v.span()), msg));
+            }
+        },
+        None if valid_namespace(&name) => name.clone(),
+        None => {
+            let msg =
+                format!("the server name is not a valid namespace ({NS_RULE}); set `namespace` explicitly");
+            return Err(sc.fail(None, msg));
+        }
+    };
+    let isolation = match &raw.isolation {
+        None => Isolation::Shared,
+        Some(v) => match sc.expand(v, "isolation")?.as_str() {
+            "shared" => Isolation::Shared,
+            "per-session" => Isolation::PerSession,
+            other => {
+                let msg = format!("unknown isolation {other:?} (expected \"shared\" or \"per-session\")");
+                return Err(sc.fail(Some(&v.span()), msg));
+            }
+        },
+    };
+    let key = |k: &str| format!("{}.{k}", sc.path);
+    let request_timeout = (raw.request_timeout_secs.as_ref())
+        .map(|v| {
+            ctx.nonzero(v, &key("request_timeout_secs"))
+                .map(Duration::from_secs)
+        })
+        .transpose()?;
+    let max_line_bytes = (raw.max_line_bytes.as_ref())
+        .map(|v| ctx.nonzero(v, &key("max_line_bytes")))
+        .transpose()?
+        .unwrap_or(MIB_16);
+    Ok(ServerConfig {
+        name,
+        namespace,
+        isolation,
+        request_timeout,
+        max_line_bytes,
+        transport,
+    })
+}
+
+#[cfg(test)]
+mod tests;

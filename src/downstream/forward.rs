@@ -1,0 +1,287 @@
+//! A host call being served by an upstream: its event stream turned into the frames of the
+//! host's POST response (notifications and server requests first, then the response with the
+//! host's own id restored), with the deadline and the rewriting of URIs in results.
+
+use super::session::Session;
+use crate::catalog::Naming;
+use crate::error::{codes, UpstreamError};
+use crate::protocol::message::error_object;
+use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::upstream::{CallEvent, UpstreamHandle};
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Which URIs in a result must be exposed under the upstream's namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultShape {
+    Opaque,
+    ToolResult,
+    PromptResult,
+    ReadResult,
+}
+
+/// A call in flight on an upstream, on behalf of one host request.
+pub struct ForwardedCall {
+    pub events: mpsc::Receiver<CallEvent>,
+    pub client_id: RequestId,
+    pub client_progress_token: Option<Box<RawValue>>,
+    pub upstream: UpstreamHandle,
+    pub upstream_id: u64,
+    pub session: Arc<Session>,
+    pub shape: ResultShape,
+    pub naming: Naming,
+    pub deadline: Instant,
+    pub timeout_secs: u64,
+}
+
+/// Removes the host call from the session's in-flight map however the stream ends.
+struct InflightGuard {
+    session: Arc<Session>,
+    client_id: RequestId,
+    upstream_id: u64,
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.session.finish_inflight(&self.client_id, self.upstream_id);
+    }
+}
+
+impl ForwardedCall {
+    /// The frames to send the host, ending with exactly one response.
+    pub fn into_frames(self) -> impl futures_util::Stream<Item = Arc<str>> + Send {
+        async_stream::stream! {
+            let mut call = self;
+            let _guard = InflightGuard {
+                session: call.session.clone(),
+                client_id: call.client_id.clone(),
+                upstream_id: call.upstream_id,
+            };
+            loop {
+                let event = tokio::time::timeout_at(call.deadline, call.events.recv()).await;
+                match event {
+                    Err(_) => {
+                        call.upstream.cancel(call.upstream_id, "request timed out in mcpmux");
+                        let error = UpstreamError::Timeout {
+                            name: call.upstream.name().to_string(),
+                            secs: call.timeout_secs,
+                        };
+                        yield call.error_frame(error.to_error_object());
+                        break;
+                    }
+                    Ok(None) => {
+                        let error = UpstreamError::Closed {
+                            name: call.upstream.name().to_string(),
+                            reason: "connection ended".into(),
+                        };
+                        yield call.error_frame(error.to_error_object());
+                        break;
+                    }
+                    Ok(Some(CallEvent::Response(Message::Response { payload, .. }))) => {
+                        yield call.response_frame(payload);
+                        break;
+                    }
+                    Ok(Some(CallEvent::Response(_))) => {}
+                    Ok(Some(CallEvent::Failed(error))) => {
+                        yield call.error_frame(error.to_error_object());
+                        break;
+                    }
+                    Ok(Some(CallEvent::ServerRequest(json))) => yield json,
+                    Ok(Some(CallEvent::Notification(msg))) => {
+                        if let Some(frame) = call.notification_frame(msg) {
+                            yield frame;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn error_frame(&self, error: Box<RawValue>) -> Arc<str> {
+        Message::Response {
+            id: Some(self.client_id.clone()),
+            payload: ResponsePayload::Error(error),
+        }
+        .to_json()
+        .into()
+    }
+
+    fn response_frame(&self, payload: ResponsePayload) -> Arc<str> {
+        let payload = match payload {
+            ResponsePayload::Result(result) => {
+                ResponsePayload::Result(expose_result_uris(result, self.shape, &self.naming))
+            }
+            error => error,
+        };
+        Message::Response {
+            id: Some(self.client_id.clone()),
+            payload,
+        }
+        .to_json()
+        .into()
+    }
+
+    fn notification_frame(&self, msg: Message) -> Option<Arc<str>> {
+        let Message::Notification { method, params } = msg else {
+            return None;
+        };
+        if method != "notifications/progress" {
+            return Some(Message::Notification { method, params }.to_json().into());
+        }
+        let token = self.client_progress_token.as_ref()?;
+        let mut p = RawObject::parse_opt(params.as_deref())?;
+        p.set("progressToken", token.clone());
+        Some(
+            Message::Notification {
+                method,
+                params: Some(p.to_raw()),
+            }
+            .to_json()
+            .into(),
+        )
+    }
+}
+
+/// Rewrite resource URIs inside a result so hosts can read them back through mcpmux.
+pub fn expose_result_uris(result: Box<RawValue>, shape: ResultShape, naming: &Naming) -> Box<RawValue> {
+    if naming.namespace.is_empty() || shape == ResultShape::Opaque || !result.get().contains("\"uri\"") {
+        return result;
+    }
+    let Ok(mut obj) = RawObject::parse(result.get()) else {
+        return result;
+    };
+    let changed = match shape {
+        ResultShape::ToolResult => rewrite_array(&mut obj, "content", |b| expose_block(b, naming)),
+        ResultShape::PromptResult => rewrite_array(&mut obj, "messages", |m| {
+            let Some(mut content) = m.get_object("content") else {
+                return false;
+            };
+            let changed = expose_block(&mut content, naming);
+            if changed {
+                m.set("content", content.to_raw());
+            }
+            changed
+        }),
+        ResultShape::ReadResult => rewrite_array(&mut obj, "contents", |c| expose_uri_member(c, naming)),
+        ResultShape::Opaque => false,
+    };
+    if changed {
+        obj.to_raw()
+    } else {
+        result
+    }
+}
+
+fn rewrite_array(obj: &mut RawObject, key: &str, mut edit: impl FnMut(&mut RawObject) -> bool) -> bool {
+    let Some(items) = obj.get_array(key) else {
+        return false;
+    };
+    let mut changed = false;
+    let rewritten: Vec<Box<RawValue>> = items
+        .into_iter()
+        .map(|item| match RawObject::parse(item.get()) {
+            Ok(mut o) => {
+                if edit(&mut o) {
+                    changed = true;
+                    o.to_raw()
+                } else {
+                    item
+                }
+            }
+            Err(_) => item,
+        })
+        .collect();
+    if changed {
+        obj.set(key, crate::protocol::message::to_raw(&rewritten));
+    }
+    changed
+}
+
+fn expose_uri_member(obj: &mut RawObject, naming: &Naming) -> bool {
+    match obj.get_str("uri") {
+        Some(uri) => {
+            obj.set_str("uri", &naming.expose_uri(&uri));
+            true
+        }
+        None => false,
+    }
+}
+
+/// Expose the URI of a `resource_link` block or of an embedded `resource` block.
+fn expose_block(block: &mut RawObject, naming: &Naming) -> bool {
+    match block.get_str("type").as_deref() {
+        Some("resource_link") => expose_uri_member(block, naming),
+        Some("resource") => {
+            let Some(mut resource) = block.get_object("resource") else {
+                return false;
+            };
+            let changed = expose_uri_member(&mut resource, naming);
+            if changed {
+                block.set("resource", resource.to_raw());
+            }
+            changed
+        }
+        _ => false,
+    }
+}
+
+/// An error response for a host request.
+pub fn error_reply(id: RequestId, code: i64, message: &str, data: Option<&serde_json::Value>) -> Message {
+    Message::Response {
+        id: Some(id),
+        payload: ResponsePayload::Error(error_object(code, message, data)),
+    }
+}
+
+/// An error response carrying an upstream failure.
+pub fn upstream_error_reply(id: RequestId, error: &UpstreamError) -> Message {
+    Message::Response {
+        id: Some(id),
+        payload: ResponsePayload::Error(error.to_error_object()),
+    }
+}
+
+/// The -32601 answer for methods mcpmux does not serve.
+pub fn method_not_found(id: RequestId, method: &str) -> Message {
+    error_reply(
+        id,
+        codes::METHOD_NOT_FOUND,
+        &format!("Method not found: {method}"),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::message::raw;
+
+    fn naming(ns: &str) -> Naming {
+        Naming {
+            namespace: ns.into(),
+            separator: "__".into(),
+        }
+    }
+
+    #[test]
+    fn tool_results_expose_links_and_embedded_resources() {
+        let result = raw(r#"{"content":[{"type":"text","text":"uri"},{"type":"resource_link","uri":"test://a","name":"a"},{"type":"resource","resource":{"uri":"test://b","text":"x"}}],"isError":false}"#.into());
+        let out = expose_result_uris(result, ResultShape::ToolResult, &naming("t"));
+        assert_eq!(
+            out.get(),
+            r#"{"content":[{"type":"text","text":"uri"},{"type":"resource_link","uri":"mcpmux://t/test://a","name":"a"},{"type":"resource","resource":{"uri":"mcpmux://t/test://b","text":"x"}}],"isError":false}"#
+        );
+    }
+
+    #[test]
+    fn prompt_and_read_results_are_rewritten_and_empty_namespace_is_untouched() {
+        let prompt = raw(r#"{"messages":[{"role":"user","content":{"type":"resource","resource":{"uri":"x://1","text":"t"}}}]}"#.into());
+        let out = expose_result_uris(prompt, ResultShape::PromptResult, &naming("n"));
+        assert!(out.get().contains("mcpmux://n/x://1"));
+        let read = raw(r#"{"contents":[{"uri":"x://2","text":"t"}]}"#.into());
+        let same = expose_result_uris(read, ResultShape::ReadResult, &naming(""));
+        assert_eq!(same.get(), r#"{"contents":[{"uri":"x://2","text":"t"}]}"#);
+    }
+}

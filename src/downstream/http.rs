@@ -1,0 +1,337 @@
+//! The Streamable HTTP endpoint: POST (JSON or SSE replies, 202 for notifications and
+//! responses), GET (the session's standalone stream), DELETE (end the session), with the
+//! status codes of the 2025-11-25 transport.
+
+use super::forward::error_reply;
+use super::origin::AccessPolicy;
+use super::router::{self, Dispatch};
+use super::session::Session;
+use crate::error::{codes, DownstreamError};
+use crate::hub::Hub;
+use crate::protocol::message::{error_response, result_response};
+use crate::protocol::{parse_body, sse, version, Body, Message, RawObject};
+use axum::body::Body as HttpBody;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use bytes::Bytes;
+use futures_util::stream::{self, BoxStream, StreamExt};
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use rand::RngCore;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// Comment lines that keep idle GET streams from being cut by proxies.
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
+
+struct Endpoint {
+    hub: Arc<Hub>,
+    access: AccessPolicy,
+}
+
+/// The axum router serving the configured MCP path.
+pub fn router(hub: Arc<Hub>) -> axum::Router {
+    let path = hub.config.gateway.path.clone();
+    let limit = hub.config.gateway.max_body_bytes;
+    let endpoint = Arc::new(Endpoint {
+        access: AccessPolicy::from_config(&hub.config.gateway),
+        hub,
+    });
+    axum::Router::new()
+        .route(&path, any(handle))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(endpoint)
+}
+
+async fn handle(
+    State(ep): State<Arc<Endpoint>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(err) = ep.access.check(&headers) {
+        return refuse(err);
+    }
+    let outcome = match method {
+        Method::POST => post(&ep.hub, &headers, body).await,
+        Method::GET => get(&ep.hub, &headers),
+        Method::DELETE => delete(&ep.hub, &headers),
+        _ => Err(DownstreamError::MethodNotAllowed),
+    };
+    outcome.unwrap_or_else(refuse)
+}
+
+/// The HTTP answer for a refused request: its status and an id-less JSON-RPC error body.
+fn refuse(err: DownstreamError) -> Response {
+    let status = err.status();
+    let body = error_response(None, err.code(), &err.to_string()).to_json();
+    let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        resp.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+    }
+    resp
+}
+
+fn accepts(headers: &HeaderMap, media: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',')
+                .map(|p| p.split(';').next().unwrap_or("").trim())
+                .any(|p| {
+                    p == media || p == "*/*" || p.strip_suffix("/*").is_some_and(|t| media.starts_with(t))
+                })
+        })
+}
+
+fn session_id(headers: &HeaderMap) -> Result<&str, DownstreamError> {
+    let value = headers
+        .get(SESSION_HEADER)
+        .ok_or(DownstreamError::MissingSession)?;
+    value
+        .to_str()
+        .map_err(|_| DownstreamError::BadRequest("invalid Mcp-Session-Id".into()))
+}
+
+fn find_session(hub: &Hub, headers: &HeaderMap) -> Result<Arc<Session>, DownstreamError> {
+    hub.sessions
+        .get(session_id(headers)?)
+        .ok_or(DownstreamError::UnknownSession)
+}
+
+/// The negotiated version the request claims; absent means 2025-03-26.
+fn claimed_version(headers: &HeaderMap) -> Result<String, DownstreamError> {
+    let Some(value) = headers.get(VERSION_HEADER) else {
+        return Ok(version::DEFAULT_NEGOTIATED.to_string());
+    };
+    let v = value.to_str().unwrap_or_default().trim();
+    if version::is_supported(v) {
+        Ok(v.to_string())
+    } else {
+        Err(DownstreamError::BadRequest(format!(
+            "Unsupported protocol version {v:?}; this endpoint speaks {} (open a session with initialize)",
+            version::SESSION_ERA_VERSIONS.join(", ")
+        )))
+    }
+}
+
+fn new_session_id() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn json_reply(msg: &Message, session: Option<&str>) -> Response {
+    let mut resp = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        msg.to_json(),
+    )
+        .into_response();
+    if let Some(sid) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
+        resp.headers_mut().insert(SESSION_HEADER, sid);
+    }
+    resp
+}
+
+/// Make JSON safe for one SSE event: raw CR/LF can only be insignificant whitespace in JSON.
+fn sse_frame(json: &str) -> Bytes {
+    if json.contains(['\r', '\n']) {
+        Bytes::from(sse::encode_data(&json.replace(['\r', '\n'], " ")))
+    } else {
+        Bytes::from(sse::encode_data(json))
+    }
+}
+
+fn sse_response(frames: BoxStream<'static, Bytes>) -> Response {
+    let body = HttpBody::from_stream(frames.map(Ok::<_, Infallible>));
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Response, DownstreamError> {
+    if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
+        return Err(DownstreamError::NotAcceptable(
+            "Accept must list application/json and text/event-stream",
+        ));
+    }
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("application/json"));
+    if !json_type {
+        return Err(DownstreamError::UnsupportedMediaType);
+    }
+    let text = std::str::from_utf8(&body).map_err(|_| DownstreamError::Parse("body is not UTF-8".into()))?;
+    let parsed = match parse_body(text) {
+        Ok(b) => b,
+        Err(err) if err.code() == codes::PARSE_ERROR => return Err(DownstreamError::Parse(err.to_string())),
+        Err(err) => {
+            let msg = error_response(err.id().cloned(), err.code(), &err.to_string());
+            let resp = (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                msg.to_json(),
+            );
+            return Ok(resp.into_response());
+        }
+    };
+    match parsed {
+        Body::Single(Message::Request { id, method, params }) if method == "initialize" => {
+            let params = RawObject::parse_opt(params.as_deref());
+            let (session, result) = router::initialize(hub, params.as_ref(), new_session_id()).await;
+            tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
+            hub.sessions.insert(session.clone());
+            Ok(json_reply(&result_response(id, result), Some(&session.id)))
+        }
+        Body::Single(msg) => {
+            claimed_version(headers)?;
+            let session = find_session(hub, headers)?;
+            Ok(match router::dispatch(hub, &session, msg).await {
+                Dispatch::Accepted => StatusCode::ACCEPTED.into_response(),
+                Dispatch::Reply(reply) => json_reply(&reply, None),
+                Dispatch::Forward(call) => {
+                    sse_response(call.into_frames().map(|json| sse_frame(&json)).boxed())
+                }
+            })
+        }
+        Body::Batch(items) => {
+            let negotiated = claimed_version(headers)?;
+            let session = find_session(hub, headers)?;
+            if !version::allows_batches(&negotiated) && !version::allows_batches(&session.protocol_version) {
+                return Err(DownstreamError::BadRequest(format!(
+                    "JSON-RPC batches are not allowed in {negotiated}"
+                )));
+            }
+            Ok(batch(hub, &session, items).await)
+        }
+    }
+}
+
+/// Serve a 2025-03-26 batch: every reply on one SSE stream, or 202 when nothing needs one.
+async fn batch(
+    hub: &Arc<Hub>,
+    session: &Arc<Session>,
+    items: Vec<Result<Message, crate::protocol::ParseError>>,
+) -> Response {
+    let mut immediate = Vec::new();
+    let mut streams = Vec::new();
+    for item in items {
+        let msg = match item {
+            Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+                immediate.push(error_reply(
+                    id,
+                    codes::INVALID_REQUEST,
+                    "initialize cannot be batched",
+                    None,
+                ));
+                continue;
+            }
+            Ok(msg) => msg,
+            Err(err) => {
+                immediate.push(error_response(err.id().cloned(), err.code(), &err.to_string()));
+                continue;
+            }
+        };
+        match router::dispatch(hub, session, msg).await {
+            Dispatch::Accepted => {}
+            Dispatch::Reply(reply) => immediate.push(reply),
+            Dispatch::Forward(call) => streams.push(call.into_frames().boxed()),
+        }
+    }
+    if immediate.is_empty() && streams.is_empty() {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    let first: Vec<Bytes> = immediate.iter().map(|m| sse_frame(&m.to_json())).collect();
+    let rest = stream::select_all(streams).map(|json| sse_frame(&json));
+    sse_response(stream::iter(first).chain(rest).boxed())
+}
+
+fn get(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError> {
+    if !accepts(headers, "text/event-stream") {
+        return Err(DownstreamError::NotAcceptable(
+            "Accept must list text/event-stream",
+        ));
+    }
+    claimed_version(headers)?;
+    let session = find_session(hub, headers)?;
+    let mut queue = session.open_get_stream().ok_or(DownstreamError::Conflict(
+        "this session already has an open GET stream",
+    ))?;
+    session.touch();
+    let closed = session.closed.clone();
+    let shutdown = hub.shutdown.clone();
+    let frames = async_stream::stream! {
+        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
+        keepalive.tick().await;
+        loop {
+            tokio::select! {
+                msg = queue.recv() => match msg {
+                    Some(json) => yield sse_frame(&json),
+                    None => break,
+                },
+                _ = keepalive.tick() => yield Bytes::from_static(b": keepalive\n\n"),
+                _ = closed.cancelled() => break,
+                _ = shutdown.cancelled() => break,
+            }
+        }
+    };
+    Ok(sse_response(frames.boxed()))
+}
+
+fn delete(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError> {
+    let id = session_id(headers)?;
+    match hub.sessions.remove(id) {
+        Some(_) => {
+            tracing::info!(session = %id, "session ended by DELETE");
+            Ok(StatusCode::OK.into_response())
+        }
+        None => Err(DownstreamError::UnknownSession),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_header_parsing() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream;q=0.9"),
+        );
+        assert!(accepts(&h, "application/json") && accepts(&h, "text/event-stream"));
+        h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        assert!(!accepts(&h, "text/event-stream"));
+        h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        assert!(accepts(&h, "text/event-stream"));
+    }
+
+    #[test]
+    fn session_ids_are_long_visible_ascii_and_distinct() {
+        let a = new_session_id();
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+        assert_ne!(a, new_session_id());
+    }
+
+    #[test]
+    fn sse_frames_never_split_json() {
+        let frame = sse_frame("{\"a\":\r\n 1}");
+        assert_eq!(&frame[..], b"data: {\"a\":   1}\n\n");
+    }
+}

@@ -1,0 +1,490 @@
+//! Routing of host messages: initialize, lists served from the catalog, calls forwarded to the
+//! upstream that owns the name or URI, cancellations, logging levels, subscriptions, and host
+//! answers to server-to-client requests.
+
+use super::forward::{error_reply, method_not_found, upstream_error_reply, ForwardedCall, ResultShape};
+use super::session::{log_level_rank, ClientCaps, InflightCall, Session, LOG_LEVELS};
+use crate::catalog::{cursor, ListKind};
+use crate::config::Isolation;
+use crate::error::codes;
+use crate::hub::Hub;
+use crate::protocol::message::{json_string, raw, result_response, to_raw};
+use crate::protocol::{version, Message, RawObject, RequestId};
+use crate::upstream::{CallOrigin, OutboundCall, CALL_EVENT_QUEUE};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long `logging/setLevel` waits for upstreams to acknowledge.
+const SET_LEVEL_WAIT: Duration = Duration::from_secs(5);
+
+/// What a host message turned into.
+pub enum Dispatch {
+    /// A notification or response: nothing to send back.
+    Accepted,
+    /// Answered by mcpmux itself.
+    Reply(Message),
+    /// Answered by an upstream, over a stream.
+    Forward(ForwardedCall),
+}
+
+/// Open a session for an `initialize` request; returns it with the result to send.
+pub async fn initialize(
+    hub: &Arc<Hub>,
+    params: Option<&RawObject>,
+    session_id: String,
+) -> (Arc<Session>, Box<serde_json::value::RawValue>) {
+    hub.wait_startup().await;
+    let requested = params
+        .and_then(|p| p.get_str("protocolVersion"))
+        .unwrap_or_default();
+    let negotiated = version::negotiate(&requested);
+    let caps = ClientCaps::from_capabilities(params.and_then(|p| p.get_object("capabilities")).as_ref());
+    let session = Session::new(session_id, negotiated.to_string(), caps);
+    let mut result = serde_json::json!({
+        "protocolVersion": negotiated,
+        "capabilities": merged_capabilities(hub),
+        "serverInfo": { "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") },
+    });
+    if let Some(text) = combined_instructions(hub) {
+        result["instructions"] = text.into();
+    }
+    (session, to_raw(&result))
+}
+
+/// The capabilities mcpmux can honour given what its upstreams offer.
+fn merged_capabilities(hub: &Hub) -> serde_json::Value {
+    let facts: Vec<_> = hub.upstreams.iter().filter_map(|s| s.facts.load_full()).collect();
+    let any = |cap: &str| facts.iter().any(|f| f.has(cap));
+    let mut caps = serde_json::json!({ "tools": { "listChanged": true } });
+    if any("prompts") {
+        caps["prompts"] = serde_json::json!({ "listChanged": true });
+    }
+    if any("resources") {
+        let subscribe = facts.iter().any(|f| {
+            f.capabilities
+                .pointer("/resources/subscribe")
+                .and_then(|v| v.as_bool())
+                == Some(true)
+        });
+        caps["resources"] = serde_json::json!({ "listChanged": true, "subscribe": subscribe });
+    }
+    if any("logging") {
+        caps["logging"] = serde_json::json!({});
+    }
+    if any("completions") {
+        caps["completions"] = serde_json::json!({});
+    }
+    caps
+}
+
+fn combined_instructions(hub: &Hub) -> Option<String> {
+    let parts: Vec<String> = hub
+        .upstreams
+        .iter()
+        .filter_map(|slot| {
+            let facts = slot.facts.load_full()?;
+            let text = facts.instructions.as_deref()?.trim();
+            (!text.is_empty()).then(|| format!("## {}\n{}", slot.server.name, text))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+/// Route one message from a host session.
+pub async fn dispatch(hub: &Arc<Hub>, session: &Arc<Session>, msg: Message) -> Dispatch {
+    session.touch();
+    match msg {
+        Message::Request { id, method, params } => request(hub, session, id, method, params).await,
+        Message::Notification { method, params } => {
+            notification(session, &method, RawObject::parse_opt(params.as_deref()));
+            Dispatch::Accepted
+        }
+        Message::Response { id, payload } => {
+            match id
+                .as_ref()
+                .and_then(RequestId::as_u64)
+                .and_then(|i| session.take_server_request(i))
+            {
+                Some(route) => route.upstream.answer(route.upstream_id, payload),
+                None => tracing::debug!(session = %session.id, id = ?id, "response to an unknown request"),
+            }
+            Dispatch::Accepted
+        }
+    }
+}
+
+async fn request(
+    hub: &Arc<Hub>,
+    session: &Arc<Session>,
+    id: RequestId,
+    method: String,
+    params: Option<Box<serde_json::value::RawValue>>,
+) -> Dispatch {
+    let params = match params {
+        Some(p) => match RawObject::parse(p.get()) {
+            Ok(obj) => obj,
+            Err(_) => {
+                return Dispatch::Reply(error_reply(
+                    id,
+                    codes::INVALID_PARAMS,
+                    "params must be an object",
+                    None,
+                ))
+            }
+        },
+        None => RawObject::default(),
+    };
+    match method.as_str() {
+        "ping" => Dispatch::Reply(result_response(id, raw("{}".into()))),
+        "initialize" => Dispatch::Reply(error_reply(
+            id,
+            codes::INVALID_REQUEST,
+            "session already initialized",
+            None,
+        )),
+        "tools/list" => list_page(hub, id, ListKind::Tools, &params),
+        "prompts/list" => list_page(hub, id, ListKind::Prompts, &params),
+        "resources/list" => list_page(hub, id, ListKind::Resources, &params),
+        "resources/templates/list" => list_page(hub, id, ListKind::Templates, &params),
+        "tools/call" => {
+            by_name(
+                hub,
+                session,
+                id,
+                method,
+                params,
+                ListKind::Tools,
+                ResultShape::ToolResult,
+            )
+            .await
+        }
+        "prompts/get" => {
+            by_name(
+                hub,
+                session,
+                id,
+                method,
+                params,
+                ListKind::Prompts,
+                ResultShape::PromptResult,
+            )
+            .await
+        }
+        "resources/read" => by_uri(hub, session, id, method, params).await,
+        "resources/subscribe" | "resources/unsubscribe" => {
+            subscription(hub, session, id, method, params).await
+        }
+        "completion/complete" => completion(hub, session, id, method, params).await,
+        "logging/setLevel" => set_level(hub, session, id, &params).await,
+        _ => Dispatch::Reply(method_not_found(id, &method)),
+    }
+}
+
+fn list_page(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Dispatch {
+    let catalog = hub.catalog.snapshot();
+    let items = &catalog.list(kind).items;
+    let cursor = params.get_str("cursor");
+    let Some((start, end, next)) = cursor::page(items.len(), cursor.as_deref(), hub.config.gateway.page_size)
+    else {
+        return Dispatch::Reply(error_reply(id, codes::INVALID_PARAMS, "invalid cursor", None));
+    };
+    let mut out =
+        String::with_capacity(64 + items[start..end].iter().map(|i| i.json.len() + 1).sum::<usize>());
+    out.push_str("{\"");
+    out.push_str(kind.field());
+    out.push_str("\":[");
+    for (n, item) in items[start..end].iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        out.push_str(&item.json);
+    }
+    out.push(']');
+    if let Some(next) = next {
+        out.push_str(",\"nextCursor\":");
+        out.push_str(&json_string(&next));
+    }
+    out.push('}');
+    Dispatch::Reply(result_response(id, raw(out)))
+}
+
+async fn by_name(
+    hub: &Arc<Hub>,
+    session: &Arc<Session>,
+    id: RequestId,
+    method: String,
+    mut params: RawObject,
+    kind: ListKind,
+    shape: ResultShape,
+) -> Dispatch {
+    let Some(name) = params.get_str("name") else {
+        return Dispatch::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "params.name is required",
+            None,
+        ));
+    };
+    let catalog = hub.catalog.snapshot();
+    let Some(item) = catalog.list(kind).lookup(&name) else {
+        let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
+        return Dispatch::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            &format!("Unknown {what}: {name}"),
+            None,
+        ));
+    };
+    params.set_str("name", &item.original);
+    forward(hub, session, id, method, item.upstream, params, shape).await
+}
+
+fn resource_not_found(id: RequestId, uri: &str) -> Dispatch {
+    let data = serde_json::json!({ "uri": uri });
+    Dispatch::Reply(error_reply(
+        id,
+        codes::RESOURCE_NOT_FOUND,
+        "Resource not found",
+        Some(&data),
+    ))
+}
+
+async fn by_uri(
+    hub: &Arc<Hub>,
+    session: &Arc<Session>,
+    id: RequestId,
+    method: String,
+    mut params: RawObject,
+) -> Dispatch {
+    let Some(uri) = params.get_str("uri") else {
+        return Dispatch::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "params.uri is required",
+            None,
+        ));
+    };
+    let Some((upstream, original)) = hub.catalog.snapshot().resolve_uri(&uri) else {
+        return resource_not_found(id, &uri);
+    };
+    params.set_str("uri", &original);
+    forward(
+        hub,
+        session,
+        id,
+        method,
+        upstream,
+        params,
+        ResultShape::ReadResult,
+    )
+    .await
+}
+
+async fn subscription(
+    hub: &Arc<Hub>,
+    session: &Arc<Session>,
+    id: RequestId,
+    method: String,
+    mut params: RawObject,
+) -> Dispatch {
+    let Some(uri) = params.get_str("uri") else {
+        return Dispatch::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "params.uri is required",
+            None,
+        ));
+    };
+    let Some((upstream, original)) = hub.catalog.snapshot().resolve_uri(&uri) else {
+        return resource_not_found(id, &uri);
+    };
+    if method == "resources/subscribe" {
+        session.subscribe(&uri);
+    } else {
+        session.unsubscribe(&uri);
+        let shared = hub.upstreams[upstream].server.isolation == Isolation::Shared;
+        let still_watched = hub.sessions.all().iter().any(|s| s.is_subscribed_exact(&uri));
+        if shared && still_watched {
+            return Dispatch::Reply(result_response(id, raw("{}".into())));
+        }
+    }
+    params.set_str("uri", &original);
+    forward(hub, session, id, method, upstream, params, ResultShape::Opaque).await
+}
+
+async fn completion(
+    hub: &Arc<Hub>,
+    session: &Arc<Session>,
+    id: RequestId,
+    method: String,
+    mut params: RawObject,
+) -> Dispatch {
+    let Some(mut reference) = params.get_object("ref") else {
+        return Dispatch::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "params.ref is required",
+            None,
+        ));
+    };
+    let catalog = hub.catalog.snapshot();
+    let target = match reference.get_str("type").as_deref() {
+        Some("ref/prompt") => reference.get_str("name").and_then(|name| {
+            let item = catalog.list(ListKind::Prompts).lookup(&name)?;
+            Some((item.upstream, "name", item.original.clone()))
+        }),
+        Some("ref/resource") => reference
+            .get_str("uri")
+            .and_then(|uri| catalog.resolve_uri(&uri))
+            .map(|(upstream, original)| (upstream, "uri", original)),
+        _ => None,
+    };
+    let Some((upstream, key, original)) = target else {
+        return Dispatch::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "unknown completion reference",
+            None,
+        ));
+    };
+    reference.set_str(key, &original);
+    params.set("ref", reference.to_raw());
+    forward(hub, session, id, method, upstream, params, ResultShape::Opaque).await
+}
+
+async fn set_level(hub: &Arc<Hub>, session: &Arc<Session>, id: RequestId, params: &RawObject) -> Dispatch {
+    let level = params.get_str("level").unwrap_or_default();
+    let Some(rank) = log_level_rank(&level) else {
+        return Dispatch::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            &format!("invalid log level {level:?}"),
+            None,
+        ));
+    };
+    session.set_log_level(rank);
+    // A shared upstream gets the most verbose level any session asked for; mcpmux filters per session.
+    let shared_rank = hub
+        .sessions
+        .all()
+        .iter()
+        .filter_map(|s| s.log_level())
+        .min()
+        .unwrap_or(rank)
+        .min(rank);
+    let mut targets = Vec::new();
+    for slot in &hub.upstreams {
+        if !slot.facts.load().as_ref().is_some_and(|f| f.has("logging")) {
+            continue;
+        }
+        let (handle, level_rank) = match slot.server.isolation {
+            Isolation::Shared => (slot.shared.load_full().map(|h| (*h).clone()), shared_rank),
+            Isolation::PerSession => (session.connection(slot.index), rank),
+        };
+        if let Some(handle) = handle {
+            targets.push((handle, LOG_LEVELS[level_rank]));
+        }
+    }
+    let sends = targets.into_iter().map(|(handle, level)| async move {
+        let params = raw(format!("{{\"level\":{}}}", json_string(level)));
+        if let Err(err) = handle
+            .request("logging/setLevel", Some(params), SET_LEVEL_WAIT)
+            .await
+        {
+            tracing::warn!(upstream = %handle.name(), %err, "logging/setLevel failed upstream");
+        }
+    });
+    futures_util::future::join_all(sends).await;
+    Dispatch::Reply(result_response(id, raw("{}".into())))
+}
+
+/// Send a host request to upstream `index`, swapping the progress token for the upstream id.
+async fn forward(
+    hub: &Arc<Hub>,
+    session: &Arc<Session>,
+    id: RequestId,
+    method: String,
+    index: usize,
+    mut params: RawObject,
+    shape: ResultShape,
+) -> Dispatch {
+    let handle = match hub.connection_for(index, session).await {
+        Ok(handle) => handle,
+        Err(err) => return Dispatch::Reply(upstream_error_reply(id, &err)),
+    };
+    let upstream_id = handle.next_id();
+    let mut client_progress_token = None;
+    if let Some(mut meta) = params.get_object("_meta") {
+        if let Some(token) = meta.get("progressToken") {
+            client_progress_token = Some(token.to_owned());
+            meta.set("progressToken", raw(upstream_id.to_string()));
+            params.set("_meta", meta.to_raw());
+        }
+    }
+    let slot = &hub.upstreams[index];
+    let timeout = slot
+        .server
+        .request_timeout
+        .unwrap_or(hub.config.gateway.request_timeout);
+    let (sink, events) = mpsc::channel(CALL_EVENT_QUEUE);
+    session.add_inflight(
+        id.clone(),
+        InflightCall {
+            upstream: handle.clone(),
+            upstream_id,
+        },
+    );
+    let call = OutboundCall {
+        upstream_id,
+        method,
+        params: Some(params.to_raw()),
+        origin: CallOrigin::Host {
+            session: session.clone(),
+            sink,
+        },
+    };
+    if let Err(err) = handle.send_call(call) {
+        session.finish_inflight(&id, upstream_id);
+        return Dispatch::Reply(upstream_error_reply(id, &err));
+    }
+    Dispatch::Forward(ForwardedCall {
+        events,
+        client_id: id,
+        client_progress_token,
+        upstream: handle,
+        upstream_id,
+        session: session.clone(),
+        shape,
+        naming: slot.naming.clone(),
+        deadline: tokio::time::Instant::now() + timeout,
+        timeout_secs: timeout.as_secs(),
+    })
+}
+
+fn notification(session: &Arc<Session>, method: &str, params: Option<RawObject>) {
+    match method {
+        "notifications/cancelled" => {
+            let Some(request) = params
+                .as_ref()
+                .and_then(|p| p.get("requestId"))
+                .and_then(RequestId::from_raw)
+            else {
+                return;
+            };
+            let reason = params
+                .as_ref()
+                .and_then(|p| p.get_str("reason"))
+                .unwrap_or_else(|| "cancelled by the host".into());
+            if let Some(call) = session.take_inflight(&request) {
+                call.upstream.cancel(call.upstream_id, &reason);
+            }
+        }
+        "notifications/roots/list_changed" => {
+            for conn in session.connections() {
+                conn.notify(method, None);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,141 @@
+//! mcpmux: one Streamable HTTP MCP endpoint in front of many upstream MCP servers.
+//! [`run`] serves a [`Config`] until a shutdown token fires; [`start`] returns a running gateway.
+
+pub mod catalog;
+pub mod config;
+pub mod downstream;
+pub mod error;
+pub mod hub;
+pub mod protocol;
+pub mod upstream;
+
+pub use config::Config;
+pub use error::GatewayError;
+
+use hub::Hub;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long in-flight host calls may take to finish after shutdown begins.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long upstreams may take to stop (their own grace periods run inside this).
+const UPSTREAM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running gateway.
+pub struct Gateway {
+    addr: SocketAddr,
+    hub: Arc<Hub>,
+    server: JoinHandle<std::io::Result<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// The address the endpoint listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The endpoint URL.
+    pub fn url(&self) -> String {
+        format!("http://{}{}", self.addr, self.hub.config.gateway.path)
+    }
+
+    /// Stop gracefully: stop accepting, end standalone streams, let in-flight calls drain
+    /// (bounded), end sessions, then stop every upstream (no child process survives).
+    pub async fn stop(self) {
+        tracing::info!("shutting down");
+        self.hub.shutdown.cancel();
+        let mut server = self.server;
+        if tokio::time::timeout(DRAIN_TIMEOUT, &mut server).await.is_err() {
+            tracing::warn!("in-flight requests did not finish in time; closing them");
+            server.abort();
+        }
+        let per_session: Vec<_> = self
+            .hub
+            .sessions
+            .all()
+            .iter()
+            .flat_map(|s| s.connections())
+            .collect();
+        self.hub.sessions.close_all();
+        let mut stopping: Vec<upstream::UpstreamHandle> = per_session;
+        for slot in &self.hub.upstreams {
+            if let Some(handle) = slot.shared.load_full() {
+                handle.shutdown();
+                stopping.push((*handle).clone());
+            }
+        }
+        let all_closed = futures_util::future::join_all(stopping.iter().map(|h| h.closed()));
+        if tokio::time::timeout(UPSTREAM_STOP_TIMEOUT, all_closed)
+            .await
+            .is_err()
+        {
+            tracing::warn!("some upstreams did not stop in time");
+        }
+        for task in self.tasks {
+            if tokio::time::timeout(UPSTREAM_STOP_TIMEOUT, task).await.is_err() {
+                tracing::warn!("a supervisor did not stop in time");
+            }
+        }
+        tracing::info!("stopped");
+    }
+}
+
+/// Bind the endpoint, start every upstream, and return the running gateway.
+pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
+    let config = Arc::new(config);
+    let listen = config.gateway.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| GatewayError::Bind { addr: listen, source })?;
+    let addr = listener.local_addr().map_err(GatewayError::Serve)?;
+    let shutdown = CancellationToken::new();
+    let (hub, receivers, started) = Hub::new(config.clone(), shutdown.clone());
+    let mut tasks = Vec::new();
+    for (index, events) in receivers.into_iter().enumerate() {
+        tasks.push(tokio::spawn(upstream::supervisor::supervise(
+            hub.clone(),
+            index,
+            events,
+            started.clone(),
+        )));
+    }
+    tasks.push(tokio::spawn(reap_sessions(hub.clone())));
+    let app = downstream::http::router(hub.clone());
+    let graceful = shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(graceful.cancelled_owned())
+            .await
+    });
+    tracing::info!(url = %format!("http://{addr}{}", config.gateway.path), servers = config.servers.len(), "mcpmux listening");
+    Ok(Gateway {
+        addr,
+        hub,
+        server,
+        tasks,
+    })
+}
+
+/// Serve until `shutdown` fires, then stop gracefully.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), GatewayError> {
+    let gateway = start(config).await?;
+    shutdown.cancelled().await;
+    gateway.stop().await;
+    Ok(())
+}
+
+async fn reap_sessions(hub: Arc<Hub>) {
+    let idle = hub.config.gateway.session_idle_timeout;
+    let every = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => { hub.sessions.reap(idle); }
+            _ = hub.shutdown.cancelled() => return,
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The pure MCP/JSON-RPC codec: parse frames into a thin envelope, edit single fields, serialise.
+//! No I/O and no async here; this is the fuzz and benchmark target.
+
+pub mod framing;
+pub mod message;
+pub mod raw_object;
+pub mod sse;
+pub mod version;
+
+pub use message::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
+pub use raw_object::RawObject;

@@ -1,0 +1,234 @@
+//! stdio upstreams: the child in its own process group, newline framing with a bounded line
+//! length, stderr into tracing, and the staged stop (close stdin, wait, SIGTERM, SIGKILL the group).
+
+use super::connection::Inbound;
+use super::parse_frame;
+use crate::config::TransportConfig;
+use crate::error::UpstreamError;
+use crate::protocol::framing::{Frame, LineSplitter};
+use process_wrap::tokio::{KillOnDrop, ProcessGroup, TokioChildWrapper, TokioCommandWrap};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// Frames waiting to be written to the child's stdin.
+const WRITE_QUEUE: usize = 1024;
+/// How long a child may take to exit after stdin closes, and after SIGTERM.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+const TERM_GRACE: Duration = Duration::from_secs(3);
+/// Longest stderr line kept in a log record.
+const STDERR_LINE_MAX: usize = 8 * 1024;
+
+/// A running child process speaking MCP on stdin/stdout.
+pub struct StdioTransport {
+    name: Arc<str>,
+    writer: Option<mpsc::Sender<String>>,
+    child: Box<dyn TokioChildWrapper>,
+    pgid: Option<i32>,
+}
+
+impl StdioTransport {
+    /// Spawn the configured command and start its reader, writer and stderr tasks.
+    pub fn spawn(
+        name: Arc<str>,
+        transport: &TransportConfig,
+        max_line: usize,
+        inbound: mpsc::Sender<Inbound>,
+    ) -> Result<Self, UpstreamError> {
+        let TransportConfig::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = transport
+        else {
+            return Err(UpstreamError::Unavailable {
+                name: name.to_string(),
+                reason: "not a stdio server".into(),
+            });
+        };
+        let mut cmd = TokioCommandWrap::with_new(command, |c| {
+            c.args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            for (k, v) in env {
+                c.env(k, v.expose());
+            }
+            if let Some(dir) = cwd {
+                c.current_dir(dir);
+            }
+        });
+        cmd.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+        let mut child = cmd.spawn().map_err(|e| UpstreamError::Unavailable {
+            name: name.to_string(),
+            reason: format!("cannot start `{command}`: {e}"),
+        })?;
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        tracing::info!(upstream = %name, command = %command, pid = ?pgid, "started stdio upstream");
+        let closed = |what: &str| UpstreamError::Unavailable {
+            name: name.to_string(),
+            reason: format!("child has no {what}"),
+        };
+        let stdin = child.stdin().take().ok_or_else(|| closed("stdin"))?;
+        let stdout = child.stdout().take().ok_or_else(|| closed("stdout"))?;
+        let stderr = child.stderr().take().ok_or_else(|| closed("stderr"))?;
+
+        let (writer_tx, writer_rx) = mpsc::channel(WRITE_QUEUE);
+        tokio::spawn(write_frames(name.clone(), stdin, writer_rx));
+        tokio::spawn(read_frames(name.clone(), stdout, max_line, inbound));
+        tokio::spawn(log_stderr(name.clone(), stderr));
+        Ok(StdioTransport {
+            name,
+            writer: Some(writer_tx),
+            child,
+            pgid,
+        })
+    }
+
+    /// Queue one frame for the child's stdin.
+    pub fn send(&self, frame: String) -> Result<(), UpstreamError> {
+        let Some(writer) = &self.writer else {
+            return Err(UpstreamError::Closed {
+                name: self.name.to_string(),
+                reason: "stopping".into(),
+            });
+        };
+        writer.try_send(frame).map_err(|err| match err {
+            mpsc::error::TrySendError::Full(_) => UpstreamError::Overloaded {
+                name: self.name.to_string(),
+                reason: "stdin queue full".into(),
+            },
+            mpsc::error::TrySendError::Closed(_) => UpstreamError::Closed {
+                name: self.name.to_string(),
+                reason: "stdin closed".into(),
+            },
+        })
+    }
+
+    /// The exit status, if the child has exited.
+    pub fn exit_status(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Stop the child: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
+    pub async fn stop(mut self) {
+        self.writer.take();
+        let exited = tokio::time::timeout(EXIT_GRACE, Box::into_pin(self.child.wait())).await;
+        let Some(pgid) = self.pgid else { return };
+        if exited.is_ok() && !group_alive(pgid) {
+            tracing::info!(upstream = %self.name, "stdio upstream exited after stdin closed");
+            return;
+        }
+        signal_group(pgid, libc::SIGTERM);
+        let deadline = tokio::time::Instant::now() + TERM_GRACE;
+        while group_alive(pgid) && tokio::time::Instant::now() < deadline {
+            let _ = self.child.try_wait();
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        if group_alive(pgid) {
+            tracing::warn!(upstream = %self.name, "process group ignored SIGTERM; sending SIGKILL");
+            signal_group(pgid, libc::SIGKILL);
+        }
+        let _ = tokio::time::timeout(EXIT_GRACE, Box::into_pin(self.child.wait())).await;
+        tracing::info!(upstream = %self.name, "stdio upstream stopped");
+    }
+}
+
+fn signal_group(pgid: i32, signal: i32) {
+    // SAFETY: killpg only sends a signal; an absent group yields ESRCH, which is fine.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks whether any process of the group exists.
+    unsafe { libc::killpg(pgid, 0) == 0 }
+}
+
+async fn write_frames(
+    name: Arc<str>,
+    mut stdin: tokio::process::ChildStdin,
+    mut frames: mpsc::Receiver<String>,
+) {
+    while let Some(mut frame) = frames.recv().await {
+        frame.push('\n');
+        if let Err(err) = stdin.write_all(frame.as_bytes()).await {
+            tracing::warn!(upstream = %name, %err, "writing to stdin failed");
+            return;
+        }
+        if frames.is_empty() {
+            if let Err(err) = stdin.flush().await {
+                tracing::warn!(upstream = %name, %err, "flushing stdin failed");
+                return;
+            }
+        }
+    }
+}
+
+async fn read_frames(
+    name: Arc<str>,
+    mut stdout: tokio::process::ChildStdout,
+    max_line: usize,
+    inbound: mpsc::Sender<Inbound>,
+) {
+    let mut splitter = LineSplitter::new(max_line);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut frames = Vec::new();
+    let reason = loop {
+        let n = match stdout.read(&mut buf).await {
+            Ok(0) => break "stdout closed".to_string(),
+            Ok(n) => n,
+            Err(err) => break format!("reading stdout failed: {err}"),
+        };
+        splitter.push(&buf[..n], &mut frames);
+        for frame in frames.drain(..) {
+            match frame {
+                Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
+                Frame::Line(line) => {
+                    let Ok(text) = std::str::from_utf8(&line) else {
+                        tracing::warn!(upstream = %name, "skipping a stdout line that is not UTF-8");
+                        continue;
+                    };
+                    if let Some(msg) = parse_frame(&name, text) {
+                        if inbound.send(Inbound::Message { msg, via: None }).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Frame::Overlong { len } => tracing::warn!(
+                    upstream = %name, len, max_line, "skipping a stdout line longer than the limit"
+                ),
+            }
+        }
+    };
+    let _ = inbound.send(Inbound::Closed(reason)).await;
+}
+
+async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(STDERR_LINE_MAX as u64)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end();
+                if !text.is_empty() {
+                    tracing::info!(target: "mcpmux::upstream::stderr", upstream = %name, "{text}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! One supervisor per configured upstream: connect, initialize, load its lists into the
+//! catalog, re-fetch on list_changed (debounced) and tell every session once per burst, and
+//! restart a shared connection with backoff when it dies.
+
+use super::{spawn_connection, CallFailure, ConnectionEvent, ServerFacts, Status, UpstreamHandle};
+use crate::catalog::ListKind;
+use crate::config::Isolation;
+use crate::hub::Hub;
+use crate::protocol::message::{json_string, raw};
+use crate::protocol::{Message, RawObject};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+
+/// How long bursts of list_changed are gathered before re-fetching.
+const DEBOUNCE: Duration = Duration::from_millis(50);
+/// Bounds on walking an upstream's pages.
+const MAX_PAGES: usize = 1000;
+const MAX_ITEMS: usize = 100_000;
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+const READY_WAIT: Duration = Duration::from_secs(90);
+const RESTART_MIN: Duration = Duration::from_secs(1);
+const RESTART_MAX: Duration = Duration::from_secs(30);
+/// A connection that stayed up this long resets the restart backoff.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// Run the supervisor of upstream `index` until shutdown.
+pub async fn supervise(
+    hub: Arc<Hub>,
+    index: usize,
+    mut events: mpsc::Receiver<ConnectionEvent>,
+    started: watch::Sender<usize>,
+) {
+    let slot = &hub.upstreams[index];
+    let mut first_attempt = true;
+    let mut backoff = RESTART_MIN;
+    loop {
+        let handle = spawn_connection(hub.connection_context(index, None));
+        let ready = handle.wait_ready(READY_WAIT).await;
+        let up_since = Instant::now();
+        match ready {
+            Ok(facts) => {
+                slot.facts.store(Some(facts.clone()));
+                slot.down_reason.store(None);
+                refresh_all(&hub, index, &handle, &facts).await;
+                if slot.server.isolation == Isolation::PerSession {
+                    // The catalog came from this probe connection; sessions open their own.
+                    handle.shutdown();
+                } else {
+                    slot.shared.store(Some(Arc::new(handle.clone())));
+                }
+            }
+            Err(err) => {
+                tracing::error!(upstream = %slot.server.name, %err, "upstream failed to start");
+                slot.down_reason.store(Some(Arc::new(err.to_string())));
+                handle.shutdown();
+            }
+        }
+        if first_attempt {
+            first_attempt = false;
+            started.send_modify(|n| *n += 1);
+        }
+        let shared_up = slot.shared.load().is_some();
+        let probe_ok = slot.server.isolation == Isolation::PerSession && slot.facts.load().is_some();
+        if shared_up || probe_ok {
+            tokio::select! {
+                _ = watch_events(&hub, &mut events) => {}
+                _ = handle.closed(), if shared_up => {}
+                _ = hub.shutdown.cancelled() => {}
+            }
+        }
+        if hub.shutdown.is_cancelled() {
+            handle.shutdown();
+            handle.closed().await;
+            return;
+        }
+        if let Status::Down(reason) = handle.status() {
+            slot.down_reason.store(Some(Arc::new(reason)));
+        }
+        slot.shared.store(None);
+        let changed = hub.catalog.clear(index);
+        notify_sessions(&hub, &changed);
+        if up_since.elapsed() > STABLE_AFTER {
+            backoff = RESTART_MIN;
+        }
+        let jitter = Duration::from_millis(rand::random::<u64>() % 250);
+        tracing::warn!(upstream = %slot.server.name, delay_ms = (backoff + jitter).as_millis() as u64, "restarting upstream");
+        tokio::select! {
+            _ = tokio::time::sleep(backoff + jitter) => {}
+            _ = hub.shutdown.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(RESTART_MAX);
+    }
+}
+
+/// Serve list_changed events (from the shared connection or any per-session one) forever.
+async fn watch_events(hub: &Arc<Hub>, events: &mut mpsc::Receiver<ConnectionEvent>) {
+    while let Some(first) = events.recv().await {
+        tokio::time::sleep(DEBOUNCE).await;
+        let mut burst = vec![first];
+        while let Ok(more) = events.try_recv() {
+            burst.push(more);
+        }
+        let mut seen = HashSet::new();
+        let mut changed = Vec::new();
+        for ConnectionEvent::ListChanged { kind, via } in burst {
+            if !seen.insert((kind, via.index())) {
+                continue;
+            }
+            match fetch_list(&via, kind).await {
+                Ok(items) => {
+                    if hub.catalog.replace(via.index(), kind, items) {
+                        changed.push(kind);
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(upstream = %via.name(), list = kind.method(), %err, "re-fetching a list failed")
+                }
+            }
+        }
+        notify_sessions(hub, &changed);
+    }
+}
+
+/// Load every list the server offers into the catalog and tell sessions what changed.
+async fn refresh_all(hub: &Arc<Hub>, index: usize, handle: &UpstreamHandle, facts: &ServerFacts) {
+    let mut changed = Vec::new();
+    for kind in ListKind::ALL {
+        if !facts.has(kind.capability()) {
+            continue;
+        }
+        match fetch_list(handle, kind).await {
+            Ok(items) => {
+                tracing::info!(upstream = %handle.name(), list = kind.method(), count = items.len(), "loaded list");
+                if hub.catalog.replace(index, kind, items) {
+                    changed.push(kind);
+                }
+            }
+            Err(err) => {
+                tracing::warn!(upstream = %handle.name(), list = kind.method(), %err, "loading a list failed")
+            }
+        }
+    }
+    notify_sessions(hub, &changed);
+}
+
+/// Walk every page of one list (bounded).
+pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<Vec<RawObject>, CallFailure> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor
+            .as_ref()
+            .map(|c| raw(format!("{{\"cursor\":{}}}", json_string(c))));
+        let result = handle.request(kind.method(), params, LIST_TIMEOUT).await?;
+        let page = RawObject::parse(result.get()).map_err(|e| protocol_error(handle, e.to_string()))?;
+        for item in page.get_array(kind.field()).unwrap_or_default() {
+            match RawObject::parse(item.get()) {
+                Ok(obj) if items.len() < MAX_ITEMS => items.push(obj),
+                Ok(_) => {
+                    tracing::warn!(upstream = %handle.name(), list = kind.method(), "list truncated at {MAX_ITEMS} items");
+                    return Ok(items);
+                }
+                Err(err) => {
+                    tracing::warn!(upstream = %handle.name(), %err, "skipping a list item that is not an object")
+                }
+            }
+        }
+        cursor = page.get_str("nextCursor");
+        if cursor.is_none() {
+            return Ok(items);
+        }
+    }
+    tracing::warn!(upstream = %handle.name(), list = kind.method(), "stopped after {MAX_PAGES} pages");
+    Ok(items)
+}
+
+fn protocol_error(handle: &UpstreamHandle, detail: String) -> CallFailure {
+    CallFailure::Upstream(crate::error::UpstreamError::Protocol {
+        name: handle.name().to_string(),
+        detail,
+    })
+}
+
+/// Send each distinct list_changed notification once to every session.
+pub fn notify_sessions(hub: &Hub, changed: &[ListKind]) {
+    let mut sent = HashSet::new();
+    for kind in changed {
+        let method = kind.list_changed_notification();
+        if sent.insert(method) {
+            let json: Arc<str> = Message::Notification {
+                method: method.into(),
+                params: None,
+            }
+            .to_json()
+            .into();
+            hub.sessions.broadcast(&json);
+        }
+    }
+}

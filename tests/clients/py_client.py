@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""MCP test client built on the Python SDK (mcp 2.3.0), used by mcpmux's integration tests.
+
+Usage:
+    python py_client.py URL SCENARIO [ARGS...] [--mode legacy|auto] [--prefix PREFIX] [--timeout SECS]
+
+--mode defaults to "auto" (the SDK default: probe server/discover, fall back to initialize).
+
+Scenarios:
+    smoke          list tools (all pages), call {PREFIX}echo {"message": "hi"}
+    everything     sampling / elicitation / roots / progress / prompts / resources / logging
+                   against server-everything (directly, or behind the gateway with --prefix everything__)
+    concurrent N   N concurrent sessions, 20 echo calls each with per-session unique messages
+
+Human-readable progress goes to stderr. stdout carries exactly ONE line: a JSON object with
+"ok", "scenario", "error" (on failure) and what was observed. Exit 0 on success, 1 on a failed
+check, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import traceback
+import uuid
+import warnings
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client, MCPDeprecationWarning
+
+# Roots, logging and sampling are deprecated at 2026-07-28; the tests still exercise them on purpose.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+
+SAMPLED_TEXT = "sampled-by-python"
+ROOT_URI = "file:///tmp/mcpmux-test"
+ELICIT_NAME = "mcpmux-py-elicit"
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"[py_client] {msg}", file=sys.stderr, flush=True)
+
+
+def check(cond: Any, msg: str) -> None:
+    if not cond:
+        raise CheckFailed(msg)
+
+
+def text_of(result: Any) -> str:
+    """Concatenate the text blocks of a CallToolResult / prompt message list."""
+    parts = []
+    for block in getattr(result, "content", None) or []:
+        if getattr(block, "type", None) == "text":
+            parts.append(block.text)
+    return "\n".join(parts)
+
+
+async def list_all_tools(client: Client) -> list[Any]:
+    tools: list[Any] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+    raise CheckFailed("tools/list: more than 100 pages (nextCursor never ends)")
+
+
+async def list_all_prompts(client: Client) -> list[Any]:
+    out: list[Any] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_prompts(cursor=cursor)
+        out.extend(page.prompts)
+        cursor = page.next_cursor
+        if not cursor:
+            return out
+    raise CheckFailed("prompts/list: more than 100 pages")
+
+
+async def list_all_resources(client: Client) -> list[Any]:
+    out: list[Any] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_resources(cursor=cursor)
+        out.extend(page.resources)
+        cursor = page.next_cursor
+        if not cursor:
+            return out
+    raise CheckFailed("resources/list: more than 100 pages")
+
+
+async def call_ok(client: Client, name: str, args: dict[str, Any], **kw: Any) -> Any:
+    result = await client.call_tool(name, args, **kw)
+    check(not result.is_error, f"tools/call {name} returned isError: {text_of(result)[:500]}")
+    return result
+
+
+def conn_info(client: Client) -> dict[str, Any]:
+    info = client.server_info
+    return {
+        "protocol_version": client.protocol_version,
+        "server_name": info.name if info else None,
+    }
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+async def scenario_smoke(url: str, mode: str, prefix: str, _args: list[str], obs: dict[str, Any]) -> None:
+    async with Client(url, mode=mode, cache=None) as client:
+        obs.update(conn_info(client))
+        tools = await list_all_tools(client)
+        names = [t.name for t in tools]
+        log(f"{len(names)} tools: {', '.join(names)}")
+        obs["tools"] = names
+        echo = f"{prefix}echo"
+        check(echo in names, f"tool {echo!r} not listed; got {names}")
+        result = await call_ok(client, echo, {"message": "hi"})
+        text = text_of(result)
+        obs["echo_text"] = text
+        check("hi" in text, f"{echo} reply does not contain 'hi': {text!r}")
+
+
+def _value_for(name: str, schema: dict[str, Any]) -> Any:
+    """A value that satisfies one (flat) elicitation property schema."""
+    if "default" in schema:
+        return schema["default"]
+    typ = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "oneOf" in schema:
+        return schema["oneOf"][0]["const"]
+    if typ == "array":
+        items = schema.get("items", {})
+        if "enum" in items:
+            return [items["enum"][0]]
+        if "anyOf" in items:
+            return [items["anyOf"][0]["const"]]
+        return []
+    if typ == "boolean":
+        return True
+    if typ == "integer":
+        return int(schema.get("minimum", 1))
+    if typ == "number":
+        return float(schema.get("minimum", 1))
+    fmt = schema.get("format")
+    if fmt == "email":
+        return "tester@example.com"
+    if fmt == "uri":
+        return "https://example.com/"
+    if fmt == "date":
+        return "2000-01-01"
+    if fmt == "date-time":
+        return "2000-01-01T00:00:00Z"
+    if name == "name":
+        return ELICIT_NAME
+    return f"value-{name}"
+
+
+async def scenario_everything(url: str, mode: str, prefix: str, _args: list[str], obs: dict[str, Any]) -> None:
+    seen: dict[str, Any] = {"sampling": 0, "elicitation": 0, "roots": 0, "logs": []}
+
+    async def on_sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        seen["sampling"] += 1
+        seen["sampling_prompt"] = str(params.messages[0].content.text if params.messages else "")
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=SAMPLED_TEXT),
+            model="mcpmux-test-model",
+            stop_reason="endTurn",
+        )
+
+    async def on_elicit(ctx: Any, params: Any) -> types.ElicitResult:
+        seen["elicitation"] += 1
+        schema = getattr(params, "requested_schema", None) or {}
+        props = schema.get("properties", {})
+        content = {k: _value_for(k, v) for k, v in props.items()}
+        seen["elicitation_fields"] = sorted(props)
+        return types.ElicitResult(action="accept", content=content)
+
+    async def on_roots(ctx: Any) -> types.ListRootsResult:
+        seen["roots"] += 1
+        return types.ListRootsResult(roots=[types.Root(uri=ROOT_URI, name="mcpmux-test")])
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        seen["logs"].append({"level": params.level, "data": params.data if isinstance(params.data, str) else json.dumps(params.data)})
+
+    async with Client(
+        url,
+        mode=mode,
+        cache=None,
+        sampling_callback=on_sampling,
+        elicitation_callback=on_elicit,
+        list_roots_callback=on_roots,
+        logging_callback=on_log,
+    ) as client:
+        obs.update(conn_info(client))
+
+        # Conditional tools are registered after notifications/initialized: poll briefly.
+        required = [f"{prefix}{n}" for n in (
+            "echo", "get-sum", "trigger-long-running-operation",
+            "trigger-sampling-request", "trigger-elicitation-request", "get-roots-list")]
+        names: list[str] = []
+        deadline = time.monotonic() + 5
+        while True:
+            names = [t.name for t in await list_all_tools(client)]
+            missing = [n for n in required if n not in names]
+            if not missing or time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.2)
+        obs["tools_count"] = len(names)
+        obs["tools"] = names
+        check(not missing, f"tools missing from tools/list: {missing}; got {names}")
+
+        # logging/setLevel
+        await client.set_logging_level("debug")
+        obs["set_level"] = "ok"
+
+        # sampling round trip
+        r = await call_ok(client, f"{prefix}trigger-sampling-request", {"prompt": "say something", "maxTokens": 20})
+        t = text_of(r)
+        obs["sampling_calls"] = seen["sampling"]
+        obs["sampling_result_has_text"] = SAMPLED_TEXT in t
+        check(seen["sampling"] >= 1, "sampling callback was never called")
+        check(SAMPLED_TEXT in t, f"sampled text not in tool result: {t[:400]!r}")
+
+        # elicitation round trip
+        r = await call_ok(client, f"{prefix}trigger-elicitation-request", {})
+        t = text_of(r)
+        obs["elicitation_calls"] = seen["elicitation"]
+        obs["elicitation_accepted"] = "User provided the requested information" in t and ELICIT_NAME in t
+        check(seen["elicitation"] >= 1, "elicitation callback was never called")
+        check(obs["elicitation_accepted"], f"elicitation result does not show accepted content: {t[:400]!r}")
+
+        # roots
+        r = await call_ok(client, f"{prefix}get-roots-list", {})
+        t = text_of(r)
+        obs["roots_calls"] = seen["roots"]
+        obs["roots_listed"] = ROOT_URI in t
+        check(seen["roots"] >= 1, "roots callback was never called")
+        check(ROOT_URI in t, f"root uri not in get-roots-list result: {t[:400]!r}")
+
+        # progress
+        progress: list[list[Any]] = []
+
+        async def on_progress(p: float, total: float | None, message: str | None) -> None:
+            progress.append([p, total])
+
+        t0 = time.monotonic()
+        r = await call_ok(
+            client, f"{prefix}trigger-long-running-operation", {"duration": 1, "steps": 3},
+            progress_callback=on_progress,
+        )
+        obs["long_running_ms"] = round((time.monotonic() - t0) * 1000)
+        obs["progress"] = progress
+        check(len(progress) >= 3, f"expected >=3 progress notifications, got {progress}")
+        check("completed" in text_of(r), f"long-running op result unexpected: {text_of(r)!r}")
+
+        # get-sum
+        r = await call_ok(client, f"{prefix}get-sum", {"a": 2, "b": 40})
+        obs["sum_text"] = text_of(r)
+        check("42" in obs["sum_text"], f"get-sum result lacks 42: {obs['sum_text']!r}")
+
+        # prompts
+        prompts = [p.name for p in await list_all_prompts(client)]
+        obs["prompts"] = prompts
+        simple = f"{prefix}simple-prompt"
+        check(simple in prompts, f"prompt {simple!r} not listed; got {prompts}")
+        pr = await client.get_prompt(simple)
+        check(len(pr.messages) >= 1, "simple-prompt returned no messages")
+        first = pr.messages[0].content
+        obs["prompt_text"] = getattr(first, "text", None)
+
+        # resources
+        resources = await list_all_resources(client)
+        obs["resources_count"] = len(resources)
+        check(resources, "resources/list returned nothing")
+        uri = str(resources[0].uri)
+        obs["resource_uri"] = uri
+        rr = await client.read_resource(uri)
+        check(len(rr.contents) >= 1, f"resources/read {uri} returned no contents")
+        obs["resource_read_uri"] = str(rr.contents[0].uri)
+        body = getattr(rr.contents[0], "text", None)
+        obs["resource_text_len"] = len(body) if body is not None else None
+
+        # Let any late log notifications arrive (e.g. roots-updated log) before closing.
+        await anyio.sleep(0.2)
+        obs["logs"] = seen["logs"]
+
+
+async def scenario_concurrent(url: str, mode: str, prefix: str, args: list[str], obs: dict[str, Any]) -> None:
+    check(len(args) == 1 and args[0].isdigit() and int(args[0]) > 0, "usage: concurrent N (N > 0)")
+    n = int(args[0])
+    calls = 20
+    echo = f"{prefix}echo"
+    run_id = uuid.uuid4().hex[:8]
+
+    async def one(i: int) -> dict[str, Any]:
+        ok = 0
+        async with Client(url, mode=mode, cache=None) as client:
+            for j in range(calls):
+                msg = f"py-{run_id}-s{i}-c{j}"
+                r = await client.call_tool(echo, {"message": msg})
+                t = text_of(r)
+                check(not r.is_error, f"session {i} call {j}: isError: {t!r}")
+                check(t == f"Echo: {msg}" or (msg in t and all(
+                    f"-s{k}-" not in t for k in range(n) if k != i)),
+                    f"session {i} call {j}: reply {t!r} does not match its message {msg!r}")
+                ok += 1
+            return {"session": i, "ok": ok, "protocol_version": client.protocol_version}
+
+    t0 = time.monotonic()
+    results = await asyncio.gather(*(one(i) for i in range(n)))
+    obs["sessions"] = n
+    obs["calls_per_session"] = calls
+    obs["ok_calls"] = sum(r["ok"] for r in results)
+    obs["elapsed_ms"] = round((time.monotonic() - t0) * 1000)
+    obs["protocol_version"] = results[0]["protocol_version"] if results else None
+    check(obs["ok_calls"] == n * calls, f"only {obs['ok_calls']} of {n * calls} calls succeeded")
+
+
+SCENARIOS = {"smoke": scenario_smoke, "everything": scenario_everything, "concurrent": scenario_concurrent}
+
+
+def describe(exc: BaseException) -> str:
+    """Flatten exception groups (anyio task groups) into one readable message."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def only_checks(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(only_checks(e) for e in exc.exceptions)
+    return isinstance(exc, CheckFailed)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("url")
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    ap.add_argument("args", nargs="*")
+    ap.add_argument("--mode", default="auto", choices=["legacy", "auto"])
+    ap.add_argument("--prefix", default="")
+    ap.add_argument("--timeout", type=float, default=90.0, help="overall deadline in seconds")
+    opts = ap.parse_args()
+
+    obs: dict[str, Any] = {"scenario": opts.scenario, "mode": opts.mode, "prefix": opts.prefix, "client": "python-mcp-2.3.0"}
+    t0 = time.monotonic()
+
+    async def run() -> None:
+        with anyio.fail_after(opts.timeout):
+            await SCENARIOS[opts.scenario](opts.url, opts.mode, opts.prefix, opts.args, obs)
+
+    code = 0
+    try:
+        asyncio.run(run())
+        obs["ok"] = True
+    except BaseException as exc:  # noqa: BLE001 - report everything, including groups and timeouts
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        code = 1
+        obs["ok"] = False
+        obs["error"] = "timeout" if isinstance(exc, TimeoutError) else describe(exc)
+        log(f"FAILED: {obs['error']}")
+        if not only_checks(exc):
+            traceback.print_exc(file=sys.stderr)
+    obs["total_ms"] = round((time.monotonic() - t0) * 1000)
+    print(json.dumps(obs, default=str), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

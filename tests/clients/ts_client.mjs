@@ -1,0 +1,374 @@
+#!/usr/bin/env node
+// MCP test client built on the TypeScript SDK (@modelcontextprotocol/sdk 1.32.2), used by mcpmux's
+// integration tests. Plain ESM JavaScript; runs on node >= 18.
+//
+// Usage:
+//   node ts_client.mjs URL SCENARIO [ARGS...] [--prefix PREFIX] [--timeout SECS]
+//
+// Scenarios:
+//   smoke          list tools (all pages), call {PREFIX}echo {"message":"hi"}
+//   everything     sampling / elicitation / roots / progress / prompts / resources / logging
+//                  against server-everything (directly, or behind the gateway with --prefix everything__)
+//   concurrent N   N concurrent sessions, 20 echo calls each with per-session unique messages
+//
+// Finding the SDK: the node_modules directory of the peers install (scripts/install-peers.sh DIR
+// puts it in DIR/npm/node_modules) is taken from, in order:
+//   1. env MCPMUX_PEERS_NPM  (path to .../npm/node_modules)
+//   2. <repo>/target/peers/npm/node_modules, relative to this script
+// and loaded with createRequire (the SDK's CommonJS build, resolved through its export map).
+//
+// Human-readable progress goes to stderr. stdout carries exactly ONE line: a JSON object with
+// "ok", "scenario", "error" (on failure) and what was observed. Exit 0 on success, 1 on a failed
+// check, 2 on a usage error.
+
+import { createRequire } from "node:module";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { randomUUID } from "node:crypto";
+
+const SAMPLED_TEXT = "sampled-by-typescript";
+const ROOT_URI = "file:///tmp/mcpmux-test";
+const ELICIT_NAME = "mcpmux-ts-elicit";
+
+const log = (msg) => process.stderr.write(`[ts_client] ${msg}\n`);
+
+class CheckFailed extends Error {}
+function check(cond, msg) {
+  if (!cond) throw new CheckFailed(msg);
+}
+
+// ------------------------------------------------------------------ SDK loading
+
+function loadSdk() {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = [];
+  if (process.env.MCPMUX_PEERS_NPM) candidates.push(resolve(process.env.MCPMUX_PEERS_NPM));
+  candidates.push(resolve(here, "..", "..", "target", "peers", "npm", "node_modules"));
+  const nm = candidates.find((d) => existsSync(join(d, "@modelcontextprotocol", "sdk", "package.json")));
+  if (!nm) {
+    throw new Error(
+      `@modelcontextprotocol/sdk not found in any of: ${candidates.join(", ")} ` +
+        "(run scripts/install-peers.sh, or set MCPMUX_PEERS_NPM=DIR/npm/node_modules)",
+    );
+  }
+  // A require() anchored inside node_modules' parent resolves packages exactly as npm laid them out.
+  const req = createRequire(join(nm, "..", "__mcpmux_resolver__.js"));
+  const sdkVersion = JSON.parse(
+    readFileSync(join(nm, "@modelcontextprotocol", "sdk", "package.json"), "utf8"),
+  ).version;
+  return {
+    nm,
+    sdkVersion,
+    ...req("@modelcontextprotocol/sdk/client/index.js"),
+    ...req("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+    types: req("@modelcontextprotocol/sdk/types.js"),
+  };
+}
+
+// ------------------------------------------------------------------ helpers
+
+function textOf(result) {
+  return (result?.content ?? [])
+    .filter((b) => b.type === "text")
+    .map((b) => b.text)
+    .join("\n");
+}
+
+async function listAll(fn, key) {
+  const out = [];
+  let cursor;
+  for (let i = 0; i < 100; i++) {
+    const page = await fn(cursor === undefined ? {} : { cursor });
+    out.push(...page[key]);
+    cursor = page.nextCursor;
+    if (!cursor) return out;
+  }
+  throw new CheckFailed(`${key}/list: more than 100 pages (nextCursor never ends)`);
+}
+
+async function callOk(client, name, args, options) {
+  const r = await client.callTool({ name, arguments: args }, undefined, options);
+  check(!r.isError, `tools/call ${name} returned isError: ${textOf(r).slice(0, 500)}`);
+  return r;
+}
+
+function valueFor(name, s) {
+  if ("default" in s) return s.default;
+  if (Array.isArray(s.enum)) return s.enum[0];
+  if (Array.isArray(s.oneOf)) return s.oneOf[0].const;
+  switch (s.type) {
+    case "array":
+      if (Array.isArray(s.items?.enum)) return [s.items.enum[0]];
+      if (Array.isArray(s.items?.anyOf)) return [s.items.anyOf[0].const];
+      return [];
+    case "boolean":
+      return true;
+    case "integer":
+      return Math.ceil(s.minimum ?? 1);
+    case "number":
+      return s.minimum ?? 1;
+  }
+  switch (s.format) {
+    case "email":
+      return "tester@example.com";
+    case "uri":
+      return "https://example.com/";
+    case "date":
+      return "2000-01-01";
+    case "date-time":
+      return "2000-01-01T00:00:00Z";
+  }
+  return name === "name" ? ELICIT_NAME : `value-${name}`;
+}
+
+async function connect(sdk, url, capabilities = {}) {
+  const client = new sdk.Client({ name: "mcpmux-ts-test-client", version: "0.1.0" }, { capabilities });
+  const transport = new sdk.StreamableHTTPClientTransport(new URL(url));
+  return { client, transport };
+}
+
+function connInfo(client) {
+  return {
+    protocol_version: client.transport?.protocolVersion ?? null,
+    server_name: client.getServerVersion()?.name ?? null,
+  };
+}
+
+// ------------------------------------------------------------------ scenarios
+
+async function smoke(sdk, url, prefix, _args, obs) {
+  const { client, transport } = await connect(sdk, url);
+  await client.connect(transport);
+  try {
+    Object.assign(obs, connInfo(client));
+    const names = (await listAll((p) => client.listTools(p), "tools")).map((t) => t.name);
+    log(`${names.length} tools: ${names.join(", ")}`);
+    obs.tools = names;
+    const echo = `${prefix}echo`;
+    check(names.includes(echo), `tool ${echo} not listed; got ${JSON.stringify(names)}`);
+    const r = await callOk(client, echo, { message: "hi" });
+    obs.echo_text = textOf(r);
+    check(obs.echo_text.includes("hi"), `${echo} reply does not contain 'hi': ${obs.echo_text}`);
+  } finally {
+    await client.close();
+  }
+}
+
+async function everything(sdk, url, prefix, _args, obs) {
+  const T = sdk.types;
+  const seen = { sampling: 0, elicitation: 0, roots: 0, logs: [] };
+  const { client, transport } = await connect(sdk, url, {
+    sampling: {},
+    elicitation: { form: {} },
+    roots: { listChanged: true },
+  });
+  client.setRequestHandler(T.CreateMessageRequestSchema, async () => {
+    seen.sampling++;
+    return {
+      role: "assistant",
+      content: { type: "text", text: SAMPLED_TEXT },
+      model: "mcpmux-test-model",
+      stopReason: "endTurn",
+    };
+  });
+  client.setRequestHandler(T.ElicitRequestSchema, async (req) => {
+    seen.elicitation++;
+    const props = req.params?.requestedSchema?.properties ?? {};
+    const content = Object.fromEntries(Object.entries(props).map(([k, v]) => [k, valueFor(k, v)]));
+    return { action: "accept", content };
+  });
+  client.setRequestHandler(T.ListRootsRequestSchema, async () => {
+    seen.roots++;
+    return { roots: [{ uri: ROOT_URI, name: "mcpmux-test" }] };
+  });
+  client.setNotificationHandler(T.LoggingMessageNotificationSchema, (n) => {
+    const d = n.params.data;
+    seen.logs.push({ level: n.params.level, data: typeof d === "string" ? d : JSON.stringify(d) });
+  });
+  await client.connect(transport);
+  try {
+    Object.assign(obs, connInfo(client));
+
+    // Conditional tools are registered after notifications/initialized: poll briefly.
+    const required = [
+      "echo", "get-sum", "trigger-long-running-operation",
+      "trigger-sampling-request", "trigger-elicitation-request", "get-roots-list",
+    ].map((n) => prefix + n);
+    let names = [];
+    let missing = [];
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      names = (await listAll((p) => client.listTools(p), "tools")).map((t) => t.name);
+      missing = required.filter((n) => !names.includes(n));
+      if (missing.length === 0 || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    obs.tools_count = names.length;
+    obs.tools = names;
+    check(missing.length === 0, `tools missing from tools/list: ${missing}; got ${JSON.stringify(names)}`);
+
+    await client.setLoggingLevel("debug");
+    obs.set_level = "ok";
+
+    let r = await callOk(client, `${prefix}trigger-sampling-request`, { prompt: "say something", maxTokens: 20 });
+    let t = textOf(r);
+    obs.sampling_calls = seen.sampling;
+    obs.sampling_result_has_text = t.includes(SAMPLED_TEXT);
+    check(seen.sampling >= 1, "sampling handler was never called");
+    check(t.includes(SAMPLED_TEXT), `sampled text not in tool result: ${t.slice(0, 400)}`);
+
+    r = await callOk(client, `${prefix}trigger-elicitation-request`, {});
+    t = textOf(r);
+    obs.elicitation_calls = seen.elicitation;
+    obs.elicitation_accepted = t.includes("User provided the requested information") && t.includes(ELICIT_NAME);
+    check(seen.elicitation >= 1, "elicitation handler was never called");
+    check(obs.elicitation_accepted, `elicitation result does not show accepted content: ${t.slice(0, 400)}`);
+
+    r = await callOk(client, `${prefix}get-roots-list`, {});
+    t = textOf(r);
+    obs.roots_calls = seen.roots;
+    obs.roots_listed = t.includes(ROOT_URI);
+    check(seen.roots >= 1, "roots handler was never called");
+    check(obs.roots_listed, `root uri not in get-roots-list result: ${t.slice(0, 400)}`);
+
+    const progress = [];
+    const t0 = Date.now();
+    r = await callOk(
+      client,
+      `${prefix}trigger-long-running-operation`,
+      { duration: 1, steps: 3 },
+      { onprogress: (p) => progress.push([p.progress, p.total ?? null]) },
+    );
+    obs.long_running_ms = Date.now() - t0;
+    obs.progress = progress;
+    check(progress.length >= 3, `expected >=3 progress notifications, got ${JSON.stringify(progress)}`);
+    check(textOf(r).includes("completed"), `long-running op result unexpected: ${textOf(r)}`);
+
+    r = await callOk(client, `${prefix}get-sum`, { a: 2, b: 40 });
+    obs.sum_text = textOf(r);
+    check(obs.sum_text.includes("42"), `get-sum result lacks 42: ${obs.sum_text}`);
+
+    const prompts = (await listAll((p) => client.listPrompts(p), "prompts")).map((p) => p.name);
+    obs.prompts = prompts;
+    const simple = `${prefix}simple-prompt`;
+    check(prompts.includes(simple), `prompt ${simple} not listed; got ${JSON.stringify(prompts)}`);
+    const pr = await client.getPrompt({ name: simple });
+    check(pr.messages?.length >= 1, "simple-prompt returned no messages");
+    obs.prompt_text = pr.messages[0].content?.text ?? null;
+
+    const resources = await listAll((p) => client.listResources(p), "resources");
+    obs.resources_count = resources.length;
+    check(resources.length > 0, "resources/list returned nothing");
+    const uri = resources[0].uri;
+    obs.resource_uri = uri;
+    const rr = await client.readResource({ uri });
+    check(rr.contents?.length >= 1, `resources/read ${uri} returned no contents`);
+    obs.resource_read_uri = rr.contents[0].uri;
+    obs.resource_text_len = typeof rr.contents[0].text === "string" ? rr.contents[0].text.length : null;
+
+    await new Promise((res) => setTimeout(res, 200));
+    obs.logs = seen.logs;
+  } finally {
+    await client.close();
+  }
+}
+
+async function concurrent(sdk, url, prefix, args, obs) {
+  check(args.length === 1 && /^[1-9][0-9]*$/.test(args[0]), "usage: concurrent N (N > 0)");
+  const n = Number(args[0]);
+  const calls = 20;
+  const echo = `${prefix}echo`;
+  const runId = randomUUID().slice(0, 8);
+  const one = async (i) => {
+    const { client, transport } = await connect(sdk, url);
+    await client.connect(transport);
+    let ok = 0;
+    try {
+      for (let j = 0; j < calls; j++) {
+        const msg = `ts-${runId}-s${i}-c${j}`;
+        const r = await client.callTool({ name: echo, arguments: { message: msg } });
+        const t = textOf(r);
+        check(!r.isError, `session ${i} call ${j}: isError: ${t}`);
+        check(t === `Echo: ${msg}`, `session ${i} call ${j}: reply ${JSON.stringify(t)} does not match ${msg}`);
+        ok++;
+      }
+      return { ok, protocol_version: client.transport?.protocolVersion ?? null };
+    } finally {
+      await client.close();
+    }
+  };
+  const t0 = Date.now();
+  const results = await Promise.all(Array.from({ length: n }, (_, i) => one(i)));
+  obs.sessions = n;
+  obs.calls_per_session = calls;
+  obs.ok_calls = results.reduce((a, r) => a + r.ok, 0);
+  obs.elapsed_ms = Date.now() - t0;
+  obs.protocol_version = results[0]?.protocol_version ?? null;
+  check(obs.ok_calls === n * calls, `only ${obs.ok_calls} of ${n * calls} calls succeeded`);
+}
+
+const SCENARIOS = { smoke, everything, concurrent };
+
+// ------------------------------------------------------------------ main
+
+function parseArgs(argv) {
+  const pos = [];
+  const opts = { prefix: "", timeout: 90 };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--prefix" || a === "--timeout") {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      opts[a.slice(2)] = argv[++i];
+    } else if (a.startsWith("--prefix=")) opts.prefix = a.slice(9);
+    else if (a.startsWith("--timeout=")) opts.timeout = a.slice(10);
+    else pos.push(a);
+  }
+  opts.timeout = Number(opts.timeout);
+  if (pos.length < 2 || !SCENARIOS[pos[1]] || !(opts.timeout > 0)) {
+    throw new Error(
+      `usage: node ts_client.mjs URL {${Object.keys(SCENARIOS).join("|")}} [ARGS...] [--prefix PREFIX] [--timeout SECS]`,
+    );
+  }
+  return { url: pos[0], scenario: pos[1], args: pos.slice(2), ...opts };
+}
+
+async function main() {
+  let o;
+  try {
+    o = parseArgs(process.argv.slice(2));
+  } catch (e) {
+    log(e.message);
+    process.exit(2);
+  }
+  const obs = { scenario: o.scenario, prefix: o.prefix, client: "typescript-sdk" };
+  const t0 = Date.now();
+  let code = 0;
+  const finish = () => {
+    obs.total_ms = Date.now() - t0;
+    process.stdout.write(JSON.stringify(obs) + "\n", () => process.exit(code));
+  };
+  const timer = setTimeout(() => {
+    code = 1;
+    obs.ok = false;
+    obs.error = "timeout";
+    log(`FAILED: timeout after ${o.timeout} s`);
+    finish();
+  }, o.timeout * 1000);
+  try {
+    const sdk = loadSdk();
+    obs.client = `typescript-sdk-${sdk.sdkVersion}`;
+    await SCENARIOS[o.scenario](sdk, o.url, o.prefix, o.args, obs);
+    obs.ok = true;
+  } catch (e) {
+    code = 1;
+    obs.ok = false;
+    obs.error = `${e?.constructor?.name ?? "Error"}: ${e?.message ?? e}`;
+    log(`FAILED: ${obs.error}`);
+    if (!(e instanceof CheckFailed)) log(e?.stack ?? String(e));
+  }
+  clearTimeout(timer);
+  finish();
+}
+
+main();
