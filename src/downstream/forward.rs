@@ -71,6 +71,10 @@ impl ForwardedCall {
                         yield call.error_frame(error.to_error_object());
                         break;
                     }
+                    Ok(None) if !call.session.is_inflight(&call.client_id) => {
+                        // The host cancelled it: a cancelled request gets no response.
+                        break;
+                    }
                     Ok(None) => {
                         let error = UpstreamError::Closed {
                             name: call.upstream.name().to_string(),

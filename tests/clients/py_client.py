@@ -2,15 +2,22 @@
 """MCP test client built on the Python SDK (mcp 2.3.0), used by mcpmux's integration tests.
 
 Usage:
-    python py_client.py URL SCENARIO [ARGS...] [--mode legacy|auto] [--prefix PREFIX] [--timeout SECS]
+    python py_client.py URL SCENARIO [ARGS...] [--mode legacy|auto] [--prefix PREFIX] [--timeout SECS] [--no-roots]
 
 --mode defaults to "auto" (the SDK default: probe server/discover, fall back to initialize).
+--no-roots (everything only): still call get-roots-list, but do not require the roots round trip
+           (a shared upstream caches roots per its own session, so behind a gateway with shared
+           isolation they come back empty).
 
 Scenarios:
     smoke          list tools (all pages), call {PREFIX}echo {"message": "hi"}
     everything     sampling / elicitation / roots / progress / prompts / resources / logging
                    against server-everything (directly, or behind the gateway with --prefix everything__)
     concurrent N   N concurrent sessions, 20 echo calls each with per-session unique messages
+    call TOOL JSON [TOOL JSON ...]
+                   list tools (all pages), then call each TOOL (full exposed name, --prefix is not
+                   applied) with the JSON object as arguments; every call must succeed. Observed:
+                   "tools" and "calls": [{"tool", "text"}] in order.
 
 Human-readable progress goes to stderr. stdout carries exactly ONE line: a JSON object with
 "ok", "scenario", "error" (on failure) and what was observed. Exit 0 on success, 1 on a failed
@@ -247,8 +254,11 @@ async def scenario_everything(url: str, mode: str, prefix: str, _args: list[str]
         t = text_of(r)
         obs["roots_calls"] = seen["roots"]
         obs["roots_listed"] = ROOT_URI in t
-        check(seen["roots"] >= 1, "roots callback was never called")
-        check(ROOT_URI in t, f"root uri not in get-roots-list result: {t[:400]!r}")
+        if obs.get("no_roots"):
+            log(f"--no-roots: roots round trip not required (callback calls: {seen['roots']})")
+        else:
+            check(seen["roots"] >= 1, "roots callback was never called")
+            check(ROOT_URI in t, f"root uri not in get-roots-list result: {t[:400]!r}")
 
         # progress
         progress: list[list[Any]] = []
@@ -329,7 +339,34 @@ async def scenario_concurrent(url: str, mode: str, prefix: str, args: list[str],
     check(obs["ok_calls"] == n * calls, f"only {obs['ok_calls']} of {n * calls} calls succeeded")
 
 
-SCENARIOS = {"smoke": scenario_smoke, "everything": scenario_everything, "concurrent": scenario_concurrent}
+async def scenario_call(url: str, mode: str, _prefix: str, args: list[str], obs: dict[str, Any]) -> None:
+    check(args and len(args) % 2 == 0, "usage: call TOOL JSON [TOOL JSON ...]")
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for name, raw in zip(args[0::2], args[1::2]):
+        try:
+            arguments = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CheckFailed(f"call {name}: arguments are not JSON: {exc}") from exc
+        check(isinstance(arguments, dict), f"call {name}: arguments must be a JSON object")
+        calls.append((name, arguments))
+    async with Client(url, mode=mode, cache=None) as client:
+        obs.update(conn_info(client))
+        names = [t.name for t in await list_all_tools(client)]
+        obs["tools"] = names
+        obs["calls"] = []
+        for name, arguments in calls:
+            check(name in names, f"tool {name!r} not listed; got {names}")
+            text = text_of(await call_ok(client, name, arguments))
+            log(f"{name} -> {text[:200]!r}")
+            obs["calls"].append({"tool": name, "text": text})
+
+
+SCENARIOS = {
+    "smoke": scenario_smoke,
+    "everything": scenario_everything,
+    "concurrent": scenario_concurrent,
+    "call": scenario_call,
+}
 
 
 def describe(exc: BaseException) -> str:
@@ -353,9 +390,12 @@ def main() -> int:
     ap.add_argument("--mode", default="auto", choices=["legacy", "auto"])
     ap.add_argument("--prefix", default="")
     ap.add_argument("--timeout", type=float, default=90.0, help="overall deadline in seconds")
+    ap.add_argument("--no-roots", action="store_true", help="everything: do not require the roots round trip")
     opts = ap.parse_args()
 
     obs: dict[str, Any] = {"scenario": opts.scenario, "mode": opts.mode, "prefix": opts.prefix, "client": "python-mcp-2.3.0"}
+    if opts.no_roots:
+        obs["no_roots"] = True
     t0 = time.monotonic()
 
     async def run() -> None:

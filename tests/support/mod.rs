@@ -15,6 +15,8 @@
 //! Environment overrides: `MCPMUX_REPO_ROOT` (defaults to `CARGO_MANIFEST_DIR`).
 #![allow(dead_code)]
 
+pub mod mcp;
+
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -461,4 +463,46 @@ fn drain<R: Read + Send + 'static>(mut r: R) -> thread::JoinHandle<String> {
         let _ = r.read_to_end(&mut buf);
         String::from_utf8_lossy(&buf).into_owned()
     })
+}
+
+/// A scratch directory unique to this process and call.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = repo_root().join("target").join("test-scratch").join(format!("{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// Boot mcpmux in-process on an ephemeral port with the given TOML (listen is added).
+pub async fn boot_gateway(servers_toml: &str, gateway_extra: &str) -> mcpmux::Gateway {
+    let text = format!("[gateway]\nlisten = \"127.0.0.1:0\"\n{gateway_extra}\n\n{servers_toml}");
+    let config = mcpmux::Config::from_toml_str(&text, "test.toml", &|k| std::env::var(k).ok())
+        .unwrap_or_else(|e| panic!("bad test config: {e}\n{text}"));
+    mcpmux::start(config).await.expect("gateway starts")
+}
+
+/// A `[servers.NAME]` table running the in-repo fault-injecting test server.
+pub fn test_server_toml(name: &str, args: &[&str], log: Option<&Path>) -> String {
+    let mut all = vec!["--name".to_string(), name.to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let args = all.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(", ");
+    let env = match log {
+        Some(p) => format!("env = {{ MCPMUX_TEST_LOG = {:?} }}\n", p.display().to_string()),
+        None => String::new(),
+    };
+    format!(
+        "[servers.{name}]\ncommand = {:?}\nargs = [{args}]\n{env}",
+        env!("CARGO_BIN_EXE_mcpmux-test-server")
+    )
+}
+
+/// The JSON messages an upstream test server received (from its MCPMUX_TEST_LOG file).
+pub fn upstream_log(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }

@@ -1,0 +1,195 @@
+//! The status codes and headers of the Streamable HTTP endpoint (2025-11-25 transport rules).
+
+mod support;
+
+use serde_json::{json, Value};
+use std::time::Duration;
+use support::mcp::*;
+use support::*;
+
+async fn gateway(extra: &str) -> mcpmux::Gateway {
+    boot_gateway(&test_server_toml("t", &["--tools", "2"], None), extra).await
+}
+
+fn post(url: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new().post(url).header("content-type", "application/json")
+}
+
+async fn body_json(resp: reqwest::Response) -> Value {
+    serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null)
+}
+
+const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_statuses() {
+    let gw = gateway("").await;
+    let url = gw.url();
+    // Accept must list both media types.
+    let r = post(&url).header("accept", "application/json").body(PING).send().await.unwrap();
+    assert_eq!(r.status(), 406);
+    let r = post(&url).header("accept", "text/html").body(PING).send().await.unwrap();
+    assert_eq!(r.status(), 406);
+    // Content-Type must be JSON.
+    let r = reqwest::Client::new().post(&url).header("accept", ACCEPT_BOTH).header("content-type", "text/plain").body(PING).send().await.unwrap();
+    assert_eq!(r.status(), 415);
+    // Malformed JSON: 400 with a -32700 error.
+    let r = post(&url).header("accept", ACCEPT_BOTH).body("{nope").send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(body_json(r).await["error"]["code"], -32700);
+    // Missing session id: 400; unknown session: 404.
+    let r = post(&url).header("accept", ACCEPT_BOTH).body(PING).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let r = post(&url).header("accept", ACCEPT_BOTH).header("mcp-session-id", "nope").body(PING).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    // initialize: JSON with a session id; the version is echoed when supported.
+    let r = post(&url).header("accept", ACCEPT_BOTH).body(INIT).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    assert!(sid.len() >= 32 && sid.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+    let init = body_json(r).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-03-26");
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux");
+    assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true);
+    // No MCP-Protocol-Version header means 2025-03-26: accepted.
+    let r = post(&url).header("accept", ACCEPT_BOTH).header("mcp-session-id", &sid).body(PING).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(body_json(r).await["result"], json!({}));
+    // An unsupported version: 400.
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "1999-01-01")
+        .body(PING)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // Notifications and responses: 202 with an empty body.
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &sid)
+        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    assert!(r.text().await.unwrap().is_empty());
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &sid)
+        .body(r#"{"jsonrpc":"2.0","id":99,"result":{}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    // Unknown method: -32601.
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &sid)
+        .body(r#"{"jsonrpc":"2.0","id":2,"method":"no/such"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(body_json(r).await["error"]["code"], -32601);
+    // Other HTTP methods: 405.
+    let r = reqwest::Client::new().put(&url).body("{}").send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_origin_or_host_is_forbidden() {
+    let gw = gateway("").await;
+    let url = gw.url();
+    let r = post(&url).header("accept", ACCEPT_BOTH).header("origin", "http://evil.example.com").body(INIT).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    let r = post(&url).header("accept", ACCEPT_BOTH).header("host", "evil.example.com").body(INIT).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    let r = post(&url).header("accept", ACCEPT_BOTH).header("origin", "http://localhost:6274").body(INIT).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let port = gw.local_addr().port();
+    let r = post(&url).header("accept", ACCEPT_BOTH).header("host", format!("localhost:{port}")).body(INIT).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_and_delete() {
+    let gw = gateway("").await;
+    let url = gw.url();
+    let s = RawSession::open(&url, json!({})).await;
+    let http = reqwest::Client::new();
+    let r = http.get(&url).header("accept", "text/event-stream").send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let r = http.get(&url).header("accept", "application/json").header("mcp-session-id", &s.sid).send().await.unwrap();
+    assert_eq!(r.status(), 406);
+    let first = http.get(&url).header("accept", "text/event-stream").header("mcp-session-id", &s.sid).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert!(first.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let second = http.get(&url).header("accept", "text/event-stream").header("mcp-session-id", &s.sid).send().await.unwrap();
+    assert_eq!(second.status(), 409);
+    assert_eq!(s.delete().await, 200);
+    // The ended session's GET stream finishes, and every later use is 404.
+    let ended = tokio::time::timeout(Duration::from_secs(5), first.text()).await;
+    assert!(ended.is_ok(), "GET stream must end with its session");
+    assert_eq!(s.post(json!({"jsonrpc":"2.0","id":1,"method":"ping"})).await.status(), 404);
+    assert_eq!(s.delete().await, 404);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_from_2025_03_26_clients_are_served() {
+    let gw = gateway("").await;
+    let old = RawSession::open_version(&gw.url(), json!({}), "2025-03-26").await;
+    assert_eq!(old.version, "2025-03-26");
+    let batch = json!([
+        {"jsonrpc":"2.0","id":"a","method":"ping"},
+        {"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"t__echo","arguments":{"message":"in a batch"}}},
+        {"jsonrpc":"2.0","method":"notifications/initialized"},
+        7
+    ]);
+    let resp = old.post(batch.clone()).await;
+    assert_eq!(resp.status(), 200);
+    let mut rx = messages(resp);
+    let mut got = Vec::new();
+    while let Some(m) = recv(&mut rx).await {
+        got.push(m);
+    }
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got.iter().any(|m| m["id"] == "a" && m["result"] == json!({})));
+    assert!(got.iter().any(|m| m["id"] == "b" && m["result"]["content"][0]["text"] == "echo: in a batch"));
+    assert!(got.iter().any(|m| m["error"]["code"] == -32600));
+    let new = RawSession::open(&gw.url(), json!({})).await;
+    assert_eq!(new.post(batch).await.status(), 400);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_probe_is_refused_so_clients_fall_back() {
+    let gw = gateway("").await;
+    let r = post(&gw.url())
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(body_json(r).await["error"]["code"].is_i64());
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_and_idle_reaping() {
+    let gw = gateway("max_body_bytes = 4096\nsession_idle_timeout_secs = 1").await;
+    let s = RawSession::open(&gw.url(), json!({})).await;
+    let big = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t__echo","arguments":{"message":"x".repeat(8000)}}});
+    assert_eq!(s.post(big).await.status(), 413);
+    assert_eq!(s.post(json!({"jsonrpc":"2.0","id":2,"method":"ping"})).await.status(), 200);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(s.post(json!({"jsonrpc":"2.0","id":3,"method":"ping"})).await.status(), 404, "idle session must be reaped");
+    gw.stop().await;
+}

@@ -1,0 +1,224 @@
+//! A raw Streamable HTTP MCP client for tests: it shows every message on the wire, so tests can
+//! check ids, streams and status codes exactly (the SDK clients hide those).
+#![allow(dead_code)]
+
+use futures_util::StreamExt;
+use mcpmux::protocol::sse::SseDecoder;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A session opened with `initialize`.
+pub struct RawSession {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub sid: String,
+    pub version: String,
+    next_id: AtomicI64,
+}
+
+/// Read an HTTP response (JSON or SSE) into a channel of messages, as they arrive.
+pub fn messages(resp: reqwest::Response) -> mpsc::Receiver<Value> {
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(async move {
+        let is_sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            let text = resp.text().await.unwrap_or_default();
+            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                let _ = tx.send(v).await;
+            }
+            return;
+        }
+        let mut dec = SseDecoder::new(64 << 20);
+        let mut events = Vec::new();
+        let mut body = resp.bytes_stream();
+        while let Some(Ok(chunk)) = body.next().await {
+            if dec.push(&chunk, &mut events).is_err() {
+                return;
+            }
+            for ev in events.drain(..) {
+                if ev.data.trim().is_empty() {
+                    continue;
+                }
+                let Ok(v) = serde_json::from_str::<Value>(&ev.data) else { continue };
+                if tx.send(v).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+pub async fn recv(rx: &mut mpsc::Receiver<Value>) -> Option<Value> {
+    tokio::time::timeout(WAIT, rx.recv()).await.ok().flatten()
+}
+
+impl RawSession {
+    /// `initialize` + `notifications/initialized` with the given client capabilities.
+    pub async fn open(url: &str, caps: Value) -> RawSession {
+        Self::open_version(url, caps, "2025-11-25").await
+    }
+
+    pub async fn open_version(url: &str, caps: Value, version: &str) -> RawSession {
+        let http = reqwest::Client::new();
+        let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion": version, "capabilities": caps,
+            "clientInfo": {"name":"raw-test","version":"0"}}});
+        let resp = http
+            .post(url)
+            .header("accept", ACCEPT_BOTH)
+            .header("content-type", "application/json")
+            .body(init.to_string())
+            .send()
+            .await
+            .expect("initialize POST");
+        assert_eq!(resp.status(), 200, "initialize status");
+        let sid = resp
+            .headers()
+            .get("mcp-session-id")
+            .expect("session id header")
+            .to_str()
+            .unwrap()
+            .to_string();
+        let body: Value = serde_json::from_str(&resp.text().await.expect("body")).expect("initialize JSON");
+        let negotiated = body["result"]["protocolVersion"].as_str().unwrap().to_string();
+        let s = RawSession { http, url: url.to_string(), sid, version: negotiated, next_id: AtomicI64::new(1) };
+        let status = s.post(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await.status();
+        assert_eq!(status, 202);
+        s
+    }
+
+    pub fn next_id(&self) -> i64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// POST a raw JSON body with this session's headers.
+    pub async fn post(&self, body: Value) -> reqwest::Response {
+        self.http
+            .post(&self.url)
+            .header("accept", ACCEPT_BOTH)
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &self.sid)
+            .header("mcp-protocol-version", &self.version)
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("POST")
+    }
+
+    /// Send a request and stream every message of its response.
+    pub async fn stream(&self, id: Value, method: &str, params: Value) -> mpsc::Receiver<Value> {
+        let resp = self.post(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params})).await;
+        assert!(resp.status().is_success(), "{method}: HTTP {}", resp.status());
+        messages(resp)
+    }
+
+    /// Send a request; return (the response, the messages before it).
+    pub async fn call_with(&self, id: Value, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let mut rx = self.stream(id.clone(), method, params).await;
+        let mut before = Vec::new();
+        while let Some(msg) = recv(&mut rx).await {
+            if msg.get("id") == Some(&id) && (msg.get("result").is_some() || msg.get("error").is_some()) {
+                return (msg, before);
+            }
+            before.push(msg);
+        }
+        panic!("no response to {method} (id {id}); got {before:?}");
+    }
+
+    /// Send a request with a fresh id and return its response.
+    pub async fn call(&self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id());
+        self.call_with(id, method, params).await.0
+    }
+
+    /// Call a tool and return the text of its first content block (panics on an error).
+    pub async fn tool_text(&self, name: &str, args: Value) -> String {
+        let resp = self.call("tools/call", json!({"name": name, "arguments": args})).await;
+        resp["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: unexpected response {resp}"))
+            .to_string()
+    }
+
+    pub async fn notify(&self, method: &str, params: Value) -> u16 {
+        self.post(json!({"jsonrpc":"2.0","method":method,"params":params})).await.status().as_u16()
+    }
+
+    /// Open the standalone GET stream.
+    pub async fn get_stream(&self) -> mpsc::Receiver<Value> {
+        let resp = self
+            .http
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.sid)
+            .header("mcp-protocol-version", &self.version)
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(resp.status(), 200, "GET stream status");
+        messages(resp)
+    }
+
+    /// Walk every page of a list and return the items.
+    pub async fn list_all(&self, method: &str, field: &str) -> (Vec<Value>, usize) {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let resp = self.call(method, params).await;
+            pages += 1;
+            let result = &resp["result"];
+            items.extend(result[field].as_array().unwrap_or_else(|| panic!("{method}: {resp}")).iter().cloned());
+            match result["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return (items, pages),
+            }
+            assert!(pages < 1000, "{method}: too many pages");
+        }
+    }
+
+    pub async fn delete(&self) -> u16 {
+        let resp = self.http.delete(&self.url).header("mcp-session-id", &self.sid).send().await.expect("DELETE");
+        resp.status().as_u16()
+    }
+}
+
+/// Wait for a message matching `pred` on a stream, bounded.
+pub async fn wait_for(rx: &mut mpsc::Receiver<Value>, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some(v)) if pred(&v) => return v,
+            Ok(Some(_)) => continue,
+            _ => panic!("expected message never arrived"),
+        }
+    }
+}
+
+/// Whether no message matching `pred` arrives within `window` (for "must not receive" checks).
+pub async fn none_within(rx: &mut mpsc::Receiver<Value>, window: Duration, pred: impl Fn(&Value) -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + window;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some(v)) if pred(&v) => return false,
+            Ok(Some(_)) => continue,
+            _ => return true,
+        }
+    }
+}
