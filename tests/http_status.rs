@@ -12,7 +12,9 @@ async fn gateway(extra: &str) -> mcpmux::Gateway {
 }
 
 fn post(url: &str) -> reqwest::RequestBuilder {
-    reqwest::Client::new().post(url).header("content-type", "application/json")
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
 }
 
 async fn body_json(resp: reqwest::Response) -> Value {
@@ -27,24 +29,62 @@ async fn post_statuses() {
     let gw = gateway("").await;
     let url = gw.url();
     // Accept must list both media types.
-    let r = post(&url).header("accept", "application/json").body(PING).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", "application/json")
+        .body(PING)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 406);
-    let r = post(&url).header("accept", "text/html").body(PING).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", "text/html")
+        .body(PING)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 406);
     // Content-Type must be JSON.
-    let r = reqwest::Client::new().post(&url).header("accept", ACCEPT_BOTH).header("content-type", "text/plain").body(PING).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("content-type", "text/plain")
+        .body(PING)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 415);
     // Malformed JSON: 400 with a -32700 error.
-    let r = post(&url).header("accept", ACCEPT_BOTH).body("{nope").send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .body("{nope")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     assert_eq!(body_json(r).await["error"]["code"], -32700);
     // Missing session id: 400; unknown session: 404.
-    let r = post(&url).header("accept", ACCEPT_BOTH).body(PING).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .body(PING)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
-    let r = post(&url).header("accept", ACCEPT_BOTH).header("mcp-session-id", "nope").body(PING).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", "nope")
+        .body(PING)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
     // initialize: JSON with a session id; the version is echoed when supported.
-    let r = post(&url).header("accept", ACCEPT_BOTH).body(INIT).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .body(INIT)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
     assert!(sid.len() >= 32 && sid.bytes().all(|b| (0x21..=0x7e).contains(&b)));
@@ -53,7 +93,13 @@ async fn post_statuses() {
     assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux");
     assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true);
     // No MCP-Protocol-Version header means 2025-03-26: accepted.
-    let r = post(&url).header("accept", ACCEPT_BOTH).header("mcp-session-id", &sid).body(PING).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", &sid)
+        .body(PING)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(body_json(r).await["result"], json!({}));
     // An unsupported version: 400.
@@ -103,14 +149,38 @@ async fn post_statuses() {
 async fn foreign_origin_or_host_is_forbidden() {
     let gw = gateway("").await;
     let url = gw.url();
-    let r = post(&url).header("accept", ACCEPT_BOTH).header("origin", "http://evil.example.com").body(INIT).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("origin", "http://evil.example.com")
+        .body(INIT)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
-    let r = post(&url).header("accept", ACCEPT_BOTH).header("host", "evil.example.com").body(INIT).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("host", "evil.example.com")
+        .body(INIT)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
-    let r = post(&url).header("accept", ACCEPT_BOTH).header("origin", "http://localhost:6274").body(INIT).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("origin", "http://localhost:6274")
+        .body(INIT)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let port = gw.local_addr().port();
-    let r = post(&url).header("accept", ACCEPT_BOTH).header("host", format!("localhost:{port}")).body(INIT).send().await.unwrap();
+    let r = post(&url)
+        .header("accept", ACCEPT_BOTH)
+        .header("host", format!("localhost:{port}"))
+        .body(INIT)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     gw.stop().await;
 }
@@ -121,20 +191,51 @@ async fn get_and_delete() {
     let url = gw.url();
     let s = RawSession::open(&url, json!({})).await;
     let http = reqwest::Client::new();
-    let r = http.get(&url).header("accept", "text/event-stream").send().await.unwrap();
+    let r = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
-    let r = http.get(&url).header("accept", "application/json").header("mcp-session-id", &s.sid).send().await.unwrap();
+    let r = http
+        .get(&url)
+        .header("accept", "application/json")
+        .header("mcp-session-id", &s.sid)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 406);
-    let first = http.get(&url).header("accept", "text/event-stream").header("mcp-session-id", &s.sid).send().await.unwrap();
+    let first = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &s.sid)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(first.status(), 200);
-    assert!(first.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let second = http.get(&url).header("accept", "text/event-stream").header("mcp-session-id", &s.sid).send().await.unwrap();
+    assert!(first.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let second = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &s.sid)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(second.status(), 409);
     assert_eq!(s.delete().await, 200);
     // The ended session's GET stream finishes, and every later use is 404.
     let ended = tokio::time::timeout(Duration::from_secs(5), first.text()).await;
     assert!(ended.is_ok(), "GET stream must end with its session");
-    assert_eq!(s.post(json!({"jsonrpc":"2.0","id":1,"method":"ping"})).await.status(), 404);
+    assert_eq!(
+        s.post(json!({"jsonrpc":"2.0","id":1,"method":"ping"}))
+            .await
+            .status(),
+        404
+    );
     assert_eq!(s.delete().await, 404);
     gw.stop().await;
 }
@@ -159,7 +260,9 @@ async fn batches_from_2025_03_26_clients_are_served() {
     }
     assert_eq!(got.len(), 3, "{got:?}");
     assert!(got.iter().any(|m| m["id"] == "a" && m["result"] == json!({})));
-    assert!(got.iter().any(|m| m["id"] == "b" && m["result"]["content"][0]["text"] == "echo: in a batch"));
+    assert!(got
+        .iter()
+        .any(|m| m["id"] == "b" && m["result"]["content"][0]["text"] == "echo: in a batch"));
     assert!(got.iter().any(|m| m["error"]["code"] == -32600));
     let new = RawSession::open(&gw.url(), json!({})).await;
     assert_eq!(new.post(batch).await.status(), 400);
@@ -188,8 +291,19 @@ async fn limits_and_idle_reaping() {
     let s = RawSession::open(&gw.url(), json!({})).await;
     let big = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t__echo","arguments":{"message":"x".repeat(8000)}}});
     assert_eq!(s.post(big).await.status(), 413);
-    assert_eq!(s.post(json!({"jsonrpc":"2.0","id":2,"method":"ping"})).await.status(), 200);
+    assert_eq!(
+        s.post(json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
+            .await
+            .status(),
+        200
+    );
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(s.post(json!({"jsonrpc":"2.0","id":3,"method":"ping"})).await.status(), 404, "idle session must be reaped");
+    assert_eq!(
+        s.post(json!({"jsonrpc":"2.0","id":3,"method":"ping"}))
+            .await
+            .status(),
+        404,
+        "idle session must be reaped"
+    );
     gw.stop().await;
 }

@@ -106,21 +106,42 @@ fn str_list(v: &Value) -> Vec<&str> {
 fn assert_everything(run: &ClientRun, namespace: &str, roots: bool) {
     run.assert_ok();
     let o = &run.json;
-    assert_eq!(o["server_name"], "mcpmux", "server name seen by the client:\n{run}");
+    assert_eq!(
+        o["server_name"], "mcpmux",
+        "server name seen by the client:\n{run}"
+    );
     assert_eq!(o["set_level"], "ok", "logging/setLevel:\n{run}");
-    assert!(o["sampling_calls"].as_u64().unwrap_or(0) >= 1, "no sampling request reached the client:\n{run}");
-    assert_eq!(o["sampling_result_has_text"], true, "sampled text not in the tool result:\n{run}");
+    assert!(
+        o["sampling_calls"].as_u64().unwrap_or(0) >= 1,
+        "no sampling request reached the client:\n{run}"
+    );
+    assert_eq!(
+        o["sampling_result_has_text"], true,
+        "sampled text not in the tool result:\n{run}"
+    );
     assert!(
         o["elicitation_calls"].as_u64().unwrap_or(0) >= 1,
         "no elicitation request reached the client:\n{run}"
     );
-    assert_eq!(o["elicitation_accepted"], true, "elicitation answer not seen by the upstream:\n{run}");
+    assert_eq!(
+        o["elicitation_accepted"], true,
+        "elicitation answer not seen by the upstream:\n{run}"
+    );
     if roots {
-        assert!(o["roots_calls"].as_u64().unwrap_or(0) >= 1, "no roots/list reached the client:\n{run}");
-        assert_eq!(o["roots_listed"], true, "the client's root not seen by the upstream:\n{run}");
+        assert!(
+            o["roots_calls"].as_u64().unwrap_or(0) >= 1,
+            "no roots/list reached the client:\n{run}"
+        );
+        assert_eq!(
+            o["roots_listed"], true,
+            "the client's root not seen by the upstream:\n{run}"
+        );
     }
     let progress = o["progress"].as_array().map(Vec::len).unwrap_or(0);
-    assert!(progress >= 3, "expected >= 3 progress notifications, got {progress}:\n{run}");
+    assert!(
+        progress >= 3,
+        "expected >= 3 progress notifications, got {progress}:\n{run}"
+    );
     assert!(
         str_list(&o["prompts"]).contains(&format!("{namespace}__simple-prompt").as_str()),
         "prompt not namespaced as expected:\n{run}"
@@ -128,8 +149,14 @@ fn assert_everything(run: &ClientRun, namespace: &str, roots: bool) {
     let prefix = format!("mcpmux://{namespace}/");
     let listed = o["resource_uri"].as_str().unwrap_or_default();
     let read = o["resource_read_uri"].as_str().unwrap_or_default();
-    assert!(read.starts_with(&prefix), "resource read back with URI {read:?}, expected prefix {prefix:?}:\n{run}");
-    assert_eq!(listed, read, "resources/read answered for a different URI than listed:\n{run}");
+    assert!(
+        read.starts_with(&prefix),
+        "resource read back with URI {read:?}, expected prefix {prefix:?}:\n{run}"
+    );
+    assert_eq!(
+        listed, read,
+        "resources/read answered for a different URI than listed:\n{run}"
+    );
     assert!(
         o["resource_text_len"].as_u64().unwrap_or(0) > 0,
         "resource read returned no text:\n{run}"
@@ -144,7 +171,8 @@ fn assert_everything(run: &ClientRun, namespace: &str, roots: bool) {
 async fn python_smoke_three_upstreams_legacy_and_auto() {
     ensure_peers().await;
     let (port, _http) = spawn_everything_http().await;
-    let servers = everything_stdio("everything", Iso::Shared) + &everything_http("everyhttp", port, Iso::Shared)
+    let servers = everything_stdio("everything", Iso::Shared)
+        + &everything_http("everyhttp", port, Iso::Shared)
         + &time_stdio("time");
     let gw = start_gateway(&servers).await;
     let url = gw.url();
@@ -154,15 +182,27 @@ async fn python_smoke_three_upstreams_legacy_and_auto() {
         smoke.assert_ok();
         assert_eq!(smoke.json["server_name"], "mcpmux", "{smoke}");
         assert!(
-            smoke.json["protocol_version"].as_str().is_some_and(|v| !v.is_empty()),
+            smoke.json["protocol_version"]
+                .as_str()
+                .is_some_and(|v| !v.is_empty()),
             "no negotiated protocol version:\n{smoke}"
         );
         let tools = str_list(&smoke.json["tools"]);
-        for want in ["everything__echo", "everyhttp__echo", "time__get_current_time", "time__convert_time"] {
-            assert!(tools.contains(&want), "[{mode}] {want} not listed; tools: {tools:?}");
+        for want in [
+            "everything__echo",
+            "everyhttp__echo",
+            "time__get_current_time",
+            "time__convert_time",
+        ] {
+            assert!(
+                tools.contains(&want),
+                "[{mode}] {want} not listed; tools: {tools:?}"
+            );
         }
         assert!(
-            tools.iter().all(|t| ["everything__", "everyhttp__", "time__"].iter().any(|p| t.starts_with(p))),
+            tools.iter().all(|t| ["everything__", "everyhttp__", "time__"]
+                .iter()
+                .any(|p| t.starts_with(p))),
             "[{mode}] a tool without a namespace prefix: {tools:?}"
         );
         assert_eq!(smoke.json["echo_text"], "Echo: hi", "{smoke}");
@@ -208,8 +248,8 @@ async fn python_smoke_three_upstreams_legacy_and_auto() {
 async fn python_everything_scenario_per_session_stdio_and_http() {
     ensure_peers().await;
     let (port, _http) = spawn_everything_http().await;
-    let servers =
-        everything_stdio("everything", Iso::PerSession) + &everything_http("everyhttp", port, Iso::PerSession);
+    let servers = everything_stdio("everything", Iso::PerSession)
+        + &everything_http("everyhttp", port, Iso::PerSession);
     let gw = start_gateway(&servers).await;
     let url = gw.url();
 
@@ -217,12 +257,17 @@ async fn python_everything_scenario_per_session_stdio_and_http() {
         .into_iter()
         .flat_map(|ns| ["legacy", "auto"].map(|mode| (ns, mode)))
         .collect();
-    let runs = futures_util::future::join_all(cases.iter().map(|(ns, mode)| {
-        let prefix = format!("{ns}__");
-        let url = url.clone();
-        async move { run_py_client_async(&url, "everything", &["--mode", mode, "--prefix", &prefix]).await }
-    }))
-    .await;
+    let runs =
+        futures_util::future::join_all(
+            cases.iter().map(|(ns, mode)| {
+                let prefix = format!("{ns}__");
+                let url = url.clone();
+                async move {
+                    run_py_client_async(&url, "everything", &["--mode", mode, "--prefix", &prefix]).await
+                }
+            }),
+        )
+        .await;
     for ((ns, mode), run) in cases.iter().zip(&runs) {
         assert_eq!(run.json["mode"], *mode, "{run}");
         assert_everything(run, ns, true);
@@ -236,13 +281,22 @@ async fn python_everything_scenario_per_session_stdio_and_http() {
 async fn python_everything_scenario_shared_stdio_and_http_without_roots() {
     ensure_peers().await;
     let (port, _http) = spawn_everything_http().await;
-    let servers = everything_stdio("everything", Iso::Shared) + &everything_http("everyhttp", port, Iso::Shared);
+    let servers =
+        everything_stdio("everything", Iso::Shared) + &everything_http("everyhttp", port, Iso::Shared);
     let gw = start_gateway(&servers).await;
     let url = gw.url();
 
     let (stdio, http) = tokio::join!(
-        run_py_client_async(&url, "everything", &["--mode", "legacy", "--prefix", "everything__", "--no-roots"]),
-        run_py_client_async(&url, "everything", &["--mode", "auto", "--prefix", "everyhttp__", "--no-roots"]),
+        run_py_client_async(
+            &url,
+            "everything",
+            &["--mode", "legacy", "--prefix", "everything__", "--no-roots"]
+        ),
+        run_py_client_async(
+            &url,
+            "everything",
+            &["--mode", "auto", "--prefix", "everyhttp__", "--no-roots"]
+        ),
     );
     assert_everything(&stdio, "everything", false);
     assert_everything(&http, "everyhttp", false);
@@ -287,8 +341,12 @@ async fn typescript_smoke_and_everything() {
 async fn python_sixteen_concurrent_sessions_shared_stdio() {
     ensure_peers().await;
     let gw = start_gateway(&everything_stdio("everything", Iso::Shared)).await;
-    let run = run_py_client_async(&gw.url(), "concurrent", &["16", "--mode", "legacy", "--prefix", "everything__"])
-        .await;
+    let run = run_py_client_async(
+        &gw.url(),
+        "concurrent",
+        &["16", "--mode", "legacy", "--prefix", "everything__"],
+    )
+    .await;
     run.assert_ok();
     assert_eq!(run.json["sessions"], 16, "{run}");
     assert_eq!(run.json["ok_calls"], 16 * 20, "{run}");

@@ -27,7 +27,11 @@ async fn two_upstreams(gateway_extra: &str) -> TwoUpstreams {
         test_server_toml("beta", &[], Some(&beta_log))
     );
     let gw = boot_gateway(&servers, gateway_extra).await;
-    TwoUpstreams { gw, alpha_log, beta_log }
+    TwoUpstreams {
+        gw,
+        alpha_log,
+        beta_log,
+    }
 }
 
 fn caps() -> Value {
@@ -35,7 +39,10 @@ fn caps() -> Value {
 }
 
 fn text_of(resp: &Value) -> String {
-    resp["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {resp}")).to_string()
+    resp["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {resp}"))
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,7 +85,11 @@ async fn sixteen_sessions_reusing_ids_never_see_each_others_replies() {
                 let s = &s;
                 calls.push(async move {
                     let (resp, _) = s
-                        .call_with(json!(id), "tools/call", json!({"name": tool, "arguments": {"message": msg.clone()}}))
+                        .call_with(
+                            json!(id),
+                            "tools/call",
+                            json!({"name": tool, "arguments": {"message": msg.clone()}}),
+                        )
                         .await;
                     assert_eq!(resp["id"], json!(id));
                     assert_eq!(text_of(&resp), format!("echo: {msg}"));
@@ -93,7 +104,11 @@ async fn sixteen_sessions_reusing_ids_never_see_each_others_replies() {
     let s = RawSession::open(&url, json!({})).await;
     let seen: Vec<Value> = serde_json::from_str(&s.tool_text("alpha__seen_ids", json!({})).await).unwrap();
     let unique: std::collections::HashSet<String> = seen.iter().map(|v| v.to_string()).collect();
-    assert_eq!(unique.len(), seen.len(), "an id was reused on the upstream connection");
+    assert_eq!(
+        unique.len(),
+        seen.len(),
+        "an id was reused on the upstream connection"
+    );
     assert!(seen.len() >= 160);
     env.gw.stop().await;
 }
@@ -102,23 +117,49 @@ async fn sixteen_sessions_reusing_ids_never_see_each_others_replies() {
 async fn cancellation_reaches_exactly_the_upstream_holding_the_request() {
     let env = two_upstreams("").await;
     let s = RawSession::open(&env.gw.url(), json!({})).await;
-    let mut slow = s.stream(json!("slow-1"), "tools/call", json!({"name":"alpha__slow","arguments":{"ms":30000}})).await;
+    let mut slow = s
+        .stream(
+            json!("slow-1"),
+            "tools/call",
+            json!({"name":"alpha__slow","arguments":{"ms":30000}}),
+        )
+        .await;
     // Give the call time to reach the upstream before cancelling it.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let status = s.notify("notifications/cancelled", json!({"requestId":"slow-1","reason":"test"})).await;
+    let status = s
+        .notify(
+            "notifications/cancelled",
+            json!({"requestId":"slow-1","reason":"test"}),
+        )
+        .await;
     assert_eq!(status, 202);
     // The host gets no response for a cancelled request; its stream just ends.
-    assert!(recv(&mut slow).await.is_none(), "a cancelled call must not be answered");
-    let alpha: Vec<Value> = serde_json::from_str(&s.tool_text("alpha__cancellations", json!({})).await).unwrap();
-    let beta: Vec<Value> = serde_json::from_str(&s.tool_text("beta__cancellations", json!({})).await).unwrap();
+    assert!(
+        recv(&mut slow).await.is_none(),
+        "a cancelled call must not be answered"
+    );
+    let alpha: Vec<Value> =
+        serde_json::from_str(&s.tool_text("alpha__cancellations", json!({})).await).unwrap();
+    let beta: Vec<Value> =
+        serde_json::from_str(&s.tool_text("beta__cancellations", json!({})).await).unwrap();
     assert_eq!(alpha.len(), 1, "alpha saw {alpha:?}");
-    assert!(beta.is_empty(), "beta must not see another upstream's cancellation: {beta:?}");
+    assert!(
+        beta.is_empty(),
+        "beta must not see another upstream's cancellation: {beta:?}"
+    );
     // The cancellation carried the upstream's id for that call, not the host's.
     let log = upstream_log(&env.alpha_log);
-    let call = log.iter().find(|m| m["params"]["name"] == "slow").expect("slow call upstream");
+    let call = log
+        .iter()
+        .find(|m| m["params"]["name"] == "slow")
+        .expect("slow call upstream");
     assert_eq!(alpha[0], call["id"]);
-    assert!(log.iter().all(|m| m["params"]["name"] != "slow" || m["id"] != json!("slow-1")));
-    assert!(upstream_log(&env.beta_log).iter().all(|m| m["method"] != "notifications/cancelled"));
+    assert!(log
+        .iter()
+        .all(|m| m["params"]["name"] != "slow" || m["id"] != json!("slow-1")));
+    assert!(upstream_log(&env.beta_log)
+        .iter()
+        .all(|m| m["method"] != "notifications/cancelled"));
     env.gw.stop().await;
 }
 
@@ -128,10 +169,16 @@ async fn progress_tokens_are_swapped_per_request_and_mapped_back() {
     let a = RawSession::open(&env.gw.url(), json!({})).await;
     let b = RawSession::open(&env.gw.url(), json!({})).await;
     let params = json!({"name":"alpha__progress","arguments":{"steps":3},"_meta":{"progressToken":"same"}});
-    let (ra, rb) = tokio::join!(a.call_with(json!(1), "tools/call", params.clone()), b.call_with(json!(1), "tools/call", params));
+    let (ra, rb) = tokio::join!(
+        a.call_with(json!(1), "tools/call", params.clone()),
+        b.call_with(json!(1), "tools/call", params)
+    );
     for (resp, before) in [ra, rb] {
         assert_eq!(text_of(&resp), "done 3");
-        let progress: Vec<&Value> = before.iter().filter(|m| m["method"] == "notifications/progress").collect();
+        let progress: Vec<&Value> = before
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .collect();
         assert_eq!(progress.len(), 3, "{before:?}");
         assert!(progress.iter().all(|p| p["params"]["progressToken"] == "same"));
         assert_eq!(progress[2]["params"]["progress"], 3);
@@ -142,7 +189,10 @@ async fn progress_tokens_are_swapped_per_request_and_mapped_back() {
         .map(|m| m["params"]["_meta"]["progressToken"].clone())
         .collect();
     assert_eq!(tokens.len(), 2);
-    assert_ne!(tokens[0], tokens[1], "upstream tokens must be unique across active requests");
+    assert_ne!(
+        tokens[0], tokens[1],
+        "upstream tokens must be unique across active requests"
+    );
     env.gw.stop().await;
 }
 
@@ -152,30 +202,59 @@ async fn sampling_goes_to_the_calling_session_and_the_answer_goes_back() {
     let a = RawSession::open(&env.gw.url(), caps()).await;
     let b = RawSession::open(&env.gw.url(), caps()).await;
     let mut b_get = b.get_stream().await;
-    let mut call = a.stream(json!(5), "tools/call", json!({"name":"alpha__sample","arguments":{"prompt":"hi"}})).await;
+    let mut call = a
+        .stream(
+            json!(5),
+            "tools/call",
+            json!({"name":"alpha__sample","arguments":{"prompt":"hi"}}),
+        )
+        .await;
     let request = wait_for(&mut call, |m| m["method"] == "sampling/createMessage").await;
     assert_eq!(request["params"]["messages"][0]["content"]["text"], "hi");
     let answer = json!({"jsonrpc":"2.0","id":request["id"],"result":{"role":"assistant","model":"m","content":{"type":"text","text":"from A"}}});
     assert_eq!(a.post(answer).await.status(), 202);
     let done = wait_for(&mut call, |m| m["id"] == json!(5)).await;
     assert_eq!(text_of(&done), "sampled: from A");
-    assert!(none_within(&mut b_get, Duration::from_millis(300), |m| m["method"] == "sampling/createMessage").await);
+    assert!(
+        none_within(&mut b_get, Duration::from_millis(300), |m| m["method"]
+            == "sampling/createMessage")
+        .await
+    );
 
     // A session that did not declare sampling gets a proper error back upstream.
     let plain = RawSession::open(&env.gw.url(), json!({})).await;
-    let resp = plain.call("tools/call", json!({"name":"alpha__sample","arguments":{"prompt":"x"}})).await;
+    let resp = plain
+        .call(
+            "tools/call",
+            json!({"name":"alpha__sample","arguments":{"prompt":"x"}}),
+        )
+        .await;
     assert_eq!(resp["result"]["isError"], true, "{resp}");
     assert!(text_of(&resp).contains("does not support"), "{resp}");
 
     // Elicitation and roots round trips.
-    let mut call = a.stream(json!(6), "tools/call", json!({"name":"alpha__elicit","arguments":{"message":"name?"}})).await;
+    let mut call = a
+        .stream(
+            json!(6),
+            "tools/call",
+            json!({"name":"alpha__elicit","arguments":{"message":"name?"}}),
+        )
+        .await;
     let request = wait_for(&mut call, |m| m["method"] == "elicitation/create").await;
-    a.post(json!({"jsonrpc":"2.0","id":request["id"],"result":{"action":"accept","content":{"name":"Ada"}}})).await;
+    a.post(json!({"jsonrpc":"2.0","id":request["id"],"result":{"action":"accept","content":{"name":"Ada"}}}))
+        .await;
     let done = wait_for(&mut call, |m| m["id"] == json!(6)).await;
     assert!(text_of(&done).contains("Ada"));
-    let mut call = a.stream(json!(7), "tools/call", json!({"name":"alpha__roots","arguments":{}})).await;
+    let mut call = a
+        .stream(
+            json!(7),
+            "tools/call",
+            json!({"name":"alpha__roots","arguments":{}}),
+        )
+        .await;
     let request = wait_for(&mut call, |m| m["method"] == "roots/list").await;
-    a.post(json!({"jsonrpc":"2.0","id":request["id"],"result":{"roots":[{"uri":"file:///work"}]}})).await;
+    a.post(json!({"jsonrpc":"2.0","id":request["id"],"result":{"roots":[{"uri":"file:///work"}]}}))
+        .await;
     let done = wait_for(&mut call, |m| m["id"] == json!(7)).await;
     assert!(text_of(&done).contains("file:///work"));
     env.gw.stop().await;
@@ -185,7 +264,13 @@ async fn sampling_goes_to_the_calling_session_and_the_answer_goes_back() {
 async fn an_upstream_cancelling_its_own_request_reaches_the_right_session() {
     let env = two_upstreams("").await;
     let a = RawSession::open(&env.gw.url(), caps()).await;
-    let mut call = a.stream(json!(1), "tools/call", json!({"name":"alpha__cancel_own_request","arguments":{}})).await;
+    let mut call = a
+        .stream(
+            json!(1),
+            "tools/call",
+            json!({"name":"alpha__cancel_own_request","arguments":{}}),
+        )
+        .await;
     let request = wait_for(&mut call, |m| m["method"] == "sampling/createMessage").await;
     let cancel = wait_for(&mut call, |m| m["method"] == "notifications/cancelled").await;
     assert_eq!(cancel["params"]["requestId"], request["id"]);
@@ -200,14 +285,24 @@ async fn list_changed_reaches_every_open_session_once_and_the_catalog_follows() 
     let a = RawSession::open(&env.gw.url(), json!({})).await;
     let b = RawSession::open(&env.gw.url(), json!({})).await;
     let (mut ga, mut gb) = (a.get_stream().await, b.get_stream().await);
-    assert_eq!(a.tool_text("alpha__add_tool", json!({"name":"fresh"})).await, "added");
+    assert_eq!(
+        a.tool_text("alpha__add_tool", json!({"name":"fresh"})).await,
+        "added"
+    );
     for g in [&mut ga, &mut gb] {
         wait_for(g, |m| m["method"] == "notifications/tools/list_changed").await;
-        assert!(none_within(g, Duration::from_millis(300), |m| m["method"] == "notifications/tools/list_changed").await);
+        assert!(
+            none_within(g, Duration::from_millis(300), |m| m["method"]
+                == "notifications/tools/list_changed")
+            .await
+        );
     }
     let (tools, _) = b.list_all("tools/list", "tools").await;
     assert!(tools.iter().any(|t| t["name"] == "alpha__fresh"));
-    assert_eq!(b.tool_text("alpha__fresh", json!({"message":"m"})).await, "fresh: m");
+    assert_eq!(
+        b.tool_text("alpha__fresh", json!({"message":"m"})).await,
+        "fresh: m"
+    );
     env.gw.stop().await;
 }
 
@@ -216,35 +311,70 @@ async fn resource_uris_are_namespaced_wherever_they_appear() {
     let env = two_upstreams("").await;
     let s = RawSession::open(&env.gw.url(), json!({})).await;
     let (resources, _) = s.list_all("resources/list", "resources").await;
-    assert!(resources.iter().any(|r| r["uri"] == "mcpmux://alpha/test://static/0"));
-    let read = s.call("resources/read", json!({"uri":"mcpmux://beta/test://static/4"})).await;
-    assert_eq!(read["result"]["contents"][0]["uri"], "mcpmux://beta/test://static/4");
+    assert!(resources
+        .iter()
+        .any(|r| r["uri"] == "mcpmux://alpha/test://static/0"));
+    let read = s
+        .call("resources/read", json!({"uri":"mcpmux://beta/test://static/4"}))
+        .await;
+    assert_eq!(
+        read["result"]["contents"][0]["uri"],
+        "mcpmux://beta/test://static/4"
+    );
     assert_eq!(read["result"]["contents"][0]["text"], "resource 4");
-    let tmpl = s.call("resources/read", json!({"uri":"mcpmux://alpha/test://item/42"})).await;
+    let tmpl = s
+        .call("resources/read", json!({"uri":"mcpmux://alpha/test://item/42"}))
+        .await;
     assert_eq!(tmpl["result"]["contents"][0]["text"], "item 42");
     let (templates, _) = s.list_all("resources/templates/list", "resourceTemplates").await;
-    assert!(templates.iter().any(|t| t["uriTemplate"] == "mcpmux://alpha/test://item/{id}"));
-    let missing = s.call("resources/read", json!({"uri":"mcpmux://nobody/x://y"})).await;
+    assert!(templates
+        .iter()
+        .any(|t| t["uriTemplate"] == "mcpmux://alpha/test://item/{id}"));
+    let missing = s
+        .call("resources/read", json!({"uri":"mcpmux://nobody/x://y"}))
+        .await;
     assert_eq!(missing["error"]["code"], -32002);
 
-    let links = s.call("tools/call", json!({"name":"alpha__resource_link","arguments":{}})).await;
+    let links = s
+        .call(
+            "tools/call",
+            json!({"name":"alpha__resource_link","arguments":{}}),
+        )
+        .await;
     let content = &links["result"]["content"];
     assert_eq!(content[0]["uri"], "mcpmux://alpha/test://static/0");
     assert_eq!(content[1]["resource"]["uri"], "mcpmux://alpha/test://static/1");
-    let prompt = s.call("prompts/get", json!({"name":"beta__greet","arguments":{"name":"Ada"}})).await;
+    let prompt = s
+        .call(
+            "prompts/get",
+            json!({"name":"beta__greet","arguments":{"name":"Ada"}}),
+        )
+        .await;
     assert_eq!(prompt["result"]["messages"][0]["content"]["text"], "Hello, Ada!");
-    assert_eq!(prompt["result"]["messages"][1]["content"]["resource"]["uri"], "mcpmux://beta/test://static/0");
+    assert_eq!(
+        prompt["result"]["messages"][1]["content"]["resource"]["uri"],
+        "mcpmux://beta/test://static/0"
+    );
 
     let by_prompt = s
         .call("completion/complete", json!({"ref":{"type":"ref/prompt","name":"alpha__greet"},"argument":{"name":"name","value":"al"}}))
         .await;
-    assert_eq!(by_prompt["result"]["completion"]["values"], json!(["alice", "albert"]));
+    assert_eq!(
+        by_prompt["result"]["completion"]["values"],
+        json!(["alice", "albert"])
+    );
     let by_template = s
         .call("completion/complete", json!({"ref":{"type":"ref/resource","uri":"mcpmux://beta/test://item/{id}"},"argument":{"name":"id","value":""}}))
         .await;
-    assert_eq!(by_template["result"]["completion"]["values"], json!(["1", "2", "3"]));
+    assert_eq!(
+        by_template["result"]["completion"]["values"],
+        json!(["1", "2", "3"])
+    );
     let log = upstream_log(&env.beta_log);
-    let sent = log.iter().find(|m| m["method"] == "completion/complete").expect("completion reached beta");
+    let sent = log
+        .iter()
+        .find(|m| m["method"] == "completion/complete")
+        .expect("completion reached beta");
     assert_eq!(sent["params"]["ref"]["uri"], "test://item/{id}");
     env.gw.stop().await;
 }
@@ -255,12 +385,25 @@ async fn resource_updates_go_only_to_subscribers() {
     let a = RawSession::open(&env.gw.url(), json!({})).await;
     let b = RawSession::open(&env.gw.url(), json!({})).await;
     let (mut ga, mut gb) = (a.get_stream().await, b.get_stream().await);
-    let sub = a.call("resources/subscribe", json!({"uri":"mcpmux://alpha/test://static/3"})).await;
+    let sub = a
+        .call(
+            "resources/subscribe",
+            json!({"uri":"mcpmux://alpha/test://static/3"}),
+        )
+        .await;
     assert_eq!(sub["result"], json!({}));
-    assert_eq!(b.tool_text("alpha__touch", json!({"uri":"test://static/3"})).await, "touched");
+    assert_eq!(
+        b.tool_text("alpha__touch", json!({"uri":"test://static/3"}))
+            .await,
+        "touched"
+    );
     let update = wait_for(&mut ga, |m| m["method"] == "notifications/resources/updated").await;
     assert_eq!(update["params"]["uri"], "mcpmux://alpha/test://static/3");
-    assert!(none_within(&mut gb, Duration::from_millis(400), |m| m["method"] == "notifications/resources/updated").await);
+    assert!(
+        none_within(&mut gb, Duration::from_millis(400), |m| m["method"]
+            == "notifications/resources/updated")
+        .await
+    );
     env.gw.stop().await;
 }
 
@@ -268,14 +411,44 @@ async fn resource_updates_go_only_to_subscribers() {
 async fn log_level_is_kept_per_session_and_messages_ride_the_call_stream() {
     let env = two_upstreams("").await;
     let s = RawSession::open(&env.gw.url(), json!({})).await;
-    assert_eq!(s.call("logging/setLevel", json!({"level":"warning"})).await["result"], json!({}));
-    assert_eq!(s.call("logging/setLevel", json!({"level":"loud"})).await["error"]["code"], -32602);
-    let (_, before) = s.call_with(json!(1), "tools/call", json!({"name":"alpha__log","arguments":{"count":2,"level":"info"}})).await;
-    assert!(before.iter().all(|m| m["method"] != "notifications/message"), "{before:?}");
-    let (_, before) = s.call_with(json!(2), "tools/call", json!({"name":"alpha__log","arguments":{"count":3,"level":"error"}})).await;
-    assert_eq!(before.iter().filter(|m| m["method"] == "notifications/message").count(), 3, "{before:?}");
+    assert_eq!(
+        s.call("logging/setLevel", json!({"level":"warning"})).await["result"],
+        json!({})
+    );
+    assert_eq!(
+        s.call("logging/setLevel", json!({"level":"loud"})).await["error"]["code"],
+        -32602
+    );
+    let (_, before) = s
+        .call_with(
+            json!(1),
+            "tools/call",
+            json!({"name":"alpha__log","arguments":{"count":2,"level":"info"}}),
+        )
+        .await;
+    assert!(
+        before.iter().all(|m| m["method"] != "notifications/message"),
+        "{before:?}"
+    );
+    let (_, before) = s
+        .call_with(
+            json!(2),
+            "tools/call",
+            json!({"name":"alpha__log","arguments":{"count":3,"level":"error"}}),
+        )
+        .await;
+    assert_eq!(
+        before
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count(),
+        3,
+        "{before:?}"
+    );
     let sent = upstream_log(&env.alpha_log);
-    assert!(sent.iter().any(|m| m["method"] == "logging/setLevel" && m["params"]["level"] == "warning"));
+    assert!(sent
+        .iter()
+        .any(|m| m["method"] == "logging/setLevel" && m["params"]["level"] == "warning"));
     env.gw.stop().await;
 }
 
@@ -290,18 +463,33 @@ async fn faults_stay_with_their_upstream() {
     );
     let gw = boot_gateway(&servers, "").await;
     let s = RawSession::open(&gw.url(), json!({})).await;
-    let unknown = s.call("tools/call", json!({"name":"nope__tool","arguments":{}})).await;
+    let unknown = s
+        .call("tools/call", json!({"name":"nope__tool","arguments":{}}))
+        .await;
     assert_eq!(unknown["error"]["code"], -32602);
     // A non-JSON line and an invalid UTF-8 line are skipped; the connection survives.
     assert_eq!(s.tool_text("alpha__garbage", json!({})).await, "garbage sent");
     let big = s.tool_text("alpha__big", json!({"bytes": 4_194_304})).await;
     assert_eq!(big.len(), 4_194_304);
     // An upstream dying mid-call: the pending call fails at once with an error naming it.
-    let crashed = s.call("tools/call", json!({"name":"alpha__crash","arguments":{}})).await;
+    let crashed = s
+        .call("tools/call", json!({"name":"alpha__crash","arguments":{}}))
+        .await;
     let message = crashed["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("alpha"), "{crashed}");
-    assert_eq!(s.tool_text("beta__echo", json!({"message":"still here"})).await, "echo: still here");
-    let gone = s.call("tools/call", json!({"name":"alpha__echo","arguments":{"message":"x"}})).await;
-    assert!(gone.get("error").is_some() || gone["result"].is_object(), "{gone}");
+    assert_eq!(
+        s.tool_text("beta__echo", json!({"message":"still here"})).await,
+        "echo: still here"
+    );
+    let gone = s
+        .call(
+            "tools/call",
+            json!({"name":"alpha__echo","arguments":{"message":"x"}}),
+        )
+        .await;
+    assert!(
+        gone.get("error").is_some() || gone["result"].is_object(),
+        "{gone}"
+    );
     gw.stop().await;
 }

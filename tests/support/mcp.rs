@@ -48,7 +48,9 @@ pub fn messages(resp: reqwest::Response) -> mpsc::Receiver<Value> {
                 if ev.data.trim().is_empty() {
                     continue;
                 }
-                let Ok(v) = serde_json::from_str::<Value>(&ev.data) else { continue };
+                let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
+                    continue;
+                };
                 if tx.send(v).await.is_err() {
                     return;
                 }
@@ -91,8 +93,17 @@ impl RawSession {
             .to_string();
         let body: Value = serde_json::from_str(&resp.text().await.expect("body")).expect("initialize JSON");
         let negotiated = body["result"]["protocolVersion"].as_str().unwrap().to_string();
-        let s = RawSession { http, url: url.to_string(), sid, version: negotiated, next_id: AtomicI64::new(1) };
-        let status = s.post(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await.status();
+        let s = RawSession {
+            http,
+            url: url.to_string(),
+            sid,
+            version: negotiated,
+            next_id: AtomicI64::new(1),
+        };
+        let status = s
+            .post(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+            .await
+            .status();
         assert_eq!(status, 202);
         s
     }
@@ -117,7 +128,9 @@ impl RawSession {
 
     /// Send a request and stream every message of its response.
     pub async fn stream(&self, id: Value, method: &str, params: Value) -> mpsc::Receiver<Value> {
-        let resp = self.post(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params})).await;
+        let resp = self
+            .post(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
+            .await;
         assert!(resp.status().is_success(), "{method}: HTTP {}", resp.status());
         messages(resp)
     }
@@ -143,7 +156,9 @@ impl RawSession {
 
     /// Call a tool and return the text of its first content block (panics on an error).
     pub async fn tool_text(&self, name: &str, args: Value) -> String {
-        let resp = self.call("tools/call", json!({"name": name, "arguments": args})).await;
+        let resp = self
+            .call("tools/call", json!({"name": name, "arguments": args}))
+            .await;
         resp["result"]["content"][0]["text"]
             .as_str()
             .unwrap_or_else(|| panic!("{name}: unexpected response {resp}"))
@@ -151,7 +166,10 @@ impl RawSession {
     }
 
     pub async fn notify(&self, method: &str, params: Value) -> u16 {
-        self.post(json!({"jsonrpc":"2.0","method":method,"params":params})).await.status().as_u16()
+        self.post(json!({"jsonrpc":"2.0","method":method,"params":params}))
+            .await
+            .status()
+            .as_u16()
     }
 
     /// Open the standalone GET stream.
@@ -182,7 +200,13 @@ impl RawSession {
             let resp = self.call(method, params).await;
             pages += 1;
             let result = &resp["result"];
-            items.extend(result[field].as_array().unwrap_or_else(|| panic!("{method}: {resp}")).iter().cloned());
+            items.extend(
+                result[field]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{method}: {resp}"))
+                    .iter()
+                    .cloned(),
+            );
             match result["nextCursor"].as_str() {
                 Some(c) => cursor = Some(c.to_string()),
                 None => return (items, pages),
@@ -192,7 +216,13 @@ impl RawSession {
     }
 
     pub async fn delete(&self) -> u16 {
-        let resp = self.http.delete(&self.url).header("mcp-session-id", &self.sid).send().await.expect("DELETE");
+        let resp = self
+            .http
+            .delete(&self.url)
+            .header("mcp-session-id", &self.sid)
+            .send()
+            .await
+            .expect("DELETE");
         resp.status().as_u16()
     }
 }
@@ -211,7 +241,11 @@ pub async fn wait_for(rx: &mut mpsc::Receiver<Value>, pred: impl Fn(&Value) -> b
 }
 
 /// Whether no message matching `pred` arrives within `window` (for "must not receive" checks).
-pub async fn none_within(rx: &mut mpsc::Receiver<Value>, window: Duration, pred: impl Fn(&Value) -> bool) -> bool {
+pub async fn none_within(
+    rx: &mut mpsc::Receiver<Value>,
+    window: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> bool {
     let deadline = tokio::time::Instant::now() + window;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());

@@ -88,13 +88,20 @@ pub fn peers() -> &'static Peers {
             filesystem_js: npm_bin(&npm_modules, "@modelcontextprotocol/server-filesystem"),
             time_cmd: (
                 python.clone(),
-                ["-m", "mcp_server_time", "--local-timezone", "UTC"].map(String::from).to_vec(),
+                ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+                    .map(String::from)
+                    .to_vec(),
             ),
             python,
             npm_modules,
             dir,
         };
-        for p in [&peers.python, &peers.everything_js, &peers.memory_js, &peers.filesystem_js] {
+        for p in [
+            &peers.python,
+            &peers.everything_js,
+            &peers.memory_js,
+            &peers.filesystem_js,
+        ] {
             assert!(p.exists(), "peer file missing after install: {}", p.display());
         }
         peers
@@ -113,7 +120,9 @@ fn install_peers(root: &Path, dir: &Path) {
         .open(&lock_path)
         .unwrap_or_else(|e| panic!("open {}: {e}", lock_path.display()));
     let mut lock = fd_lock::RwLock::new(lock_file);
-    let _guard = lock.write().unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
+    let _guard = lock
+        .write()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
 
     let started = Instant::now();
     let out = Command::new("bash")
@@ -154,7 +163,9 @@ fn npm_bin(npm_modules: &Path, package: &str) -> PathBuf {
 }
 
 fn path_str(p: &Path) -> String {
-    p.to_str().unwrap_or_else(|| panic!("non-UTF-8 path {}", p.display())).to_owned()
+    p.to_str()
+        .unwrap_or_else(|| panic!("non-UTF-8 path {}", p.display()))
+        .to_owned()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,12 +219,20 @@ pub struct ChildGuard {
 impl ChildGuard {
     /// Guard a plain child (kill only that process on drop).
     pub fn new(child: Child) -> Self {
-        ChildGuard { child, group: false, exited: None }
+        ChildGuard {
+            child,
+            group: false,
+            exited: None,
+        }
     }
 
     /// Guard a child that was spawned with `process_group(0)` (kill its whole group on drop).
     pub fn new_group(child: Child) -> Self {
-        ChildGuard { child, group: true, exited: None }
+        ChildGuard {
+            child,
+            group: true,
+            exited: None,
+        }
     }
 
     /// Spawn `cmd` as the leader of a new process group and guard it.
@@ -320,7 +339,11 @@ pub fn wait_started(guard: &mut ChildGuard, port: u16, log_path: &Path, what: &s
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Some(status) = guard.try_wait() {
-            panic!("{what} exited early ({status}); log {}:\n{}", log_path.display(), read_lossy(log_path));
+            panic!(
+                "{what} exited early ({status}); log {}:\n{}",
+                log_path.display(),
+                read_lossy(log_path)
+            );
         }
         if wait_for_port(port, Duration::from_millis(100)) {
             return;
@@ -337,7 +360,9 @@ pub fn wait_started(guard: &mut ChildGuard, port: u16, log_path: &Path, what: &s
 }
 
 fn read_lossy(p: &Path) -> String {
-    fs::read(p).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+    fs::read(p)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -374,7 +399,11 @@ impl std::fmt::Display for ClientRun {
             f,
             "status: {}{}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             self.status,
-            if self.timed_out { " (TIMED OUT, killed)" } else { "" },
+            if self.timed_out {
+                " (TIMED OUT, killed)"
+            } else {
+                ""
+            },
             self.stdout,
             self.stderr
         )
@@ -386,7 +415,10 @@ impl std::fmt::Display for ClientRun {
 pub fn run_py_client(url: &str, scenario: &str, extra: &[&str]) -> ClientRun {
     let p = peers();
     let mut cmd = Command::new(&p.python);
-    cmd.arg(repo_root().join("tests/clients/py_client.py")).arg(url).arg(scenario).args(extra);
+    cmd.arg(repo_root().join("tests/clients/py_client.py"))
+        .arg(url)
+        .arg(scenario)
+        .args(extra);
     run_client(cmd, CLIENT_TIMEOUT)
 }
 
@@ -419,7 +451,11 @@ pub async fn run_ts_client_async(url: &str, scenario: &str, extra: &[&str]) -> C
 }
 
 fn owned(url: &str, scenario: &str, extra: &[&str]) -> (String, String, Vec<String>) {
-    (url.to_owned(), scenario.to_owned(), extra.iter().map(|s| s.to_string()).collect())
+    (
+        url.to_owned(),
+        scenario.to_owned(),
+        extra.iter().map(|s| s.to_string()).collect(),
+    )
 }
 
 fn borrowed(v: &[String]) -> Vec<&str> {
@@ -428,7 +464,9 @@ fn borrowed(v: &[String]) -> Vec<&str> {
 
 /// Run a command to completion with captured output, killing its process group at `timeout`.
 pub fn run_client(mut cmd: Command, timeout: Duration) -> ClientRun {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut guard = ChildGuard::spawn_group(&mut cmd).unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
     let out_reader = drain(guard.child_mut().stdout.take().expect("stdout piped"));
     let err_reader = drain(guard.child_mut().stderr.take().expect("stderr piped"));
@@ -454,7 +492,13 @@ pub fn run_client(mut cmd: Command, timeout: Duration) -> ClientRun {
         .find(|l| !l.trim().is_empty())
         .and_then(|l| serde_json::from_str(l.trim()).ok())
         .unwrap_or(serde_json::Value::Null);
-    ClientRun { status, timed_out, stdout, stderr, json }
+    ClientRun {
+        status,
+        timed_out,
+        stdout,
+        stderr,
+        json,
+    }
 }
 
 fn drain<R: Read + Send + 'static>(mut r: R) -> thread::JoinHandle<String> {
@@ -469,7 +513,10 @@ fn drain<R: Read + Send + 'static>(mut r: R) -> thread::JoinHandle<String> {
 pub fn scratch_dir(tag: &str) -> PathBuf {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = repo_root().join("target").join("test-scratch").join(format!("{tag}-{}-{n}", std::process::id()));
+    let dir = repo_root()
+        .join("target")
+        .join("test-scratch")
+        .join(format!("{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create scratch dir");
     dir
@@ -487,7 +534,11 @@ pub async fn boot_gateway(servers_toml: &str, gateway_extra: &str) -> mcpmux::Ga
 pub fn test_server_toml(name: &str, args: &[&str], log: Option<&Path>) -> String {
     let mut all = vec!["--name".to_string(), name.to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
-    let args = all.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>().join(", ");
+    let args = all
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let env = match log {
         Some(p) => format!("env = {{ MCPMUX_TEST_LOG = {:?} }}\n", p.display().to_string()),
         None => String::new(),
