@@ -17,6 +17,15 @@ fn post(url: &str) -> reqwest::RequestBuilder {
         .header("content-type", "application/json")
 }
 
+/// POST `body` with JSON content type, `Accept` for both media types and extra headers.
+async fn send(url: &str, headers: &[(&str, &str)], body: &str) -> reqwest::Response {
+    let mut req = post(url).header("accept", ACCEPT_BOTH);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.body(body.to_string()).send().await.expect("POST")
+}
+
 async fn body_json(resp: reqwest::Response) -> Value {
     serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null)
 }
@@ -54,37 +63,16 @@ async fn post_statuses() {
         .unwrap();
     assert_eq!(r.status(), 415);
     // Malformed JSON: 400 with a -32700 error.
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .body("{nope")
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[], "{nope").await;
     assert_eq!(r.status(), 400);
     assert_eq!(body_json(r).await["error"]["code"], -32700);
     // Missing session id: 400; unknown session: 404.
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .body(PING)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[], PING).await;
     assert_eq!(r.status(), 400);
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-session-id", "nope")
-        .body(PING)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[("mcp-session-id", "nope")], PING).await;
     assert_eq!(r.status(), 404);
     // initialize: JSON with a session id; the version is echoed when supported.
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .body(INIT)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[], INIT).await;
     assert_eq!(r.status(), 200);
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
     assert!(sid.len() >= 32 && sid.bytes().all(|b| (0x21..=0x7e).contains(&b)));
@@ -93,51 +81,40 @@ async fn post_statuses() {
     assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux");
     assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true);
     // No MCP-Protocol-Version header means 2025-03-26: accepted.
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-session-id", &sid)
-        .body(PING)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[("mcp-session-id", &sid)], PING).await;
     assert_eq!(r.status(), 200);
     assert_eq!(body_json(r).await["result"], json!({}));
     // An unsupported version: 400.
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-session-id", &sid)
-        .header("mcp-protocol-version", "1999-01-01")
-        .body(PING)
-        .send()
-        .await
-        .unwrap();
+    let r = send(
+        &url,
+        &[("mcp-session-id", &sid), ("mcp-protocol-version", "1999-01-01")],
+        PING,
+    )
+    .await;
     assert_eq!(r.status(), 400);
     // Notifications and responses: 202 with an empty body.
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-session-id", &sid)
-        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = send(
+        &url,
+        &[("mcp-session-id", &sid)],
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
     assert_eq!(r.status(), 202);
     assert!(r.text().await.unwrap().is_empty());
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-session-id", &sid)
-        .body(r#"{"jsonrpc":"2.0","id":99,"result":{}}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = send(
+        &url,
+        &[("mcp-session-id", &sid)],
+        r#"{"jsonrpc":"2.0","id":99,"result":{}}"#,
+    )
+    .await;
     assert_eq!(r.status(), 202);
     // Unknown method: -32601.
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("mcp-session-id", &sid)
-        .body(r#"{"jsonrpc":"2.0","id":2,"method":"no/such"}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = send(
+        &url,
+        &[("mcp-session-id", &sid)],
+        r#"{"jsonrpc":"2.0","id":2,"method":"no/such"}"#,
+    )
+    .await;
     assert_eq!(body_json(r).await["error"]["code"], -32601);
     // Other HTTP methods: 405.
     let r = reqwest::Client::new().put(&url).body("{}").send().await.unwrap();
@@ -149,29 +126,11 @@ async fn post_statuses() {
 async fn foreign_origin_or_host_is_forbidden() {
     let gw = gateway("").await;
     let url = gw.url();
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("origin", "http://evil.example.com")
-        .body(INIT)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[("origin", "http://evil.example.com")], INIT).await;
     assert_eq!(r.status(), 403);
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("host", "evil.example.com")
-        .body(INIT)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[("host", "evil.example.com")], INIT).await;
     assert_eq!(r.status(), 403);
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("origin", "http://localhost:6274")
-        .body(INIT)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[("origin", "http://localhost:6274")], INIT).await;
     assert_eq!(r.status(), 200);
     let port = gw.local_addr().port();
     let r = post(&url)
