@@ -93,6 +93,39 @@ async fn ensure_peers() {
     .expect("peer installation panicked");
 }
 
+/// Arguments for the Python `everything` scenario against namespace `ns` (its tools prefixed
+/// `{ns}__`, its resources read back through `mcpmux://{ns}/`).
+fn py_everything_args(mode: &str, ns: &str, no_roots: bool) -> Vec<String> {
+    let mut args = ["--mode", mode].map(String::from).to_vec();
+    args.extend(ts_everything_args(ns));
+    if no_roots {
+        args.push("--no-roots".into());
+    }
+    args
+}
+
+/// Arguments for the `everything` scenario of either client against namespace `ns`.
+fn ts_everything_args(ns: &str) -> Vec<String> {
+    vec![
+        "--prefix".into(),
+        format!("{ns}__"),
+        "--resource-prefix".into(),
+        format!("mcpmux://{ns}/"),
+    ]
+}
+
+/// [`run_py_client_async`] with owned arguments (so several runs can be joined).
+async fn py_owned(url: &str, scenario: &str, args: Vec<String>) -> ClientRun {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_py_client_async(url, scenario, &args).await
+}
+
+/// [`run_ts_client_async`] with owned arguments (so several runs can be joined).
+async fn ts_owned(url: &str, scenario: &str, args: Vec<String>) -> ClientRun {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_ts_client_async(url, scenario, &args).await
+}
+
 fn str_list(v: &Value) -> Vec<&str> {
     v.as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -242,69 +275,103 @@ async fn python_smoke_three_upstreams_legacy_and_auto() {
     gw.stop().await;
 }
 
-/// Python `everything` scenario (legacy and auto) through per-session upstreams, stdio and
-/// HTTP: sampling, elicitation, roots and progress round trips all reach the right host session.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_everything_scenario_per_session_stdio_and_http() {
+/// Where the `everything` scenario's server-everything runs.
+#[derive(Clone, Copy)]
+enum Upstream {
+    /// stdio child of the gateway, namespace `everything`.
+    Stdio,
+    /// Streamable HTTP server on its own port, namespace `everyhttp`.
+    Http,
+}
+
+/// Which SDK client drives the `everything` scenario.
+#[derive(Clone, Copy)]
+enum Sdk {
+    /// Python, once in legacy and once in auto mode (concurrently).
+    Python,
+    TypeScript,
+}
+
+// Over HTTP these scenarios also guard the upstream handshake order (initialize, GET stream,
+// `initialized` acknowledged, then requests): server-everything registers its sampling,
+// elicitation and roots tools when it sees `initialized`, so a `tools/list` that overtook it would
+// miss them.
+
+/// Run the `everything` scenario through a gateway whose only upstream is one server-everything.
+/// With per-session isolation the roots round trip must work too; with shared isolation the
+/// upstream asked its own (gateway) session for roots once, so that check is skipped.
+async fn everything_through(upstream: Upstream, iso: Iso, sdk: Sdk) {
     ensure_peers().await;
-    let (port, _http) = spawn_everything_http().await;
-    let servers = everything_stdio("everything", Iso::PerSession)
-        + &everything_http("everyhttp", port, Iso::PerSession);
+    let (ns, servers, _http) = match upstream {
+        Upstream::Stdio => ("everything", everything_stdio("everything", iso), None),
+        Upstream::Http => {
+            let (port, guard) = spawn_everything_http().await;
+            ("everyhttp", everything_http("everyhttp", port, iso), Some(guard))
+        }
+    };
+    let roots = matches!(iso, Iso::PerSession);
     let gw = start_gateway(&servers).await;
     let url = gw.url();
-
-    let cases: Vec<(&str, &str)> = ["everything", "everyhttp"]
-        .into_iter()
-        .flat_map(|ns| ["legacy", "auto"].map(|mode| (ns, mode)))
-        .collect();
-    let runs =
-        futures_util::future::join_all(
-            cases.iter().map(|(ns, mode)| {
-                let prefix = format!("{ns}__");
-                let url = url.clone();
-                async move {
-                    run_py_client_async(&url, "everything", &["--mode", mode, "--prefix", &prefix]).await
-                }
-            }),
-        )
-        .await;
-    for ((ns, mode), run) in cases.iter().zip(&runs) {
-        assert_eq!(run.json["mode"], *mode, "{run}");
-        assert_everything(run, ns, true);
+    match sdk {
+        Sdk::Python => {
+            let legacy_args = py_everything_args("legacy", ns, !roots);
+            let auto_args = py_everything_args("auto", ns, !roots);
+            let (legacy, auto) = if roots {
+                tokio::join!(
+                    py_owned(&url, "everything", legacy_args),
+                    py_owned(&url, "everything", auto_args),
+                )
+            } else {
+                // A shared stdio connection attributes server-to-client requests to the oldest
+                // call in flight on it (README, "How it routes"), so concurrent sessions could
+                // receive each other's sampling requests: run them one after the other.
+                let legacy = py_owned(&url, "everything", legacy_args).await;
+                (legacy, py_owned(&url, "everything", auto_args).await)
+            };
+            assert_eq!(legacy.json["mode"], "legacy", "{legacy}");
+            assert_everything(&legacy, ns, roots);
+            assert_eq!(auto.json["mode"], "auto", "{auto}");
+            assert_everything(&auto, ns, roots);
+        }
+        Sdk::TypeScript => {
+            let mut args = ts_everything_args(ns);
+            if !roots {
+                args.push("--no-roots".into());
+            }
+            let run = ts_owned(&url, "everything", args).await;
+            assert_everything(&run, ns, roots);
+        }
     }
     gw.stop().await;
 }
 
-/// With SHARED upstreams the `everything` scenario works too, except roots: server-everything
-/// asks for roots once per its own session, so they cannot follow each host session.
+/// Python `everything` scenario (legacy and auto) through a per-session stdio server-everything:
+/// sampling, elicitation, roots and progress round trips all reach the right host session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_everything_scenario_shared_stdio_and_http_without_roots() {
-    ensure_peers().await;
-    let (port, _http) = spawn_everything_http().await;
-    let servers =
-        everything_stdio("everything", Iso::Shared) + &everything_http("everyhttp", port, Iso::Shared);
-    let gw = start_gateway(&servers).await;
-    let url = gw.url();
-
-    let (stdio, http) = tokio::join!(
-        run_py_client_async(
-            &url,
-            "everything",
-            &["--mode", "legacy", "--prefix", "everything__", "--no-roots"]
-        ),
-        run_py_client_async(
-            &url,
-            "everything",
-            &["--mode", "auto", "--prefix", "everyhttp__", "--no-roots"]
-        ),
-    );
-    assert_everything(&stdio, "everything", false);
-    assert_everything(&http, "everyhttp", false);
-    gw.stop().await;
+async fn python_everything_per_session_stdio() {
+    everything_through(Upstream::Stdio, Iso::PerSession, Sdk::Python).await;
 }
 
-/// TypeScript SDK client: smoke and everything scenarios through per-session stdio and HTTP
-/// server-everything plus stdio time.
+/// Same through a per-session Streamable HTTP server-everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_everything_per_session_http() {
+    everything_through(Upstream::Http, Iso::PerSession, Sdk::Python).await;
+}
+
+/// With a SHARED stdio upstream the `everything` scenario works too, except roots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_everything_shared_stdio_without_roots() {
+    everything_through(Upstream::Stdio, Iso::Shared, Sdk::Python).await;
+}
+
+/// With a SHARED HTTP upstream the `everything` scenario works too, except roots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_everything_shared_http_without_roots() {
+    everything_through(Upstream::Http, Iso::Shared, Sdk::Python).await;
+}
+
+/// TypeScript SDK client: smoke through per-session stdio and HTTP server-everything plus stdio
+/// time, and the `everything` scenario through the per-session stdio one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_smoke_and_everything() {
     ensure_peers().await;
@@ -315,11 +382,10 @@ async fn typescript_smoke_and_everything() {
     let gw = start_gateway(&servers).await;
     let url = gw.url();
 
-    let (smoke_stdio, smoke_http, every_stdio, every_http) = tokio::join!(
+    let (smoke_stdio, smoke_http, every_stdio) = tokio::join!(
         run_ts_client_async(&url, "smoke", &["--prefix", "everything__"]),
         run_ts_client_async(&url, "smoke", &["--prefix", "everyhttp__"]),
-        run_ts_client_async(&url, "everything", &["--prefix", "everything__"]),
-        run_ts_client_async(&url, "everything", &["--prefix", "everyhttp__"]),
+        ts_owned(&url, "everything", ts_everything_args("everything")),
     );
     for smoke in [&smoke_stdio, &smoke_http] {
         smoke.assert_ok();
@@ -331,8 +397,13 @@ async fn typescript_smoke_and_everything() {
         }
     }
     assert_everything(&every_stdio, "everything", true);
-    assert_everything(&every_http, "everyhttp", true);
     gw.stop().await;
+}
+
+/// TypeScript `everything` scenario through a per-session Streamable HTTP server-everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_everything_per_session_http() {
+    everything_through(Upstream::Http, Iso::PerSession, Sdk::TypeScript).await;
 }
 
 /// 16 concurrent Python sessions through one SHARED stdio server-everything: every session's

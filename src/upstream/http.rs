@@ -3,11 +3,12 @@
 //! messages, session-expiry detection for a transparent re-initialize, and DELETE on stop.
 
 use super::connection::Inbound;
-use super::parse_frame;
+use super::handshake::{initialize_request, initialized_notification, read_initialize_result};
+use super::{parse_frame, ServerFacts};
 use crate::config::Secret;
 use crate::error::UpstreamError;
 use crate::protocol::sse::SseDecoder;
-use crate::protocol::{parse_body, Body, Message};
+use crate::protocol::{parse_body, Body, Message, ResponsePayload};
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::StatusCode;
@@ -20,6 +21,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const GET_RETRY_MAX: Duration = Duration::from_secs(30);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Bound on each step of opening a session (initialize, GET stream, initialized).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A Streamable HTTP client for one upstream.
 pub struct HttpTransport {
@@ -28,6 +31,8 @@ pub struct HttpTransport {
     url: reqwest::Url,
     headers: HeaderMap,
     session_id: Option<String>,
+    /// Bumps each time a new upstream session is opened.
+    generation: u64,
     protocol_version: Option<String>,
     inbound: mpsc::Sender<Inbound>,
     max_event_bytes: usize,
@@ -67,6 +72,7 @@ impl HttpTransport {
             url,
             headers,
             session_id: None,
+            generation: 0,
             protocol_version: None,
             inbound,
             max_event_bytes,
@@ -75,12 +81,55 @@ impl HttpTransport {
         })
     }
 
-    pub fn set_session_id(&mut self, sid: Option<String>) {
-        self.session_id = sid;
+    /// Which upstream session requests are being sent in.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
-    pub fn set_protocol_version(&mut self, version: &str) {
-        self.protocol_version = Some(version.to_string());
+    /// Open a session, in order: `initialize` (its answer and session id), the GET stream, then
+    /// `initialized` acknowledged by the server. Only then may requests follow, so a server that
+    /// registers tools when it sees `initialized` lists them all, and any list_changed it sends
+    /// has a stream to arrive on.
+    pub async fn establish_session(&mut self, id: u64) -> Result<ServerFacts, String> {
+        self.session_id = None;
+        if let Some(old) = self.get_stream.take() {
+            old.cancel();
+        }
+        let resp = self.post_now(initialize_request(id).to_json()).await?;
+        let sid = resp
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let payload = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_reply(resp, id, self.max_event_bytes))
+            .await
+            .map_err(|_| "no answer to initialize in time".to_string())??;
+        let facts = read_initialize_result(payload)?;
+        self.session_id = sid;
+        self.protocol_version = Some(facts.protocol_version.clone());
+        self.generation += 1;
+        self.open_get_stream().await;
+        self.post_now(initialized_notification().to_json()).await?;
+        Ok(facts)
+    }
+
+    /// POST one frame and wait for the response head; non-2xx is an error.
+    async fn post_now(&self, frame: String) -> Result<reqwest::Response, String> {
+        let req = self
+            .request(reqwest::Method::POST)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(frame);
+        let resp = tokio::time::timeout(HANDSHAKE_TIMEOUT, req.send())
+            .await
+            .map_err(|_| "no HTTP answer in time".to_string())?
+            .map_err(|e| format!("request failed: {}", error_chain(&e)))?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let body = read_limited(resp, 500).await;
+            return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
+        }
+        Ok(resp)
     }
 
     fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
@@ -108,7 +157,7 @@ impl HttpTransport {
             name: self.name.clone(),
             inbound: self.inbound.clone(),
             upstream_id,
-            had_session: self.session_id.is_some(),
+            generation: self.generation,
             max_event_bytes: self.max_event_bytes,
             stop: self.stop.clone(),
         };
@@ -116,11 +165,9 @@ impl HttpTransport {
         Ok(())
     }
 
-    /// (Re)open the standalone GET stream for server-initiated messages.
-    pub fn open_get_stream(&mut self) {
-        if let Some(old) = self.get_stream.take() {
-            old.cancel();
-        }
+    /// Open the standalone GET stream for server-initiated messages; returns once the server
+    /// has answered it (or refused it), so nothing sent afterwards can overtake it.
+    async fn open_get_stream(&mut self) {
         let token = self.stop.child_token();
         self.get_stream = Some(token.clone());
         let req = self
@@ -131,9 +178,21 @@ impl HttpTransport {
             inbound: self.inbound.clone(),
             max_event_bytes: self.max_event_bytes,
         };
+        let first = match req.try_clone() {
+            Some(first) => tokio::time::timeout(HANDSHAKE_TIMEOUT, first.send()).await.ok(),
+            None => None,
+        };
+        let first = match first {
+            Some(Ok(resp)) if resp.status().is_success() => Some(resp),
+            Some(Ok(resp)) => {
+                tracing::debug!(upstream = %self.name, status = %resp.status(), "upstream offers no GET stream");
+                return;
+            }
+            _ => None,
+        };
         tokio::spawn(async move {
             tokio::select! {
-                _ = getter.run(req) => {}
+                _ = getter.run(req, first) => {}
                 _ = token.cancelled() => {}
             }
         });
@@ -160,7 +219,7 @@ struct Post {
     name: Arc<str>,
     inbound: mpsc::Sender<Inbound>,
     upstream_id: Option<u64>,
-    had_session: bool,
+    generation: u64,
     max_event_bytes: usize,
     stop: CancellationToken,
 }
@@ -204,11 +263,6 @@ impl Post {
             }
         };
         let status = resp.status();
-        if let Some(sid) = resp.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
-            if !self.had_session && !self.emit(Some(Inbound::SessionId(sid.to_string()))).await {
-                return;
-            }
-        }
         let content_type = resp
             .headers()
             .get(CONTENT_TYPE)
@@ -217,10 +271,11 @@ impl Post {
             .to_ascii_lowercase();
         if !status.is_success() {
             let body = read_limited(resp, 4096).await;
-            if self.had_session && session_expired(status, &body) {
+            if session_expired(status, &body) {
                 let item = Inbound::SessionExpired {
                     frame,
                     upstream_id: self.upstream_id,
+                    generation: self.generation,
                 };
                 self.emit(Some(item)).await;
                 return;
@@ -338,8 +393,13 @@ struct GetStream {
 }
 
 impl GetStream {
-    async fn run(self, req: reqwest::RequestBuilder) {
+    async fn run(self, req: reqwest::RequestBuilder, first: Option<reqwest::Response>) {
         let mut backoff = Duration::from_millis(500);
+        if let Some(resp) = first {
+            if !self.read(resp).await {
+                return;
+            }
+        }
         loop {
             let Some(attempt) = req.try_clone() else { return };
             match attempt.send().await {
@@ -389,6 +449,54 @@ impl GetStream {
         }
         true
     }
+}
+
+/// Read the response to request `id` from a JSON or SSE reply.
+async fn read_reply(
+    resp: reqwest::Response,
+    id: u64,
+    max_event_bytes: usize,
+) -> Result<ResponsePayload, String> {
+    let is_sse = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
+    let answer = |msg: Message| match msg {
+        Message::Response {
+            id: Some(rid),
+            payload,
+        } if rid.as_u64() == Some(id) => Some(payload),
+        _ => None,
+    };
+    if !is_sse {
+        let body = read_limited(resp, max_event_bytes).await;
+        return match parse_body(&String::from_utf8_lossy(&body)) {
+            Ok(Body::Single(msg)) => answer(msg).ok_or_else(|| "reply is not the expected response".into()),
+            Ok(Body::Batch(items)) => items
+                .into_iter()
+                .flatten()
+                .find_map(answer)
+                .ok_or_else(|| "reply lacks the response".into()),
+            Err(err) => Err(format!("unreadable reply: {err}")),
+        };
+    }
+    let mut decoder = SseDecoder::new(max_event_bytes);
+    let mut events = Vec::new();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| format!("reply stream broke: {}", error_chain(&e)))?;
+        decoder.push(&chunk, &mut events).map_err(|e| e.to_string())?;
+        for event in events.drain(..) {
+            if let Some(payload) = crate::protocol::message::parse_message(&event.data)
+                .ok()
+                .and_then(answer)
+            {
+                return Ok(payload);
+            }
+        }
+    }
+    Err("reply stream ended before the response".into())
 }
 
 fn session_expired(status: StatusCode, body: &[u8]) -> bool {

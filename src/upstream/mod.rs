@@ -2,7 +2,9 @@
 //! that owns its pending map and id counter, and a supervisor per configured server.
 
 mod connection;
+mod handshake;
 mod http;
+mod inbound;
 mod stdio;
 pub mod supervisor;
 
@@ -112,8 +114,6 @@ pub enum Command {
         upstream_id: RequestId,
         payload: ResponsePayload,
     },
-    /// A transparent re-initialize finished (true when it succeeded).
-    Reinitialized(bool),
 }
 
 struct HandleInner {
@@ -290,12 +290,6 @@ impl UpstreamHandle {
             upstream_id,
             ResponsePayload::Error(error_object(code, message, None)),
         );
-    }
-
-    pub(crate) fn reinitialized(&self, ok: bool) {
-        if self.inner.commands.try_send(Command::Reinitialized(ok)).is_err() {
-            tracing::warn!(upstream = %self.name(), "re-initialize outcome dropped");
-        }
     }
 
     /// Stop the connection (its task closes the transport and exits).

@@ -2,9 +2,11 @@
 """MCP test client built on the Python SDK (mcp 2.3.0), used by mcpmux's integration tests.
 
 Usage:
-    python py_client.py URL SCENARIO [ARGS...] [--mode legacy|auto] [--prefix PREFIX] [--timeout SECS] [--no-roots]
+    python py_client.py URL SCENARIO [ARGS...] [--mode legacy|auto] [--prefix PREFIX] [--timeout SECS] [--no-roots] [--resource-prefix P]
 
 --mode defaults to "auto" (the SDK default: probe server/discover, fall back to initialize).
+--resource-prefix P (everything only): read the first listed resource whose URI starts with P
+           (default: the first one listed).
 --no-roots (everything only): still call get-roots-list, but do not require the roots round trip
            (a shared upstream caches roots per its own session, so behind a gateway with shared
            isolation they come back empty).
@@ -295,7 +297,10 @@ async def scenario_everything(url: str, mode: str, prefix: str, _args: list[str]
         resources = await list_all_resources(client)
         obs["resources_count"] = len(resources)
         check(resources, "resources/list returned nothing")
-        uri = str(resources[0].uri)
+        wanted = obs.get("resource_prefix", "")
+        matching = [str(r.uri) for r in resources if str(r.uri).startswith(wanted)]
+        check(matching, f"no listed resource URI starts with {wanted!r}: {[str(r.uri) for r in resources]}")
+        uri = matching[0]
         obs["resource_uri"] = uri
         rr = await client.read_resource(uri)
         check(len(rr.contents) >= 1, f"resources/read {uri} returned no contents")
@@ -391,11 +396,15 @@ def main() -> int:
     ap.add_argument("--prefix", default="")
     ap.add_argument("--timeout", type=float, default=90.0, help="overall deadline in seconds")
     ap.add_argument("--no-roots", action="store_true", help="everything: do not require the roots round trip")
-    opts = ap.parse_args()
+    ap.add_argument("--resource-prefix", default="",
+                    help="everything: read the first listed resource whose URI starts with this")
+    opts = ap.parse_intermixed_args()
 
     obs: dict[str, Any] = {"scenario": opts.scenario, "mode": opts.mode, "prefix": opts.prefix, "client": "python-mcp-2.3.0"}
     if opts.no_roots:
         obs["no_roots"] = True
+    if opts.resource_prefix:
+        obs["resource_prefix"] = opts.resource_prefix
     t0 = time.monotonic()
 
     async def run() -> None:

@@ -4,7 +4,10 @@
 //
 // Usage:
 //   node ts_client.mjs URL SCENARIO [ARGS...] [--prefix PREFIX] [--timeout SECS] [--no-roots]
+//                      [--resource-prefix P]
 //
+// --resource-prefix P (everything only): read the first listed resource whose URI starts with P
+//            (default: the first one listed).
 // --no-roots (everything only): still call get-roots-list, but do not require the roots round trip
 //            (a shared upstream caches roots per its own session, so behind a gateway with shared
 //            isolation they come back empty).
@@ -268,7 +271,10 @@ async function everything(sdk, url, prefix, _args, obs) {
     const resources = await listAll((p) => client.listResources(p), "resources");
     obs.resources_count = resources.length;
     check(resources.length > 0, "resources/list returned nothing");
-    const uri = resources[0].uri;
+    const wanted = obs.resource_prefix ?? "";
+    const matching = resources.map((r) => r.uri).filter((u) => u.startsWith(wanted));
+    check(matching.length > 0, `no listed resource URI starts with ${JSON.stringify(wanted)}: ${JSON.stringify(resources.map((r) => r.uri))}`);
+    const uri = matching[0];
     obs.resource_uri = uri;
     const rr = await client.readResource({ uri });
     check(rr.contents?.length >= 1, `resources/read ${uri} returned no contents`);
@@ -322,10 +328,14 @@ const SCENARIOS = { smoke, everything, concurrent };
 
 function parseArgs(argv) {
   const pos = [];
-  const opts = { prefix: "", timeout: 90, noRoots: false };
+  const opts = { prefix: "", timeout: 90, noRoots: false, resourcePrefix: "" };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--no-roots") opts.noRoots = true;
+    else if (a === "--resource-prefix") {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      opts.resourcePrefix = argv[++i];
+    } else if (a.startsWith("--resource-prefix=")) opts.resourcePrefix = a.slice(18);
     else if (a === "--prefix" || a === "--timeout") {
       if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
       opts[a.slice(2)] = argv[++i];
@@ -336,7 +346,7 @@ function parseArgs(argv) {
   opts.timeout = Number(opts.timeout);
   if (pos.length < 2 || !SCENARIOS[pos[1]] || !(opts.timeout > 0)) {
     throw new Error(
-      `usage: node ts_client.mjs URL {${Object.keys(SCENARIOS).join("|")}} [ARGS...] [--prefix PREFIX] [--timeout SECS] [--no-roots]`,
+      `usage: node ts_client.mjs URL {${Object.keys(SCENARIOS).join("|")}} [ARGS...] [--prefix PREFIX] [--timeout SECS] [--no-roots] [--resource-prefix P]`,
     );
   }
   return { url: pos[0], scenario: pos[1], args: pos.slice(2), ...opts };
@@ -352,6 +362,7 @@ async function main() {
   }
   const obs = { scenario: o.scenario, prefix: o.prefix, client: "typescript-sdk" };
   if (o.noRoots) obs.no_roots = true;
+  if (o.resourcePrefix) obs.resource_prefix = o.resourcePrefix;
   const t0 = Date.now();
   let code = 0;
   const finish = () => {

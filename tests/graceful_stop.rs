@@ -1,0 +1,561 @@
+//! The real `mcpmux` binary: graceful stop on SIGTERM / SIGINT leaves no upstream process behind
+//! (including grandchildren of wrapper shells), and configuration errors make `serve` fail with
+//! a message naming the problem.
+
+mod support;
+
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use support::{free_port, peers, run_client, ChildGuard};
+
+/// Upper bound for the gateway to start serving with every upstream's tools listed.
+const READY_TIMEOUT: Duration = Duration::from_secs(45);
+/// Upper bound for the gateway to exit after the signal (its own drain + upstream stop run inside).
+const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+/// Upper bound for upstream processes to disappear after the gateway exited.
+const GONE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Upper bound for `serve` to fail on a bad configuration.
+const CONFIG_ERROR_TIMEOUT: Duration = Duration::from_secs(20);
+
+const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+// ---------------------------------------------------------------------------------------------
+// Scratch files
+// ---------------------------------------------------------------------------------------------
+
+/// A fresh directory under `target/` for this test's config and log.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = support::repo_root()
+        .join("target")
+        .join("graceful-stop-tests")
+        .join(format!("{tag}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("mcpmux.toml");
+    fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    path
+}
+
+fn mcpmux_cmd(subcommand: &str, config: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpmux"));
+    cmd.arg(subcommand).arg("--config").arg(config);
+    cmd
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc
+// ---------------------------------------------------------------------------------------------
+
+/// One process, identified by pid and start time (so a reused pid is never mistaken for it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    pgid: i32,
+    start: u64,
+    comm: String,
+}
+
+/// `/proc/PID/stat`, or None if the process is gone.
+fn read_stat(pid: i32) -> Option<(Proc, char)> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text[open + 1..close].to_string();
+    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    // After "pid (comm)": state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+    // cmajflt utime stime cutime cstime priority nice num_threads itrealvalue starttime ...
+    let state = rest.first()?.chars().next()?;
+    let ppid = rest.get(1)?.parse().ok()?;
+    let pgid = rest.get(2)?.parse().ok()?;
+    let start = rest.get(19)?.parse().ok()?;
+    Some((
+        Proc {
+            pid,
+            ppid,
+            pgid,
+            start,
+            comm,
+        },
+        state,
+    ))
+}
+
+fn all_procs() -> Vec<Proc> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| read_stat(pid).map(|(p, _)| p))
+        .collect()
+}
+
+/// Every process below `root` (children, grandchildren, ...), plus every other member of the
+/// process groups they lead or belong to (a wrapper's stray background job stays in its group).
+fn upstream_processes(root: i32) -> Vec<Proc> {
+    let procs = all_procs();
+    let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
+    for p in &procs {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let mut found: Vec<Proc> = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for child in children.get(&pid).into_iter().flatten() {
+            found.push((*child).clone());
+            queue.push(child.pid);
+        }
+    }
+    let root_pgid = read_stat(root).map(|(p, _)| p.pgid);
+    let groups: HashSet<i32> = found
+        .iter()
+        .map(|p| p.pgid)
+        .filter(|g| Some(*g) != root_pgid)
+        .collect();
+    let known: HashSet<i32> = found.iter().map(|p| p.pid).collect();
+    for p in &procs {
+        if groups.contains(&p.pgid) && !known.contains(&p.pid) && p.pid != root {
+            found.push(p.clone());
+        }
+    }
+    found
+}
+
+/// Is this very process (same pid and start time) still running? Zombies count as gone.
+fn alive(p: &Proc) -> bool {
+    match read_stat(p.pid) {
+        Some((now, state)) => now.start == p.start && state != 'Z' && state != 'X',
+        None => false,
+    }
+}
+
+/// SIGKILLs the recorded processes that are still alive when a test fails half-way.
+struct KillLeftovers(Vec<Proc>);
+
+impl Drop for KillLeftovers {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            if alive(p) {
+                // SAFETY: plain syscall on a process we verified by pid and start time.
+                unsafe {
+                    libc::kill(p.pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Talking to the gateway
+// ---------------------------------------------------------------------------------------------
+
+/// The JSON-RPC message with `id` in a reply that is either JSON or an SSE stream.
+async fn reply_with_id(resp: reqwest::Response, id: u64) -> Result<Value, String> {
+    let status = resp.status();
+    let sse = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let body = resp.text().await.map_err(|e| format!("read body: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("HTTP {status}: {body}"));
+    }
+    let candidates: Vec<&str> = if sse {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .collect()
+    } else {
+        vec![body.as_str()]
+    };
+    candidates
+        .into_iter()
+        .filter_map(|c| serde_json::from_str::<Value>(c).ok())
+        .find(|m| m["id"] == id)
+        .ok_or_else(|| format!("no reply with id {id} in: {body}"))
+}
+
+struct McpSession {
+    http: reqwest::Client,
+    url: String,
+    id: String,
+    version: String,
+    next_id: u64,
+}
+
+impl McpSession {
+    async fn open(url: &str) -> Result<McpSession, String> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let init = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "mcpmux-graceful-stop-test", "version": "0"}
+            }
+        });
+        let resp = http
+            .post(url)
+            .header("accept", ACCEPT_BOTH)
+            .header("content-type", "application/json")
+            .body(init.to_string())
+            .send()
+            .await
+            .map_err(|e| format!("initialize: {e}"))?;
+        let id = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or("initialize: no Mcp-Session-Id header")?;
+        let reply = reply_with_id(resp, 1).await?;
+        let version = reply["result"]["protocolVersion"]
+            .as_str()
+            .ok_or_else(|| format!("initialize: no protocolVersion in {reply}"))?
+            .to_string();
+        let mut session = McpSession {
+            http,
+            url: url.to_string(),
+            id,
+            version,
+            next_id: 2,
+        };
+        session.notify("notifications/initialized").await?;
+        Ok(session)
+    }
+
+    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(&self.url)
+            .header("accept", ACCEPT_BOTH)
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", &self.version)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    }
+
+    async fn notify(&mut self, method: &str) -> Result<(), String> {
+        let body = serde_json::json!({"jsonrpc": "2.0", "method": method});
+        let resp = self
+            .post(&body)
+            .send()
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(format!("{method}: HTTP {}", resp.status()))
+        }
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let resp = self
+            .post(&body)
+            .send()
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        let reply = reply_with_id(resp, id).await?;
+        match reply.get("result") {
+            Some(result) => Ok(result.clone()),
+            None => Err(format!("{method}: {reply}")),
+        }
+    }
+
+    async fn tool_names(&mut self) -> Result<Vec<String>, String> {
+        let result = self.request("tools/list", serde_json::json!({})).await?;
+        Ok(result["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect())
+    }
+
+    async fn close(self) {
+        let _ = self
+            .http
+            .delete(&self.url)
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", &self.version)
+            .send()
+            .await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graceful stop
+// ---------------------------------------------------------------------------------------------
+
+/// `sh -c` script for a wrapper that forks server-everything in the background and waits for it.
+/// A non-interactive shell gives background jobs /dev/null as stdin, so the real stdin is passed
+/// on through fd 3.
+fn forking_wrapper(everything_js: &str) -> String {
+    format!("exec 3<&0; node '{everything_js}' stdio <&3 3<&- & wait")
+}
+
+/// `sh -c` script for a doubly wrapped server-everything (a shell running a shell running node,
+/// like npx) next to a stray background `sleep` that keeps the outer shell waiting.
+fn nested_wrapper(everything_js: &str) -> String {
+    format!("sleep 600 & sh -c \"node '{everything_js}' stdio; echo node exited >&2\"; wait")
+}
+
+fn wait_exit(gateway: &mut ChildGuard, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = gateway.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start `mcpmux serve` with two wrapper-launched server-everything upstreams, wait until both
+/// serve, record every upstream process, send `signal`, and check the gateway exits with success
+/// and no recorded process survives.
+async fn stop_on_signal_leaves_no_process(signal: libc::c_int, signal_name: &str) {
+    let everything_js = tokio::task::spawn_blocking(|| peers().everything_js.clone())
+        .await
+        .expect("peer installation panicked");
+    let everything_js = everything_js.to_str().expect("UTF-8 path").to_string();
+    assert!(
+        !everything_js.contains('\''),
+        "path with a quote: {everything_js}"
+    );
+
+    let dir = scratch(&format!("stop-{signal_name}"));
+    let port = free_port();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n\
+             [servers.fork]\ncommand = \"sh\"\nargs = [\"-c\", {:?}]\n\n\
+             [servers.nested]\ncommand = \"sh\"\nargs = [\"-c\", {:?}]\n",
+            forking_wrapper(&everything_js),
+            nested_wrapper(&everything_js),
+        ),
+    );
+    let log_path = dir.join("gateway.log");
+    let log = fs::File::create(&log_path).expect("create gateway log");
+    let mut cmd = mcpmux_cmd("serve", &config);
+    cmd.env("RUST_LOG", "info,mcpmux=debug")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("dup log fd"))
+        .stderr(log);
+    // Not a group guard: reaping it must not kill anything the gateway itself failed to stop.
+    let mut gateway = ChildGuard::new(cmd.spawn().expect("spawn mcpmux"));
+    let gateway_pid = gateway.pid() as i32;
+    let read_log = || fs::read_to_string(&log_path).unwrap_or_default();
+
+    // Ready: both upstreams' tools listed, and a call answered through each wrapper.
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let mut last = String::from("not tried");
+    let tools = loop {
+        if let Some(status) = gateway.try_wait() {
+            panic!("gateway exited early ({status}); log:\n{}", read_log());
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "gateway not ready within {READY_TIMEOUT:?} (last: {last}); log:\n{}",
+                read_log()
+            );
+        }
+        match McpSession::open(&url).await {
+            Ok(mut s) => {
+                let names = s.tool_names().await;
+                s.close().await;
+                match names {
+                    Ok(n) if n.iter().any(|t| t == "fork__echo") && n.iter().any(|t| t == "nested__echo") => {
+                        break n
+                    }
+                    Ok(n) => last = format!("tools so far: {n:?}"),
+                    Err(e) => last = e,
+                }
+            }
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut session = McpSession::open(&url).await.expect("open session");
+    for tool in ["fork__echo", "nested__echo"] {
+        let msg = format!("through {tool}");
+        let result = session
+            .request(
+                "tools/call",
+                serde_json::json!({"name": tool, "arguments": {"message": msg}}),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{tool} call failed: {e}; log:\n{}", read_log()));
+        assert_eq!(
+            result["content"][0]["text"],
+            format!("Echo: {msg}"),
+            "{tool} result: {result}"
+        );
+    }
+    session.close().await;
+
+    // Every process the upstreams consist of.
+    let procs = upstream_processes(gateway_pid);
+    let _cleanup = KillLeftovers(procs.clone());
+    let count = |comm: &str| procs.iter().filter(|p| p.comm == comm).count();
+    assert_eq!(
+        count("node"),
+        2,
+        "expected two node servers below the gateway: {procs:#?}"
+    );
+    assert_eq!(count("sleep"), 1, "expected the stray sleep: {procs:#?}");
+    assert!(count("sh") >= 3, "expected the wrapper shells: {procs:#?}");
+    let gateway_pgid = read_stat(gateway_pid).map(|(p, _)| p.pgid);
+    assert!(
+        procs.iter().all(|p| Some(p.pgid) != gateway_pgid),
+        "an upstream process shares the gateway's process group: {procs:#?}"
+    );
+    assert!(tools.len() >= 2, "{tools:?}");
+
+    // SAFETY: signalling our own, still unreaped child.
+    let rc = unsafe { libc::kill(gateway_pid, signal) };
+    assert_eq!(rc, 0, "kill({gateway_pid}, {signal_name}) failed");
+    let status = match wait_exit(&mut gateway, EXIT_TIMEOUT) {
+        Some(status) => status,
+        None => {
+            gateway.kill();
+            panic!(
+                "gateway still running {EXIT_TIMEOUT:?} after {signal_name}; log:\n{}",
+                read_log()
+            );
+        }
+    };
+    let log_text = read_log();
+    assert!(
+        status.success(),
+        "gateway exit after {signal_name}: {status}; log:\n{log_text}"
+    );
+    assert!(
+        log_text.contains(&format!("{signal_name} received")),
+        "gateway did not log the {signal_name}; log:\n{log_text}"
+    );
+
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    let survivors = loop {
+        let survivors: Vec<&Proc> = procs.iter().filter(|p| alive(p)).collect();
+        if survivors.is_empty() || Instant::now() >= deadline {
+            break survivors;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        survivors.is_empty(),
+        "upstream processes still alive {GONE_TIMEOUT:?} after the gateway exited: {survivors:#?}\n\
+         all recorded: {procs:#?}\nlog:\n{log_text}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_gateway_and_every_upstream_process() {
+    stop_on_signal_leaves_no_process(libc::SIGTERM, "SIGTERM").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_stops_gateway_and_every_upstream_process() {
+    stop_on_signal_leaves_no_process(libc::SIGINT, "SIGINT").await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration errors
+// ---------------------------------------------------------------------------------------------
+
+/// Run `mcpmux serve --config FILE` and require it to fail by itself (bounded).
+fn serve_must_fail(config: &Path, env_remove: &[&str]) -> support::ClientRun {
+    let mut cmd = mcpmux_cmd("serve", config);
+    for var in env_remove {
+        cmd.env_remove(var);
+    }
+    let run = run_client(cmd, CONFIG_ERROR_TIMEOUT);
+    assert!(!run.timed_out, "serve kept running on a bad config:\n{run}");
+    assert!(!run.status.success(), "serve succeeded on a bad config:\n{run}");
+    run
+}
+
+#[test]
+fn unknown_key_fails_naming_key_and_line() {
+    let dir = scratch("unknown-key");
+    let port = free_port();
+    // Line 6, inside a server table.
+    let config = write_config(
+        &dir,
+        &format!(
+            "[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n[servers.alpha]\ncommand = \"node\"\ncolour = \"blue\"\n"
+        ),
+    );
+    let run = serve_must_fail(&config, &[]);
+    let at = format!("{}:6:", config.display());
+    assert!(run.stderr.contains("colour"), "key not named:\n{run}");
+    assert!(run.stderr.contains(&at), "line not named (want {at:?}):\n{run}");
+
+    // Line 3, inside [gateway].
+    let config = write_config(
+        &dir,
+        &format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\nlisten_backlog = 5\n"),
+    );
+    let run = serve_must_fail(&config, &[]);
+    let at = format!("{}:3:", config.display());
+    assert!(run.stderr.contains("listen_backlog"), "key not named:\n{run}");
+    assert!(run.stderr.contains(&at), "line not named (want {at:?}):\n{run}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn missing_env_var_fails_naming_the_variable() {
+    const VAR: &str = "MCPMUX_GRACEFUL_TEST_SURELY_UNSET_VAR";
+    let dir = scratch("missing-env");
+    let port = free_port();
+    // Line 7.
+    let config = write_config(
+        &dir,
+        &format!(
+            "[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n[servers.alpha]\ncommand = \"node\"\n\
+             args = [\"stdio\"]\nenv = {{ TOKEN = \"${{{VAR}}}\" }}\n"
+        ),
+    );
+    let run = serve_must_fail(&config, &[VAR]);
+    assert!(run.stderr.contains(VAR), "variable not named:\n{run}");
+    let at = format!("{}:7", config.display());
+    assert!(
+        run.stderr.contains(&at),
+        "location not named (want {at:?}):\n{run}"
+    );
+
+    // Control: the same file is accepted once the variable is set.
+    let mut check = mcpmux_cmd("check-config", &config);
+    check.env(VAR, "secret-value");
+    let run = run_client(check, CONFIG_ERROR_TIMEOUT);
+    assert!(
+        run.status.success() && !run.timed_out,
+        "check-config with {VAR} set:\n{run}"
+    );
+    assert!(
+        !run.stdout.contains("secret-value") && !run.stderr.contains("secret-value"),
+        "{run}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
