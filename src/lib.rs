@@ -106,6 +106,13 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
     let app = downstream::http::router(hub.clone());
     let graceful = shutdown.clone();
+    // Replies are written in pieces (SSE headers first, events as the upstream answers); without
+    // TCP_NODELAY, Nagle plus the client's delayed ACK adds ~40 ms to every streamed reply.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(%err, "cannot set TCP_NODELAY");
+        }
+    });
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(graceful.cancelled_owned())
