@@ -2,15 +2,15 @@
 //! reported with line numbers), `${VAR}` interpolation and validation into a typed [`Config`].
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
-use serde::Deserialize;
 use toml::Spanned;
+
+mod raw;
+use raw::{line_col, parse_error, Ordered, RawConfig, RawGateway, RawServer};
 
 const MIB_16: usize = 16 * 1024 * 1024;
 
@@ -182,140 +182,6 @@ impl Config {
         }
         Ok(Config { gateway, servers })
     }
-}
-
-// ---- raw (as written) form ----
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConfig {
-    gateway: Option<RawGateway>,
-    #[serde(default)]
-    servers: Ordered<RawServer>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawGateway {
-    listen: Option<Spanned<String>>,
-    path: Option<Spanned<String>>,
-    separator: Option<Spanned<String>>,
-    session_idle_timeout_secs: Option<Spanned<u64>>,
-    request_timeout_secs: Option<Spanned<u64>>,
-    page_size: Option<Spanned<usize>>,
-    max_body_bytes: Option<Spanned<usize>>,
-    allowed_hosts: Option<Vec<Spanned<String>>>,
-    allowed_origins: Option<Vec<Spanned<String>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawServer {
-    command: Option<Spanned<String>>,
-    args: Option<Vec<Spanned<String>>>,
-    env: Option<Ordered<Spanned<String>>>,
-    cwd: Option<Spanned<String>>,
-    url: Option<Spanned<String>>,
-    headers: Option<Ordered<Spanned<String>>>,
-    namespace: Option<Spanned<String>>,
-    isolation: Option<Spanned<String>>,
-    request_timeout_secs: Option<Spanned<u64>>,
-    max_line_bytes: Option<Spanned<usize>>,
-}
-
-/// A TOML table kept in file order, with the span of each key.
-struct Ordered<V>(Vec<(Spanned<String>, V)>);
-
-impl<V> Default for Ordered<V> {
-    fn default() -> Self {
-        Ordered(Vec::new())
-    }
-}
-
-impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<V> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct OrderedVisitor<V>(PhantomData<V>);
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for OrderedVisitor<V> {
-            type Value = Ordered<V>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a table")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(entry) = map.next_entry()? {
-                    entries.push(entry);
-                }
-                Ok(Ordered(entries))
-            }
-        }
-        deserializer.deserialize_map(OrderedVisitor(PhantomData))
-    }
-}
-
-// ---- errors with positions ----
-
-/// 1-based (line, column) of a byte offset.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, before[line_start..].chars().count() + 1)
-}
-
-/// The `[table]` header (if any) in effect at `offset`, for error context.
-fn enclosing_table(text: &str, offset: usize) -> Option<String> {
-    let (line, _) = line_col(text, offset);
-    let current = text.lines().nth(line - 1).unwrap_or("");
-    if table_header(current).is_some() {
-        return None; // the error is in the header itself
-    }
-    text.lines().take(line - 1).filter_map(table_header).last()
-}
-
-/// Parses a `[a.b]` / `[[a.b]]` header line (quote-aware), dropping any trailing comment.
-fn table_header(line: &str) -> Option<String> {
-    let line = line.trim();
-    if !line.starts_with('[') {
-        return None;
-    }
-    let mut quote: Option<char> = None;
-    for (i, c) in line.char_indices() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, ']') => {
-                let end = if line[i..].starts_with("]]") { i + 2 } else { i + 1 };
-                return Some(line[..end].to_string());
-            }
-            (None, _) => {}
-        }
-    }
-    None
-}
-
-fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> ConfigError {
-    let msg = err
-        .message()
-        .trim_end()
-        .replacen("unknown field", "unknown key", 1)
-        .replace("struct RawServer", "a server table")
-        .replace("struct RawGateway", "a table");
-    let message = match err.span() {
-        Some(span) => {
-            let (line, col) = line_col(text, span.start);
-            let context = enclosing_table(text, span.start)
-                .map(|t| format!(" (in {t})"))
-                .unwrap_or_default();
-            format!("{source}:{line}:{col}: {msg}{context}")
-        }
-        None => format!("{source}: {msg}"),
-    };
-    ConfigError::Parse { message }
 }
 
 struct Ctx<'a> {

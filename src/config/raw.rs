@@ -1,0 +1,141 @@
+//! The configuration file as written: raw TOML tables (unknown keys refused), server tables
+//! in file order, and parse errors turned into `file:line:column` messages.
+
+use super::ConfigError;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+use std::marker::PhantomData;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub(super) gateway: Option<RawGateway>,
+    #[serde(default)]
+    pub(super) servers: Ordered<RawServer>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGateway {
+    pub(super) listen: Option<Spanned<String>>,
+    pub(super) path: Option<Spanned<String>>,
+    pub(super) separator: Option<Spanned<String>>,
+    pub(super) session_idle_timeout_secs: Option<Spanned<u64>>,
+    pub(super) request_timeout_secs: Option<Spanned<u64>>,
+    pub(super) page_size: Option<Spanned<usize>>,
+    pub(super) max_body_bytes: Option<Spanned<usize>>,
+    pub(super) allowed_hosts: Option<Vec<Spanned<String>>>,
+    pub(super) allowed_origins: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    pub(super) command: Option<Spanned<String>>,
+    pub(super) args: Option<Vec<Spanned<String>>>,
+    pub(super) env: Option<Ordered<Spanned<String>>>,
+    pub(super) cwd: Option<Spanned<String>>,
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) headers: Option<Ordered<Spanned<String>>>,
+    pub(super) namespace: Option<Spanned<String>>,
+    pub(super) isolation: Option<Spanned<String>>,
+    pub(super) request_timeout_secs: Option<Spanned<u64>>,
+    pub(super) max_line_bytes: Option<Spanned<usize>>,
+}
+
+/// A TOML table kept in file order, with the span of each key.
+pub(super) struct Ordered<V>(pub(super) Vec<(Spanned<String>, V)>);
+
+impl<V> Default for Ordered<V> {
+    fn default() -> Self {
+        Ordered(Vec::new())
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct OrderedVisitor<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for OrderedVisitor<V> {
+            type Value = Ordered<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Ordered(entries))
+            }
+        }
+        deserializer.deserialize_map(OrderedVisitor(PhantomData))
+    }
+}
+
+// ---- errors with positions ----
+
+/// 1-based (line, column) of a byte offset.
+pub(super) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// The `[table]` header (if any) in effect at `offset`, for error context.
+pub(super) fn enclosing_table(text: &str, offset: usize) -> Option<String> {
+    let (line, _) = line_col(text, offset);
+    let current = text.lines().nth(line - 1).unwrap_or("");
+    if table_header(current).is_some() {
+        return None; // the error is in the header itself
+    }
+    text.lines().take(line - 1).filter_map(table_header).last()
+}
+
+/// Parses a `[a.b]` / `[[a.b]]` header line (quote-aware), dropping any trailing comment.
+pub(super) fn table_header(line: &str) -> Option<String> {
+    let line = line.trim();
+    if !line.starts_with('[') {
+        return None;
+    }
+    let mut quote: Option<char> = None;
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, ']') => {
+                let end = if line[i..].starts_with("]]") { i + 2 } else { i + 1 };
+                return Some(line[..end].to_string());
+            }
+            (None, _) => {}
+        }
+    }
+    None
+}
+
+pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> ConfigError {
+    let msg = err
+        .message()
+        .trim_end()
+        .replacen("unknown field", "unknown key", 1)
+        .replace("struct RawServer", "a server table")
+        .replace("struct RawGateway", "a table");
+    let message = match err.span() {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            let context = enclosing_table(text, span.start)
+                .map(|t| format!(" (in {t})"))
+                .unwrap_or_default();
+            format!("{source}:{line}:{col}: {msg}{context}")
+        }
+        None => format!("{source}: {msg}"),
+    };
+    ConfigError::Parse { message }
+}
