@@ -270,8 +270,8 @@ impl Session {
     }
 }
 
-/// A `notifications/cancelled` for a request id, as JSON.
-pub fn cancelled_notification(request_id: &str, reason: &str) -> String {
+/// A `notifications/cancelled` for a request id.
+pub fn cancelled_notification(request_id: &str, reason: &str) -> Message {
     Message::Notification {
         method: "notifications/cancelled".into(),
         params: Some(raw(format!(
@@ -279,7 +279,6 @@ pub fn cancelled_notification(request_id: &str, reason: &str) -> String {
             json_string(reason)
         ))),
     }
-    .to_json()
 }
 
 #[cfg(test)]

@@ -160,7 +160,7 @@ impl Actor {
                 tokio::select! {
                     Some(cmd) = commands.recv() => self.on_command(&mut transport, cmd),
                     item = inbound.recv() => match item {
-                        Some(Inbound::Closed(reason)) | Some(Inbound::PostFailed { error: UpstreamError::Closed { reason, .. }, upstream_id: 0 }) => {
+                        Some(Inbound::Closed(reason)) => {
                             break self.describe_exit(&mut transport, reason);
                         }
                         Some(Inbound::SessionExpired { frame, upstream_id, generation }) => {
@@ -321,7 +321,7 @@ impl Actor {
             }
             Command::Cancel { upstream_id, reason } => {
                 if self.pending.remove(&upstream_id).is_some() {
-                    let frame = cancelled_notification(&upstream_id.to_string(), &reason);
+                    let frame = cancelled_notification(&upstream_id.to_string(), &reason).to_json();
                     self.send_frame(transport, frame, None);
                 }
             }

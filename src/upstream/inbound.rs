@@ -148,17 +148,8 @@ impl Actor {
                     .as_ref()
                     .and_then(|p| p.get_str("reason"))
                     .unwrap_or_default();
-                let json: Arc<str> = cancelled_notification(&fwd.downstream_id.to_string(), &reason).into();
-                let msg = Message::Notification {
-                    method,
-                    params: Some(raw(json_params(&json))),
-                };
-                let sent = fwd
-                    .sink
-                    .is_some_and(|s| s.try_send(CallEvent::Notification(msg)).is_ok());
-                if !sent {
-                    session.push_get(json);
-                }
+                let msg = cancelled_notification(&fwd.downstream_id.to_string(), &reason);
+                deliver_or_get(&session, fwd.sink.as_ref(), msg);
             }
             "notifications/tools/list_changed" => self.list_changed(ListKind::Tools),
             "notifications/prompts/list_changed" => self.list_changed(ListKind::Prompts),
@@ -225,13 +216,6 @@ impl Actor {
             tracing::debug!(upstream = %self.name(), "list_changed already queued");
         }
     }
-}
-
-fn json_params(notification_json: &str) -> String {
-    RawObject::parse(notification_json)
-        .ok()
-        .and_then(|o| o.get("params").map(|p| p.get().to_string()))
-        .unwrap_or_else(|| "{}".into())
 }
 
 fn deliver_or_get(session: &Session, sink: Option<&mpsc::Sender<CallEvent>>, msg: Message) {
