@@ -8,7 +8,7 @@ use super::{parse_frame, ServerFacts};
 use crate::config::Secret;
 use crate::error::UpstreamError;
 use crate::protocol::sse::SseDecoder;
-use crate::protocol::{parse_body, Body, Message, ResponsePayload};
+use crate::protocol::{parse_body, Body, Message, ParseError, ResponsePayload};
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::StatusCode;
@@ -101,9 +101,12 @@ impl HttpTransport {
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let payload = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_reply(resp, id, self.max_event_bytes))
-            .await
-            .map_err(|_| "no answer to initialize in time".to_string())??;
+        let payload = tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            read_reply(&self.name, resp, id, self.max_event_bytes),
+        )
+        .await
+        .map_err(|_| "no answer to initialize in time".to_string())??;
         let facts = read_initialize_result(payload)?;
         self.session_id = sid;
         self.protocol_version = Some(facts.protocol_version.clone());
@@ -292,36 +295,22 @@ impl Post {
         if content_type.starts_with("text/event-stream") {
             self.read_sse(resp).await;
         } else if content_type.starts_with("application/json") {
-            let body = read_limited(resp, self.max_event_bytes).await;
-            let text = String::from_utf8_lossy(&body);
-            match parse_body(&text) {
-                Ok(Body::Single(msg)) => {
-                    self.emit(Some(Inbound::Message {
-                        msg,
-                        via: self.upstream_id,
-                    }))
-                    .await;
-                }
-                Ok(Body::Batch(items)) => {
-                    for msg in items.into_iter().flatten() {
-                        if !self
-                            .emit(Some(Inbound::Message {
-                                msg,
-                                via: self.upstream_id,
-                            }))
-                            .await
-                        {
+            match json_messages(resp, self.max_event_bytes).await {
+                Ok(messages) => {
+                    for msg in messages {
+                        let via = self.upstream_id;
+                        if !self.emit(Some(Inbound::Message { msg, via })).await {
                             return;
                         }
                     }
                 }
                 Err(err) => {
                     let detail = format!("unreadable JSON reply: {err}");
-                    self.emit(self.fail(UpstreamError::Protocol {
+                    let error = UpstreamError::Protocol {
                         name: self.name.to_string(),
                         detail,
-                    }))
-                    .await;
+                    };
+                    self.emit(self.fail(error)).await;
                 }
             }
         } else if self.upstream_id.is_some() && status != StatusCode::ACCEPTED {
@@ -335,41 +324,16 @@ impl Post {
     }
 
     async fn read_sse(&self, resp: reqwest::Response) {
-        let mut decoder = SseDecoder::new(self.max_event_bytes);
-        let mut events = Vec::new();
-        let mut body = resp.bytes_stream();
+        let messages = sse_messages(self.name.clone(), resp, self.max_event_bytes);
+        futures_util::pin_mut!(messages);
         let mut answered = self.upstream_id.is_none();
-        while let Some(chunk) = body.next().await {
-            let chunk = match chunk {
-                Ok(c) => c,
-                Err(err) => {
-                    tracing::debug!(upstream = %self.name, err = %error_chain(&err), "SSE reply stream broke");
-                    break;
-                }
-            };
-            if let Err(err) = decoder.push(&chunk, &mut events) {
-                tracing::warn!(upstream = %self.name, %err, "dropping an SSE reply stream");
-                break;
+        while let Some(msg) = messages.next().await {
+            if let Message::Response { id: Some(id), .. } = &msg {
+                answered |= id.as_u64() == self.upstream_id;
             }
-            for event in events.drain(..) {
-                if event.data.trim().is_empty() {
-                    continue;
-                }
-                let Some(msg) = parse_frame(&self.name, &event.data) else {
-                    continue;
-                };
-                if let Message::Response { id: Some(id), .. } = &msg {
-                    answered |= id.as_u64() == self.upstream_id;
-                }
-                if !self
-                    .emit(Some(Inbound::Message {
-                        msg,
-                        via: self.upstream_id,
-                    }))
-                    .await
-                {
-                    return;
-                }
+            let via = self.upstream_id;
+            if !self.emit(Some(Inbound::Message { msg, via })).await {
+                return;
             }
             if answered && self.upstream_id.is_some() {
                 return;
@@ -424,27 +388,16 @@ impl GetStream {
 
     /// Read one GET stream; false when the actor is gone.
     async fn read(&self, resp: reqwest::Response) -> bool {
-        let mut decoder = SseDecoder::new(self.max_event_bytes);
-        let mut events = Vec::new();
-        let mut body = resp.bytes_stream();
-        while let Some(Ok(chunk)) = body.next().await {
-            if decoder.push(&chunk, &mut events).is_err() {
-                return true;
-            }
-            for event in events.drain(..) {
-                if event.data.trim().is_empty() {
-                    continue;
-                }
-                if let Some(msg) = parse_frame(&self.name, &event.data) {
-                    if self
-                        .inbound
-                        .send(Inbound::Message { msg, via: None })
-                        .await
-                        .is_err()
-                    {
-                        return false;
-                    }
-                }
+        let messages = sse_messages(self.name.clone(), resp, self.max_event_bytes);
+        futures_util::pin_mut!(messages);
+        while let Some(msg) = messages.next().await {
+            if self
+                .inbound
+                .send(Inbound::Message { msg, via: None })
+                .await
+                .is_err()
+            {
+                return false;
             }
         }
         true
@@ -453,6 +406,7 @@ impl GetStream {
 
 /// Read the response to request `id` from a JSON or SSE reply.
 async fn read_reply(
+    name: &Arc<str>,
     resp: reqwest::Response,
     id: u64,
     max_event_bytes: usize,
@@ -470,33 +424,66 @@ async fn read_reply(
         _ => None,
     };
     if !is_sse {
-        let body = read_limited(resp, max_event_bytes).await;
-        return match parse_body(&String::from_utf8_lossy(&body)) {
-            Ok(Body::Single(msg)) => answer(msg).ok_or_else(|| "reply is not the expected response".into()),
-            Ok(Body::Batch(items)) => items
-                .into_iter()
-                .flatten()
-                .find_map(answer)
-                .ok_or_else(|| "reply lacks the response".into()),
-            Err(err) => Err(format!("unreadable reply: {err}")),
-        };
+        let messages = json_messages(resp, max_event_bytes)
+            .await
+            .map_err(|e| format!("unreadable reply: {e}"))?;
+        return messages
+            .into_iter()
+            .find_map(answer)
+            .ok_or_else(|| "reply lacks the response".into());
     }
-    let mut decoder = SseDecoder::new(max_event_bytes);
-    let mut events = Vec::new();
-    let mut body = resp.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| format!("reply stream broke: {}", error_chain(&e)))?;
-        decoder.push(&chunk, &mut events).map_err(|e| e.to_string())?;
-        for event in events.drain(..) {
-            if let Some(payload) = crate::protocol::message::parse_message(&event.data)
-                .ok()
-                .and_then(answer)
-            {
-                return Ok(payload);
-            }
+    let messages = sse_messages(name.clone(), resp, max_event_bytes);
+    futures_util::pin_mut!(messages);
+    while let Some(msg) = messages.next().await {
+        if let Some(payload) = answer(msg) {
+            return Ok(payload);
         }
     }
     Err("reply stream ended before the response".into())
+}
+
+/// The JSON-RPC messages of an SSE body as they arrive. Priming events (empty data) and frames
+/// that are not messages are skipped; a broken stream or an oversized event ends it (logged).
+fn sse_messages(
+    name: Arc<str>,
+    resp: reqwest::Response,
+    max_event_bytes: usize,
+) -> impl futures_util::Stream<Item = Message> + Send {
+    async_stream::stream! {
+        let mut decoder = SseDecoder::new(max_event_bytes);
+        let mut events = Vec::new();
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(err) => {
+                    tracing::debug!(upstream = %name, err = %error_chain(&err), "SSE stream broke");
+                    break;
+                }
+            };
+            if let Err(err) = decoder.push(&chunk, &mut events) {
+                tracing::warn!(upstream = %name, %err, "dropping an SSE stream");
+                break;
+            }
+            for event in events.drain(..) {
+                if event.data.trim().is_empty() {
+                    continue;
+                }
+                if let Some(msg) = parse_frame(&name, &event.data) {
+                    yield msg;
+                }
+            }
+        }
+    }
+}
+
+/// The JSON-RPC messages of a JSON body: one message, or the valid entries of a batch.
+async fn json_messages(resp: reqwest::Response, limit: usize) -> Result<Vec<Message>, ParseError> {
+    let body = read_limited(resp, limit).await;
+    Ok(match parse_body(&String::from_utf8_lossy(&body))? {
+        Body::Single(msg) => vec![msg],
+        Body::Batch(items) => items.into_iter().flatten().collect(),
+    })
 }
 
 fn session_expired(status: StatusCode, body: &[u8]) -> bool {
