@@ -4,13 +4,14 @@
 
 mod support;
 
-use serde_json::Value;
+use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-use support::{free_port, peers, run_client, ChildGuard};
+use support::mcp::RawSession;
+use support::{free_port, peers, run_client, scratch_dir, ChildGuard};
 
 /// Upper bound for the gateway to start serving with every upstream's tools listed.
 const READY_TIMEOUT: Duration = Duration::from_secs(45);
@@ -21,22 +22,9 @@ const GONE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Upper bound for `serve` to fail on a bad configuration.
 const CONFIG_ERROR_TIMEOUT: Duration = Duration::from_secs(20);
 
-const ACCEPT_BOTH: &str = "application/json, text/event-stream";
-
 // ---------------------------------------------------------------------------------------------
 // Scratch files
 // ---------------------------------------------------------------------------------------------
-
-/// A fresh directory under `target/` for this test's config and log.
-fn scratch(tag: &str) -> PathBuf {
-    let dir = support::repo_root()
-        .join("target")
-        .join("graceful-stop-tests")
-        .join(format!("{tag}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    dir
-}
 
 fn write_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("mcpmux.toml");
@@ -155,150 +143,6 @@ impl Drop for KillLeftovers {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Talking to the gateway
-// ---------------------------------------------------------------------------------------------
-
-/// The JSON-RPC message with `id` in a reply that is either JSON or an SSE stream.
-async fn reply_with_id(resp: reqwest::Response, id: u64) -> Result<Value, String> {
-    let status = resp.status();
-    let sse = resp
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    let body = resp.text().await.map_err(|e| format!("read body: {e}"))?;
-    if !status.is_success() {
-        return Err(format!("HTTP {status}: {body}"));
-    }
-    let candidates: Vec<&str> = if sse {
-        body.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .collect()
-    } else {
-        vec![body.as_str()]
-    };
-    candidates
-        .into_iter()
-        .filter_map(|c| serde_json::from_str::<Value>(c).ok())
-        .find(|m| m["id"] == id)
-        .ok_or_else(|| format!("no reply with id {id} in: {body}"))
-}
-
-struct McpSession {
-    http: reqwest::Client,
-    url: String,
-    id: String,
-    version: String,
-    next_id: u64,
-}
-
-impl McpSession {
-    async fn open(url: &str) -> Result<McpSession, String> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| e.to_string())?;
-        let init = serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "mcpmux-graceful-stop-test", "version": "0"}
-            }
-        });
-        let resp = http
-            .post(url)
-            .header("accept", ACCEPT_BOTH)
-            .header("content-type", "application/json")
-            .body(init.to_string())
-            .send()
-            .await
-            .map_err(|e| format!("initialize: {e}"))?;
-        let id = resp
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .ok_or("initialize: no Mcp-Session-Id header")?;
-        let reply = reply_with_id(resp, 1).await?;
-        let version = reply["result"]["protocolVersion"]
-            .as_str()
-            .ok_or_else(|| format!("initialize: no protocolVersion in {reply}"))?
-            .to_string();
-        let mut session = McpSession {
-            http,
-            url: url.to_string(),
-            id,
-            version,
-            next_id: 2,
-        };
-        session.notify("notifications/initialized").await?;
-        Ok(session)
-    }
-
-    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
-        self.http
-            .post(&self.url)
-            .header("accept", ACCEPT_BOTH)
-            .header("mcp-session-id", &self.id)
-            .header("mcp-protocol-version", &self.version)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-    }
-
-    async fn notify(&mut self, method: &str) -> Result<(), String> {
-        let body = serde_json::json!({"jsonrpc": "2.0", "method": method});
-        let resp = self
-            .post(&body)
-            .send()
-            .await
-            .map_err(|e| format!("{method}: {e}"))?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(format!("{method}: HTTP {}", resp.status()))
-        }
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let resp = self
-            .post(&body)
-            .send()
-            .await
-            .map_err(|e| format!("{method}: {e}"))?;
-        let reply = reply_with_id(resp, id).await?;
-        match reply.get("result") {
-            Some(result) => Ok(result.clone()),
-            None => Err(format!("{method}: {reply}")),
-        }
-    }
-
-    async fn tool_names(&mut self) -> Result<Vec<String>, String> {
-        let result = self.request("tools/list", serde_json::json!({})).await?;
-        Ok(result["tools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t["name"].as_str().map(str::to_string))
-            .collect())
-    }
-
-    async fn close(self) {
-        let _ = self
-            .http
-            .delete(&self.url)
-            .header("mcp-session-id", &self.id)
-            .header("mcp-protocol-version", &self.version)
-            .send()
-            .await;
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Graceful stop
 // ---------------------------------------------------------------------------------------------
 
@@ -341,7 +185,7 @@ async fn stop_on_signal_leaves_no_process(signal: libc::c_int, signal_name: &str
         "path with a quote: {everything_js}"
     );
 
-    let dir = scratch(&format!("stop-{signal_name}"));
+    let dir = scratch_dir(&format!("stop-{signal_name}"));
     let port = free_port();
     let config = write_config(
         &dir,
@@ -379,39 +223,43 @@ async fn stop_on_signal_leaves_no_process(signal: libc::c_int, signal_name: &str
                 read_log()
             );
         }
-        match McpSession::open(&url).await {
-            Ok(mut s) => {
-                let names = s.tool_names().await;
-                s.close().await;
-                match names {
-                    Ok(n) if n.iter().any(|t| t == "fork__echo") && n.iter().any(|t| t == "nested__echo") => {
-                        break n
-                    }
-                    Ok(n) => last = format!("tools so far: {n:?}"),
-                    Err(e) => last = e,
+        let opened = tokio::time::timeout(
+            Duration::from_secs(10),
+            RawSession::try_open(&url, json!({}), "2025-11-25"),
+        )
+        .await;
+        match opened {
+            Ok(Ok(s)) => {
+                let (tools, _) = s.list_all("tools/list", "tools").await;
+                s.delete().await;
+                let n: Vec<String> = tools
+                    .iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_string))
+                    .collect();
+                if n.iter().any(|t| t == "fork__echo") && n.iter().any(|t| t == "nested__echo") {
+                    break n;
                 }
+                last = format!("tools so far: {n:?}");
             }
-            Err(e) => last = e,
+            Ok(Err(e)) => last = e,
+            Err(_) => last = "initialize timed out".into(),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let mut session = McpSession::open(&url).await.expect("open session");
+    let session = RawSession::open(&url, json!({})).await;
     for tool in ["fork__echo", "nested__echo"] {
         let msg = format!("through {tool}");
-        let result = session
-            .request(
-                "tools/call",
-                serde_json::json!({"name": tool, "arguments": {"message": msg}}),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{tool} call failed: {e}; log:\n{}", read_log()));
+        let reply = session
+            .call("tools/call", json!({"name": tool, "arguments": {"message": msg}}))
+            .await;
         assert_eq!(
-            result["content"][0]["text"],
+            reply["result"]["content"][0]["text"],
             format!("Echo: {msg}"),
-            "{tool} result: {result}"
+            "{tool} reply: {reply}; log:\n{}",
+            read_log()
         );
     }
-    session.close().await;
+    session.delete().await;
 
     // Every process the upstreams consist of.
     let procs = upstream_processes(gateway_pid);
@@ -498,7 +346,7 @@ fn serve_must_fail(config: &Path, env_remove: &[&str]) -> support::ClientRun {
 
 #[test]
 fn unknown_key_fails_naming_key_and_line() {
-    let dir = scratch("unknown-key");
+    let dir = scratch_dir("unknown-key");
     let port = free_port();
     // Line 6, inside a server table.
     let config = write_config(
@@ -527,7 +375,7 @@ fn unknown_key_fails_naming_key_and_line() {
 #[test]
 fn missing_env_var_fails_naming_the_variable() {
     const VAR: &str = "MCPMUX_GRACEFUL_TEST_SURELY_UNSET_VAR";
-    let dir = scratch("missing-env");
+    let dir = scratch_dir("missing-env");
     let port = free_port();
     // Line 7.
     let config = write_config(

@@ -71,6 +71,14 @@ impl RawSession {
     }
 
     pub async fn open_version(url: &str, caps: Value, version: &str) -> RawSession {
+        Self::try_open(url, caps, version)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `initialize` + `notifications/initialized`, reporting failure instead of panicking (for
+    /// polling a gateway that is still starting).
+    pub async fn try_open(url: &str, caps: Value, version: &str) -> Result<RawSession, String> {
         let http = reqwest::Client::new();
         let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
             "protocolVersion": version, "capabilities": caps,
@@ -82,17 +90,22 @@ impl RawSession {
             .body(init.to_string())
             .send()
             .await
-            .expect("initialize POST");
-        assert_eq!(resp.status(), 200, "initialize status");
+            .map_err(|e| format!("initialize POST: {e}"))?;
+        if resp.status() != 200 {
+            return Err(format!("initialize status {}", resp.status()));
+        }
         let sid = resp
             .headers()
             .get("mcp-session-id")
-            .expect("session id header")
-            .to_str()
-            .unwrap()
+            .and_then(|v| v.to_str().ok())
+            .ok_or("initialize: no session id header")?
             .to_string();
-        let body: Value = serde_json::from_str(&resp.text().await.expect("body")).expect("initialize JSON");
-        let negotiated = body["result"]["protocolVersion"].as_str().unwrap().to_string();
+        let text = resp.text().await.map_err(|e| format!("initialize body: {e}"))?;
+        let body: Value = serde_json::from_str(&text).map_err(|e| format!("initialize JSON: {e}: {text}"))?;
+        let negotiated = body["result"]["protocolVersion"]
+            .as_str()
+            .ok_or_else(|| format!("initialize: no protocolVersion in {body}"))?
+            .to_string();
         let s = RawSession {
             http,
             url: url.to_string(),
@@ -104,8 +117,10 @@ impl RawSession {
             .post(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
             .await
             .status();
-        assert_eq!(status, 202);
-        s
+        if status != 202 {
+            return Err(format!("notifications/initialized status {status}"));
+        }
+        Ok(s)
     }
 
     pub fn next_id(&self) -> i64 {
