@@ -26,6 +26,15 @@ async fn send(url: &str, headers: &[(&str, &str)], body: &str) -> reqwest::Respo
     req.body(body.to_string()).send().await.expect("POST")
 }
 
+/// GET the endpoint with the given headers.
+async fn get(url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = reqwest::Client::new().get(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.expect("GET")
+}
+
 async fn body_json(resp: reqwest::Response) -> Value {
     serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null)
 }
@@ -133,13 +142,7 @@ async fn foreign_origin_or_host_is_forbidden() {
     let r = send(&url, &[("origin", "http://localhost:6274")], INIT).await;
     assert_eq!(r.status(), 200);
     let port = gw.local_addr().port();
-    let r = post(&url)
-        .header("accept", ACCEPT_BOTH)
-        .header("host", format!("localhost:{port}"))
-        .body(INIT)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&url, &[("host", &format!("localhost:{port}"))], INIT).await;
     assert_eq!(r.status(), 200);
     gw.stop().await;
 }
@@ -149,41 +152,29 @@ async fn get_and_delete() {
     let gw = gateway("").await;
     let url = gw.url();
     let s = RawSession::open(&url, json!({})).await;
-    let http = reqwest::Client::new();
-    let r = http
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
+    let r = get(&url, &[("accept", "text/event-stream")]).await;
     assert_eq!(r.status(), 400);
-    let r = http
-        .get(&url)
-        .header("accept", "application/json")
-        .header("mcp-session-id", &s.sid)
-        .send()
-        .await
-        .unwrap();
+    let r = get(
+        &url,
+        &[("accept", "application/json"), ("mcp-session-id", &s.sid)],
+    )
+    .await;
     assert_eq!(r.status(), 406);
-    let first = http
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &s.sid)
-        .send()
-        .await
-        .unwrap();
+    let first = get(
+        &url,
+        &[("accept", "text/event-stream"), ("mcp-session-id", &s.sid)],
+    )
+    .await;
     assert_eq!(first.status(), 200);
     assert!(first.headers()["content-type"]
         .to_str()
         .unwrap()
         .starts_with("text/event-stream"));
-    let second = http
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &s.sid)
-        .send()
-        .await
-        .unwrap();
+    let second = get(
+        &url,
+        &[("accept", "text/event-stream"), ("mcp-session-id", &s.sid)],
+    )
+    .await;
     assert_eq!(second.status(), 409);
     assert_eq!(s.delete().await, 200);
     // The ended session's GET stream finishes, and every later use is 404.
