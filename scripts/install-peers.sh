@@ -6,6 +6,9 @@
 # Layout produced:
 #   DIR/npm/node_modules/...   npm peers (server-everything, server-memory, server-filesystem, TS SDK)
 #   DIR/venv/                  python venv with the mcp SDK and mcp-server-time
+#   DIR/node22/                node 22 from the npm registry (the conformance suite and the inspector need it)
+#   DIR/conformance/           @modelcontextprotocol/conformance
+#   DIR/inspector/             @modelcontextprotocol/inspector (CLI mode)
 #   DIR/.stamp                 pinned versions; when it matches, the script exits at once
 #
 # Idempotent: re-running with an up-to-date stamp is a no-op. Only package registries are needed.
@@ -18,7 +21,10 @@ FILESYSTEM_VERSION="2026.8.31"     # @modelcontextprotocol/server-filesystem
 TS_SDK_VERSION="1.32.2"            # @modelcontextprotocol/sdk
 PY_MCP_VERSION="2.3.0"             # mcp (PyPI)
 PY_TIME_VERSION="2026.10.19"       # mcp-server-time (PyPI)
-STAMP_FORMAT="1"                   # bump when the layout changes
+NODE22_VERSION="22"                # node (npm registry package), major only
+CONFORMANCE_VERSION="0.1.16"       # @modelcontextprotocol/conformance
+INSPECTOR_VERSION="2.12.0"         # @modelcontextprotocol/inspector
+STAMP_FORMAT="2"                   # bump when the layout changes
 # ----------------------------------------------------------------------------
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
@@ -35,7 +41,10 @@ STAMP_CONTENT="format=$STAMP_FORMAT
 @modelcontextprotocol/server-filesystem=$FILESYSTEM_VERSION
 @modelcontextprotocol/sdk=$TS_SDK_VERSION
 mcp=$PY_MCP_VERSION
-mcp-server-time=$PY_TIME_VERSION"
+mcp-server-time=$PY_TIME_VERSION
+node=$NODE22_VERSION
+@modelcontextprotocol/conformance=$CONFORMANCE_VERSION
+@modelcontextprotocol/inspector=$INSPECTOR_VERSION"
 
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP_CONTENT" ]; then
     log "peers up to date in $DIR"
@@ -66,6 +75,27 @@ for pkg in server-everything:$EVERYTHING_VERSION server-memory:$MEMORY_VERSION \
            server-filesystem:$FILESYSTEM_VERSION sdk:$TS_SDK_VERSION; do
     name="${pkg%%:*}"; want="${pkg#*:}"
     got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' "$NM/$name/package.json" 2>/dev/null || true)"
+    [ "$got" = "$want" ] || die "@modelcontextprotocol/$name: expected $want, found '${got:-nothing}'"
+done
+
+# ---- node 22 and the tools that need it (each in its own prefix) ----
+npm_into() {  # npm_into SUBDIR PACKAGE@VERSION
+    mkdir -p "$DIR/$1"
+    [ -f "$DIR/$1/package.json" ] || printf '{"name":"mcpmux-peer-%s","private":true}\n' "$1" > "$DIR/$1/package.json"
+    log "npm: installing $2 into $DIR/$1"
+    npm install --no-audit --no-fund --save-exact --loglevel=error --prefix "$DIR/$1" "$2" >&2 \
+        || die "npm install $2 failed"
+}
+npm_into node22 "node@$NODE22_VERSION"
+N22="$DIR/node22/node_modules/.bin/node"
+n22_version="$("$N22" --version 2>/dev/null || true)"
+case "$n22_version" in v22.*) ;; *) die "node 22: expected v22.x, found '${n22_version:-nothing}'" ;; esac
+npm_into conformance "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
+npm_into inspector "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
+for pkg in conformance:conformance:$CONFORMANCE_VERSION inspector:inspector:$INSPECTOR_VERSION; do
+    sub="${pkg%%:*}"; rest="${pkg#*:}"; name="${rest%%:*}"; want="${rest#*:}"
+    got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' \
+        "$DIR/$sub/node_modules/@modelcontextprotocol/$name/package.json" 2>/dev/null || true)"
     [ "$got" = "$want" ] || die "@modelcontextprotocol/$name: expected $want, found '${got:-nothing}'"
 done
 

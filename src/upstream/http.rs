@@ -1,16 +1,17 @@
-//! Streamable HTTP upstreams: each POST in its own task (JSON or SSE replies, priming events
-//! skipped), the session id and protocol version headers, the GET stream for server-initiated
-//! messages, session-expiry detection for a transparent re-initialize, and DELETE on stop.
+//! Streamable HTTP upstreams: the session handshake, each POST in its own task (JSON or SSE
+//! replies; an SSE reply that ends before its response is resumed), the GET stream for
+//! server-initiated messages, session-expiry detection for a transparent re-initialize, and
+//! DELETE on stop.
 
 use super::connection::Inbound;
 use super::handshake::{initialize_request, initialized_notification, read_initialize_result};
-use super::{parse_frame, ServerFacts};
+use super::http_endpoint::{error_chain, read_limited, Endpoint};
+use super::http_sse::{GetStream, SseMessages, MAX_IDLE_RESUMES};
+use super::ServerFacts;
 use crate::config::Secret;
 use crate::error::UpstreamError;
-use crate::protocol::sse::SseDecoder;
 use crate::protocol::{parse_body, Body, Message, ParseError, ResponsePayload};
-use futures_util::StreamExt;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::CONTENT_TYPE;
 use reqwest::StatusCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +19,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const GET_RETRY_MAX: Duration = Duration::from_secs(30);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Bound on each step of opening a session (initialize, GET stream, initialized).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,13 +26,12 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// A Streamable HTTP client for one upstream.
 pub struct HttpTransport {
     name: Arc<str>,
-    client: reqwest::Client,
-    url: reqwest::Url,
-    headers: HeaderMap,
-    session_id: Option<String>,
+    /// The URL and configured headers, outside any session.
+    base: Endpoint,
+    /// `base` inside the current upstream session (its id and protocol version).
+    endpoint: Arc<Endpoint>,
     /// Bumps each time a new upstream session is opened.
     generation: u64,
-    protocol_version: Option<String>,
     inbound: mpsc::Sender<Inbound>,
     max_event_bytes: usize,
     get_stream: Option<CancellationToken>,
@@ -48,32 +46,15 @@ impl HttpTransport {
         max_event_bytes: usize,
         inbound: mpsc::Sender<Inbound>,
     ) -> Result<Self, UpstreamError> {
-        let bad = |reason: String| UpstreamError::Unavailable {
+        let base = Endpoint::new(url, configured).map_err(|reason| UpstreamError::Unavailable {
             name: name.to_string(),
             reason,
-        };
-        let url = reqwest::Url::parse(url).map_err(|e| bad(format!("bad url: {e}")))?;
-        let mut headers = HeaderMap::new();
-        for (k, v) in configured {
-            let key = HeaderName::from_bytes(k.as_bytes()).map_err(|e| bad(format!("header {k}: {e}")))?;
-            let mut value =
-                HeaderValue::from_str(v.expose()).map_err(|_| bad(format!("header {k}: invalid value")))?;
-            value.set_sensitive(true);
-            headers.insert(key, value);
-        }
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| bad(format!("http client: {e}")))?;
+        })?;
         Ok(HttpTransport {
             name,
-            client,
-            url,
-            headers,
-            session_id: None,
+            endpoint: Arc::new(base.clone()),
+            base,
             generation: 0,
-            protocol_version: None,
             inbound,
             max_event_bytes,
             get_stream: None,
@@ -91,7 +72,7 @@ impl HttpTransport {
     /// registers tools when it sees `initialized` lists them all, and any list_changed it sends
     /// has a stream to arrive on.
     pub async fn establish_session(&mut self, id: u64) -> Result<ServerFacts, String> {
-        self.session_id = None;
+        self.endpoint = Arc::new(self.base.clone());
         if let Some(old) = self.get_stream.take() {
             old.cancel();
         }
@@ -108,8 +89,7 @@ impl HttpTransport {
         .await
         .map_err(|_| "no answer to initialize in time".to_string())??;
         let facts = read_initialize_result(payload)?;
-        self.session_id = sid;
-        self.protocol_version = Some(facts.protocol_version.clone());
+        self.endpoint = Arc::new(self.base.in_session(sid.as_deref(), &facts.protocol_version)?);
         self.generation += 1;
         self.open_get_stream().await;
         self.post_now(initialized_notification().to_json()).await?;
@@ -118,12 +98,7 @@ impl HttpTransport {
 
     /// POST one frame and wait for the response head; non-2xx is an error.
     async fn post_now(&self, frame: String) -> Result<reqwest::Response, String> {
-        let req = self
-            .request(reqwest::Method::POST)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(frame);
-        let resp = tokio::time::timeout(HANDSHAKE_TIMEOUT, req.send())
+        let resp = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.endpoint.post(frame).send())
             .await
             .map_err(|_| "no HTTP answer in time".to_string())?
             .map_err(|e| format!("request failed: {}", error_chain(&e)))?;
@@ -135,36 +110,18 @@ impl HttpTransport {
         Ok(resp)
     }
 
-    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
-        let mut req = self
-            .client
-            .request(method, self.url.clone())
-            .headers(self.headers.clone());
-        if let Some(sid) = &self.session_id {
-            req = req.header(SESSION_HEADER, sid);
-        }
-        if let Some(v) = &self.protocol_version {
-            req = req.header(VERSION_HEADER, v);
-        }
-        req
-    }
-
     /// POST one frame; replies flow back to the actor as [`Inbound`] items.
     pub fn send(&mut self, frame: String, upstream_id: Option<u64>) -> Result<(), UpstreamError> {
-        let req = self
-            .request(reqwest::Method::POST)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(frame.clone());
         let post = Post {
             name: self.name.clone(),
+            endpoint: self.endpoint.clone(),
             inbound: self.inbound.clone(),
             upstream_id,
             generation: self.generation,
             max_event_bytes: self.max_event_bytes,
             stop: self.stop.clone(),
         };
-        tokio::spawn(post.run(req, frame));
+        tokio::spawn(post.run(frame));
         Ok(())
     }
 
@@ -173,29 +130,31 @@ impl HttpTransport {
     async fn open_get_stream(&mut self) {
         let token = self.stop.child_token();
         self.get_stream = Some(token.clone());
-        let req = self
-            .request(reqwest::Method::GET)
-            .header(ACCEPT, "text/event-stream");
-        let getter = GetStream {
-            name: self.name.clone(),
-            inbound: self.inbound.clone(),
-            max_event_bytes: self.max_event_bytes,
-        };
-        let first = match req.try_clone() {
-            Some(first) => tokio::time::timeout(HANDSHAKE_TIMEOUT, first.send()).await.ok(),
-            None => None,
-        };
+        let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.endpoint.get(None).send()).await;
         let first = match first {
-            Some(Ok(resp)) if resp.status().is_success() => Some(resp),
-            Some(Ok(resp)) => {
+            Ok(Ok(resp)) if resp.status().is_success() => resp,
+            Ok(Ok(resp)) => {
                 tracing::debug!(upstream = %self.name, status = %resp.status(), "upstream offers no GET stream");
                 return;
             }
-            _ => None,
+            Ok(Err(err)) => {
+                tracing::debug!(upstream = %self.name, err = %error_chain(&err), "GET stream failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(upstream = %self.name, "GET stream not answered in time");
+                return;
+            }
+        };
+        let getter = GetStream {
+            name: self.name.clone(),
+            endpoint: self.endpoint.clone(),
+            inbound: self.inbound.clone(),
+            max_event_bytes: self.max_event_bytes,
         };
         tokio::spawn(async move {
             tokio::select! {
-                _ = getter.run(req, first) => {}
+                _ = getter.run(first) => {}
                 _ = token.cancelled() => {}
             }
         });
@@ -204,8 +163,8 @@ impl HttpTransport {
     /// Stop every stream and end the upstream session with DELETE.
     pub async fn stop(self) {
         self.stop.cancel();
-        if self.session_id.is_some() {
-            let req = self.request(reqwest::Method::DELETE).timeout(DELETE_TIMEOUT);
+        if self.endpoint.has_session() {
+            let req = self.endpoint.delete().timeout(DELETE_TIMEOUT);
             match req.send().await {
                 Ok(resp) => {
                     tracing::debug!(upstream = %self.name, status = %resp.status(), "upstream session deleted")
@@ -220,6 +179,7 @@ impl HttpTransport {
 
 struct Post {
     name: Arc<str>,
+    endpoint: Arc<Endpoint>,
     inbound: mpsc::Sender<Inbound>,
     upstream_id: Option<u64>,
     generation: u64,
@@ -228,10 +188,10 @@ struct Post {
 }
 
 impl Post {
-    async fn run(self, req: reqwest::RequestBuilder, frame: String) {
+    async fn run(self, frame: String) {
         tokio::select! {
             _ = self.stop.cancelled() => {}
-            _ = self.exchange(req, frame) => {}
+            _ = self.exchange(frame) => {}
         }
     }
 
@@ -252,8 +212,8 @@ impl Post {
         }
     }
 
-    async fn exchange(&self, req: reqwest::RequestBuilder, frame: String) {
-        let resp = match req.send().await {
+    async fn exchange(&self, frame: String) {
+        let resp = match self.endpoint.post(frame.clone()).send().await {
             Ok(resp) => resp,
             Err(err) => {
                 let reason = format!("request failed: {}", error_chain(&err));
@@ -274,7 +234,7 @@ impl Post {
             .to_ascii_lowercase();
         if !status.is_success() {
             let body = read_limited(resp, 4096).await;
-            if session_expired(status, &body) {
+            if self.endpoint.has_session() && session_expired(status, &body) {
                 let item = Inbound::SessionExpired {
                     frame,
                     upstream_id: self.upstream_id,
@@ -323,84 +283,55 @@ impl Post {
         }
     }
 
+    /// Read an SSE reply until the response to this request arrives, resuming the stream (GET
+    /// with `Last-Event-ID`) if the server ends it before that.
     async fn read_sse(&self, resp: reqwest::Response) {
-        let messages = sse_messages(self.name.clone(), resp, self.max_event_bytes);
-        futures_util::pin_mut!(messages);
-        let mut answered = self.upstream_id.is_none();
-        while let Some(msg) = messages.next().await {
-            if let Message::Response { id: Some(id), .. } = &msg {
-                answered |= id.as_u64() == self.upstream_id;
-            }
-            let via = self.upstream_id;
-            if !self.emit(Some(Inbound::Message { msg, via })).await {
-                return;
-            }
-            if answered && self.upstream_id.is_some() {
-                return;
-            }
-        }
-        if !answered {
-            let reason = "the reply stream ended before the response".to_string();
-            self.emit(self.fail(UpstreamError::Unavailable {
-                name: self.name.to_string(),
-                reason,
-            }))
-            .await;
-        }
-    }
-}
-
-struct GetStream {
-    name: Arc<str>,
-    inbound: mpsc::Sender<Inbound>,
-    max_event_bytes: usize,
-}
-
-impl GetStream {
-    async fn run(self, req: reqwest::RequestBuilder, first: Option<reqwest::Response>) {
-        let mut backoff = Duration::from_millis(500);
-        if let Some(resp) = first {
-            if !self.read(resp).await {
-                return;
-            }
-        }
-        loop {
-            let Some(attempt) = req.try_clone() else { return };
-            match attempt.send().await {
-                Ok(resp) if resp.status().is_success() => {
-                    backoff = Duration::from_millis(500);
-                    if !self.read(resp).await {
-                        return;
-                    }
-                }
-                Ok(resp) => {
-                    tracing::debug!(upstream = %self.name, status = %resp.status(), "upstream offers no GET stream");
+        let mut messages = SseMessages::new(self.name.clone(), resp, self.max_event_bytes);
+        let Some(upstream_id) = self.upstream_id else {
+            // A notification or a response to the server: nothing is owed on this stream.
+            while let Some(msg) = messages.next().await {
+                if !self.emit(Some(Inbound::Message { msg, via: None })).await {
                     return;
                 }
-                Err(err) => {
-                    tracing::debug!(upstream = %self.name, err = %error_chain(&err), "GET stream failed")
+            }
+            return;
+        };
+        let mut idle_resumes = 0;
+        loop {
+            let before = messages.last_event_id().map(str::to_string);
+            while let Some(msg) = messages.next().await {
+                let answered = matches!(&msg, Message::Response { id: Some(id), .. } if id.as_u64() == Some(upstream_id));
+                if !self
+                    .emit(Some(Inbound::Message {
+                        msg,
+                        via: Some(upstream_id),
+                    }))
+                    .await
+                    || answered
+                {
+                    return;
                 }
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(GET_RETRY_MAX);
-        }
-    }
-
-    /// Read one GET stream; false when the actor is gone.
-    async fn read(&self, resp: reqwest::Response) -> bool {
-        let messages = sse_messages(self.name.clone(), resp, self.max_event_bytes);
-        futures_util::pin_mut!(messages);
-        while let Some(msg) = messages.next().await {
-            if self
-                .inbound
-                .send(Inbound::Message { msg, via: None })
-                .await
-                .is_err()
-            {
-                return false;
+            idle_resumes = if messages.last_event_id() == before.as_deref() {
+                idle_resumes + 1
+            } else {
+                0
+            };
+            let resumed = if idle_resumes > MAX_IDLE_RESUMES {
+                Err("resuming brought no new events".to_string())
+            } else {
+                messages.resume(&self.endpoint).await
+            };
+            if let Err(why) = resumed {
+                let reason = format!("the reply stream ended before the response ({why})");
+                self.emit(self.fail(UpstreamError::Unavailable {
+                    name: self.name.to_string(),
+                    reason,
+                }))
+                .await;
+                return;
             }
         }
-        true
     }
 }
 
@@ -432,49 +363,13 @@ async fn read_reply(
             .find_map(answer)
             .ok_or_else(|| "reply lacks the response".into());
     }
-    let messages = sse_messages(name.clone(), resp, max_event_bytes);
-    futures_util::pin_mut!(messages);
+    let mut messages = SseMessages::new(name.clone(), resp, max_event_bytes);
     while let Some(msg) = messages.next().await {
         if let Some(payload) = answer(msg) {
             return Ok(payload);
         }
     }
     Err("reply stream ended before the response".into())
-}
-
-/// The JSON-RPC messages of an SSE body as they arrive. Priming events (empty data) and frames
-/// that are not messages are skipped; a broken stream or an oversized event ends it (logged).
-fn sse_messages(
-    name: Arc<str>,
-    resp: reqwest::Response,
-    max_event_bytes: usize,
-) -> impl futures_util::Stream<Item = Message> + Send {
-    async_stream::stream! {
-        let mut decoder = SseDecoder::new(max_event_bytes);
-        let mut events = Vec::new();
-        let mut body = resp.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = match chunk {
-                Ok(c) => c,
-                Err(err) => {
-                    tracing::debug!(upstream = %name, err = %error_chain(&err), "SSE stream broke");
-                    break;
-                }
-            };
-            if let Err(err) = decoder.push(&chunk, &mut events) {
-                tracing::warn!(upstream = %name, %err, "dropping an SSE stream");
-                break;
-            }
-            for event in events.drain(..) {
-                if event.data.trim().is_empty() {
-                    continue;
-                }
-                if let Some(msg) = parse_frame(&name, &event.data) {
-                    yield msg;
-                }
-            }
-        }
-    }
 }
 
 /// The JSON-RPC messages of a JSON body: one message, or the valid entries of a batch.
@@ -492,28 +387,4 @@ fn session_expired(status: StatusCode, body: &[u8]) -> bool {
             && String::from_utf8_lossy(body)
                 .to_ascii_lowercase()
                 .contains("session"))
-}
-
-async fn read_limited(resp: reqwest::Response, limit: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut body = resp.bytes_stream();
-    while let Some(Ok(chunk)) = body.next().await {
-        let room = limit.saturating_sub(out.len());
-        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if out.len() >= limit {
-            break;
-        }
-    }
-    out
-}
-
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

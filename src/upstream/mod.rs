@@ -4,6 +4,8 @@
 mod connection;
 mod handshake;
 mod http;
+mod http_endpoint;
+mod http_sse;
 mod inbound;
 mod stdio;
 pub mod supervisor;

@@ -1,0 +1,184 @@
+//! SSE streams from an HTTP upstream: their JSON-RPC messages, the last event id and retry delay
+//! they announce, and resumption (a GET with `Last-Event-ID` after the announced delay) when a
+//! stream ends early, both for a POST reply that ended before its response and for the
+//! standalone GET stream.
+
+use super::connection::Inbound;
+use super::http_endpoint::{error_chain, Endpoint};
+use super::parse_frame;
+use crate::protocol::sse::SseDecoder;
+use crate::protocol::Message;
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Delay before resuming when the server announced none.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// Upper bound on a server-announced retry delay.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// Consecutive resumptions that bring no new event before giving up on a stream.
+pub(super) const MAX_IDLE_RESUMES: u32 = 5;
+/// Backoff bounds for a standalone GET stream that fails outright.
+const GET_BACKOFF_MIN: Duration = Duration::from_millis(500);
+const GET_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// The messages of one logical SSE stream, which may span several HTTP responses when resumed.
+/// Priming events (empty data) and frames that are not messages are skipped; a broken stream or
+/// an oversized event ends the current response (logged).
+pub(super) struct SseMessages {
+    name: Arc<str>,
+    max_event_bytes: usize,
+    body: Option<BoxStream<'static, reqwest::Result<Bytes>>>,
+    decoder: SseDecoder,
+    ready: VecDeque<Message>,
+    last_event_id: Option<String>,
+    retry: Option<Duration>,
+}
+
+impl SseMessages {
+    pub fn new(name: Arc<str>, resp: reqwest::Response, max_event_bytes: usize) -> Self {
+        SseMessages {
+            name,
+            max_event_bytes,
+            body: Some(resp.bytes_stream().boxed()),
+            decoder: SseDecoder::new(max_event_bytes),
+            ready: VecDeque::new(),
+            last_event_id: None,
+            retry: None,
+        }
+    }
+
+    /// The next message; `None` once the current response has ended.
+    pub async fn next(&mut self) -> Option<Message> {
+        let mut events = Vec::new();
+        loop {
+            if let Some(msg) = self.ready.pop_front() {
+                return Some(msg);
+            }
+            let body = self.body.as_mut()?;
+            let chunk = match body.next().await {
+                Some(Ok(chunk)) => chunk,
+                Some(Err(err)) => {
+                    tracing::debug!(upstream = %self.name, err = %error_chain(&err), "SSE stream broke");
+                    self.body = None;
+                    return None;
+                }
+                None => {
+                    self.body = None;
+                    return None;
+                }
+            };
+            if let Err(err) = self.decoder.push(&chunk, &mut events) {
+                tracing::warn!(upstream = %self.name, %err, "dropping an SSE stream");
+                self.body = None;
+            }
+            for event in events.drain(..) {
+                if let Some(id) = event.id {
+                    self.last_event_id = (!id.is_empty()).then_some(id);
+                }
+                if let Some(ms) = event.retry_ms {
+                    self.retry = Some(Duration::from_millis(ms).min(MAX_RETRY));
+                }
+                if event.data.trim().is_empty() {
+                    continue;
+                }
+                if let Some(msg) = parse_frame(&self.name, &event.data) {
+                    self.ready.push_back(msg);
+                }
+            }
+        }
+    }
+
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_event_id.as_deref()
+    }
+
+    /// Wait the announced delay, then continue this stream from its last event id with a GET.
+    /// Fails when there is nothing to resume from or the server refuses.
+    pub async fn resume(&mut self, endpoint: &Endpoint) -> Result<(), String> {
+        let Some(last) = self.last_event_id.clone() else {
+            return Err("the stream announced no event id to resume from".into());
+        };
+        tokio::time::sleep(self.retry.unwrap_or(DEFAULT_RETRY)).await;
+        let resp = endpoint
+            .get(Some(&last))
+            .send()
+            .await
+            .map_err(|e| format!("resuming failed: {}", error_chain(&e)))?;
+        if !resp.status().is_success() {
+            return Err(format!("resuming refused with HTTP {}", resp.status()));
+        }
+        self.body = Some(resp.bytes_stream().boxed());
+        self.decoder = SseDecoder::new(self.max_event_bytes);
+        Ok(())
+    }
+}
+
+/// The standalone GET stream of one upstream session, kept open (and resumed) until cancelled.
+pub(super) struct GetStream {
+    pub name: Arc<str>,
+    pub endpoint: Arc<Endpoint>,
+    pub inbound: mpsc::Sender<Inbound>,
+    pub max_event_bytes: usize,
+}
+
+impl GetStream {
+    /// Read `first` (the server's answer to the first GET), then resume it each time it ends,
+    /// reconnecting with backoff when a reconnect fails outright. Returns when the server stops
+    /// offering the stream or the actor is gone.
+    pub async fn run(self, first: reqwest::Response) {
+        let mut stream = SseMessages::new(self.name.clone(), first, self.max_event_bytes);
+        let mut backoff = GET_BACKOFF_MIN;
+        let mut idle_resumes = 0;
+        loop {
+            let before = stream.last_event_id().map(str::to_string);
+            while let Some(msg) = stream.next().await {
+                if self
+                    .inbound
+                    .send(Inbound::Message { msg, via: None })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            if stream.last_event_id().is_some() {
+                idle_resumes = if stream.last_event_id() == before.as_deref() {
+                    idle_resumes + 1
+                } else {
+                    0
+                };
+                if idle_resumes <= MAX_IDLE_RESUMES {
+                    match stream.resume(&self.endpoint).await {
+                        Ok(()) => continue,
+                        Err(err) => tracing::debug!(upstream = %self.name, %err, "GET stream not resumed"),
+                    }
+                }
+            }
+            // Nothing to resume from (or resuming failed): open a fresh stream.
+            loop {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(GET_BACKOFF_MAX);
+                match self.endpoint.get(None).send().await {
+                    Ok(resp) if resp.status().is_success() => {
+                        backoff = GET_BACKOFF_MIN;
+                        idle_resumes = 0;
+                        stream = SseMessages::new(self.name.clone(), resp, self.max_event_bytes);
+                        break;
+                    }
+                    Ok(resp) => {
+                        tracing::debug!(upstream = %self.name, status = %resp.status(), "upstream offers no GET stream");
+                        return;
+                    }
+                    Err(err) => {
+                        tracing::debug!(upstream = %self.name, err = %error_chain(&err), "GET stream failed")
+                    }
+                }
+            }
+        }
+    }
+}
