@@ -7,6 +7,7 @@
 mod support;
 
 use serde_json::Value;
+use support::everything::{check_everything, str_list};
 use support::{
     free_port, peers, run_py_client_async, run_ts_client_async, start_everything_http, ChildGuard, ClientRun,
 };
@@ -95,12 +96,9 @@ async fn ensure_peers() {
 
 /// Arguments for the Python `everything` scenario against namespace `ns` (its tools prefixed
 /// `{ns}__`, its resources read back through `mcpmux://{ns}/`).
-fn py_everything_args(mode: &str, ns: &str, no_roots: bool) -> Vec<String> {
+fn py_everything_args(mode: &str, ns: &str) -> Vec<String> {
     let mut args = ["--mode", mode].map(String::from).to_vec();
     args.extend(ts_everything_args(ns));
-    if no_roots {
-        args.push("--no-roots".into());
-    }
     args
 }
 
@@ -126,74 +124,14 @@ async fn ts_owned(url: &str, scenario: &str, args: Vec<String>) -> ClientRun {
     run_ts_client_async(url, scenario, &args).await
 }
 
-fn str_list(v: &Value) -> Vec<&str> {
-    v.as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
 /// Checks common to every `everything` scenario run (sampling, elicitation, progress, prompts,
 /// resources and logging/setLevel all went through the gateway); `roots` also requires the
 /// roots round trip.
 #[track_caller]
 fn assert_everything(run: &ClientRun, namespace: &str, roots: bool) {
-    run.assert_ok();
-    let o = &run.json;
-    assert_eq!(
-        o["server_name"], "mcpmux",
-        "server name seen by the client:\n{run}"
-    );
-    assert_eq!(o["set_level"], "ok", "logging/setLevel:\n{run}");
-    assert!(
-        o["sampling_calls"].as_u64().unwrap_or(0) >= 1,
-        "no sampling request reached the client:\n{run}"
-    );
-    assert_eq!(
-        o["sampling_result_has_text"], true,
-        "sampled text not in the tool result:\n{run}"
-    );
-    assert!(
-        o["elicitation_calls"].as_u64().unwrap_or(0) >= 1,
-        "no elicitation request reached the client:\n{run}"
-    );
-    assert_eq!(
-        o["elicitation_accepted"], true,
-        "elicitation answer not seen by the upstream:\n{run}"
-    );
-    if roots {
-        assert!(
-            o["roots_calls"].as_u64().unwrap_or(0) >= 1,
-            "no roots/list reached the client:\n{run}"
-        );
-        assert_eq!(
-            o["roots_listed"], true,
-            "the client's root not seen by the upstream:\n{run}"
-        );
+    if let Err(why) = check_everything(run, namespace, roots) {
+        panic!("{why}:\n{run}");
     }
-    let progress = o["progress"].as_array().map(Vec::len).unwrap_or(0);
-    assert!(
-        progress >= 3,
-        "expected >= 3 progress notifications, got {progress}:\n{run}"
-    );
-    assert!(
-        str_list(&o["prompts"]).contains(&format!("{namespace}__simple-prompt").as_str()),
-        "prompt not namespaced as expected:\n{run}"
-    );
-    let prefix = format!("mcpmux://{namespace}/");
-    let listed = o["resource_uri"].as_str().unwrap_or_default();
-    let read = o["resource_read_uri"].as_str().unwrap_or_default();
-    assert!(
-        read.starts_with(&prefix),
-        "resource read back with URI {read:?}, expected prefix {prefix:?}:\n{run}"
-    );
-    assert_eq!(
-        listed, read,
-        "resources/read answered for a different URI than listed:\n{run}"
-    );
-    assert!(
-        o["resource_text_len"].as_u64().unwrap_or(0) > 0,
-        "resource read returned no text:\n{run}"
-    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -297,11 +235,11 @@ enum Sdk {
 // elicitation and roots tools when it sees `initialized`, so a `tools/list` that overtook it would
 // miss them.
 
-/// Run the `everything` scenario through a gateway whose only upstream is one server-everything.
-/// With per-session isolation the roots round trip must work too; with shared isolation the
-/// upstream asked its own (gateway) session for roots once, so that check is skipped.
-async fn everything_through(upstream: Upstream, iso: Iso, sdk: Sdk) {
+/// Run the `everything` scenario, roots round trip included, through a gateway whose only
+/// upstream is one server-everything with per-session isolation.
+async fn everything_through(upstream: Upstream, sdk: Sdk) {
     ensure_peers().await;
+    let iso = Iso::PerSession;
     let (ns, servers, _http) = match upstream {
         Upstream::Stdio => ("everything", everything_stdio("everything", iso), None),
         Upstream::Http => {
@@ -309,37 +247,22 @@ async fn everything_through(upstream: Upstream, iso: Iso, sdk: Sdk) {
             ("everyhttp", everything_http("everyhttp", port, iso), Some(guard))
         }
     };
-    let roots = matches!(iso, Iso::PerSession);
     let gw = start_gateway(&servers).await;
     let url = gw.url();
     match sdk {
         Sdk::Python => {
-            let legacy_args = py_everything_args("legacy", ns, !roots);
-            let auto_args = py_everything_args("auto", ns, !roots);
-            let (legacy, auto) = if roots {
-                tokio::join!(
-                    py_owned(&url, "everything", legacy_args),
-                    py_owned(&url, "everything", auto_args),
-                )
-            } else {
-                // A shared stdio connection attributes server-to-client requests to the oldest
-                // call in flight on it (README, "How it routes"), so concurrent sessions could
-                // receive each other's sampling requests: run them one after the other.
-                let legacy = py_owned(&url, "everything", legacy_args).await;
-                (legacy, py_owned(&url, "everything", auto_args).await)
-            };
+            let (legacy, auto) = tokio::join!(
+                py_owned(&url, "everything", py_everything_args("legacy", ns)),
+                py_owned(&url, "everything", py_everything_args("auto", ns)),
+            );
             assert_eq!(legacy.json["mode"], "legacy", "{legacy}");
-            assert_everything(&legacy, ns, roots);
+            assert_everything(&legacy, ns, true);
             assert_eq!(auto.json["mode"], "auto", "{auto}");
-            assert_everything(&auto, ns, roots);
+            assert_everything(&auto, ns, true);
         }
         Sdk::TypeScript => {
-            let mut args = ts_everything_args(ns);
-            if !roots {
-                args.push("--no-roots".into());
-            }
-            let run = ts_owned(&url, "everything", args).await;
-            assert_everything(&run, ns, roots);
+            let run = ts_owned(&url, "everything", ts_everything_args(ns)).await;
+            assert_everything(&run, ns, true);
         }
     }
     gw.stop().await;
@@ -349,26 +272,17 @@ async fn everything_through(upstream: Upstream, iso: Iso, sdk: Sdk) {
 /// sampling, elicitation, roots and progress round trips all reach the right host session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_everything_per_session_stdio() {
-    everything_through(Upstream::Stdio, Iso::PerSession, Sdk::Python).await;
+    everything_through(Upstream::Stdio, Sdk::Python).await;
 }
 
 /// Same through a per-session Streamable HTTP server-everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_everything_per_session_http() {
-    everything_through(Upstream::Http, Iso::PerSession, Sdk::Python).await;
+    everything_through(Upstream::Http, Sdk::Python).await;
 }
 
-/// With a SHARED stdio upstream the `everything` scenario works too, except roots.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_everything_shared_stdio_without_roots() {
-    everything_through(Upstream::Stdio, Iso::Shared, Sdk::Python).await;
-}
-
-/// With a SHARED HTTP upstream the `everything` scenario works too, except roots.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_everything_shared_http_without_roots() {
-    everything_through(Upstream::Http, Iso::Shared, Sdk::Python).await;
-}
+// With SHARED isolation (the default) the `everything` scenario of every client, over stdio and
+// HTTP, is a cell of the interop matrix (tests/interop.rs).
 
 /// TypeScript SDK client: smoke through per-session stdio and HTTP server-everything plus stdio
 /// time, and the `everything` scenario through the per-session stdio one.
@@ -403,7 +317,7 @@ async fn typescript_smoke_and_everything() {
 /// TypeScript `everything` scenario through a per-session Streamable HTTP server-everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_everything_per_session_http() {
-    everything_through(Upstream::Http, Iso::PerSession, Sdk::TypeScript).await;
+    everything_through(Upstream::Http, Sdk::TypeScript).await;
 }
 
 /// 16 concurrent Python sessions through one SHARED stdio server-everything: every session's

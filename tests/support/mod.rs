@@ -15,6 +15,9 @@
 //! Environment overrides: `MCPMUX_REPO_ROOT` (defaults to `CARGO_MANIFEST_DIR`).
 #![allow(dead_code)]
 
+pub mod conformance;
+pub mod everything;
+pub mod interop_report;
 pub mod mcp;
 
 use std::collections::HashSet;
@@ -62,6 +65,12 @@ pub struct Peers {
     pub filesystem_js: PathBuf,
     /// mcp-server-time over stdio: `(python, ["-m", "mcp_server_time", "--local-timezone", "UTC"])`.
     pub time_cmd: (PathBuf, Vec<String>),
+    /// Node 22 (the conformance suite and the inspector need it; `node` on PATH may be older).
+    pub node22: PathBuf,
+    /// Entry script of `@modelcontextprotocol/conformance`; run as `<node22> <it> server|client ...`.
+    pub conformance_js: PathBuf,
+    /// Entry script of the `@modelcontextprotocol/inspector` launcher; run as `<node22> <it> --cli ...`.
+    pub inspector_js: PathBuf,
 }
 
 impl Peers {
@@ -94,9 +103,18 @@ pub fn peers() -> &'static Peers {
             ),
             python,
             npm_modules,
+            node22: dir.join("node22/node_modules/.bin/node"),
+            conformance_js: dir
+                .join("conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+            inspector_js: dir.join(
+                "inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+            ),
             dir,
         };
         for p in [
+            &peers.node22,
+            &peers.conformance_js,
+            &peers.inspector_js,
             &peers.python,
             &peers.everything_js,
             &peers.memory_js,
@@ -162,7 +180,7 @@ fn npm_bin(npm_modules: &Path, package: &str) -> PathBuf {
     pkg_dir.join(rel)
 }
 
-fn path_str(p: &Path) -> String {
+pub fn path_str(p: &Path) -> String {
     p.to_str()
         .unwrap_or_else(|| panic!("non-UTF-8 path {}", p.display()))
         .to_owned()
@@ -382,7 +400,12 @@ pub struct ClientRun {
 
 impl ClientRun {
     pub fn success(&self) -> bool {
-        self.status.success() && !self.timed_out && self.json["ok"] == serde_json::Value::Bool(true)
+        self.exited_ok() && self.json["ok"] == serde_json::Value::Bool(true)
+    }
+
+    /// Exit status 0 within the time limit (for programs that print no `{"ok": ...}` line).
+    pub fn exited_ok(&self) -> bool {
+        self.status.success() && !self.timed_out
     }
 
     /// Panic with the full output unless the scenario passed.

@@ -1,0 +1,207 @@
+//! Running the official MCP conformance suite (`@modelcontextprotocol/conformance`, node 22)
+//! and the project's conformance target (`tests/conformance/target.mjs`), and reading results:
+//! per scenario, the checks that passed, failed and warned (from the suite's `checks.json`).
+
+use super::{path_str, peers, repo_root, run_client, scratch_dir, wait_started, ChildGuard, ClientRun};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// Hard limit for one suite run (a full server suite takes a few seconds).
+pub const SUITE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One scenario's outcome: counts of SUCCESS, FAILURE and WARNING checks, and the failure texts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scenario {
+    pub passed: usize,
+    pub failed: usize,
+    pub warnings: usize,
+    pub problems: Vec<String>,
+}
+
+/// One run of the suite: its exit status, each scenario it reported, and its output.
+#[derive(Debug)]
+pub struct SuiteRun {
+    pub run: ClientRun,
+    pub scenarios: BTreeMap<String, Scenario>,
+}
+
+impl SuiteRun {
+    /// The suite exited 0 and every scenario has at least one check and no failure.
+    pub fn all_passed(&self) -> bool {
+        self.run.exited_ok() && !self.scenarios.is_empty() && self.scenarios.values().all(|s| s.failed == 0)
+    }
+
+    pub fn totals(&self) -> (usize, usize, usize) {
+        self.scenarios.values().fold((0, 0, 0), |(p, f, w), s| {
+            (p + s.passed, f + s.failed, w + s.warnings)
+        })
+    }
+
+    /// A one-line summary plus the problems, for assertion messages.
+    pub fn describe(&self) -> String {
+        let (p, f, w) = self.totals();
+        let mut out = format!(
+            "{} scenarios, {p} passed, {f} failed, {w} warnings, exit {}",
+            self.scenarios.len(),
+            self.run.status
+        );
+        for (name, s) in &self.scenarios {
+            for problem in &s.problems {
+                out.push_str(&format!("\n  {name}: {problem}"));
+            }
+        }
+        if !self.all_passed() {
+            let tail: String = self
+                .run
+                .stdout
+                .chars()
+                .rev()
+                .take(6000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            out.push_str(&format!(
+                "\n--- suite output (tail) ---\n{tail}\n--- stderr ---\n{}",
+                self.run.stderr
+            ));
+        }
+        out
+    }
+}
+
+fn suite_command() -> Command {
+    let p = peers();
+    let mut cmd = Command::new(&p.node22);
+    cmd.arg(&p.conformance_js);
+    cmd
+}
+
+/// `conformance server --url URL --suite SUITE` (`active`, `all` or `pending`).
+pub fn run_server_suite(url: &str, suite: &str) -> SuiteRun {
+    let out = scratch_dir("conformance-server");
+    let mut cmd = suite_command();
+    cmd.args(["server", "--url", url, "--suite", suite, "-o"])
+        .arg(&out);
+    let run = run_client(cmd, SUITE_TIMEOUT);
+    SuiteRun {
+        scenarios: read_results(&out, "server-"),
+        run,
+    }
+}
+
+/// `conformance client --command COMMAND --scenario SCENARIO`: the suite starts its test server
+/// and runs the command with the server's URL appended.
+pub fn run_client_scenario(command: &str, scenario: &str) -> SuiteRun {
+    let out = scratch_dir("conformance-client");
+    let mut cmd = suite_command();
+    cmd.args(["client", "--command", command, "--scenario", scenario, "-o"])
+        .arg(&out);
+    let run = run_client(cmd, SUITE_TIMEOUT);
+    SuiteRun {
+        scenarios: read_results(&out, ""),
+        run,
+    }
+}
+
+/// The suite writes `DIR/<prefix><scenario>-<timestamp>/checks.json` per scenario.
+fn read_results(dir: &Path, prefix: &str) -> BTreeMap<String, Scenario> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(scenario) = name.strip_prefix(prefix).and_then(strip_timestamp) else {
+            continue;
+        };
+        let checks = std::fs::read_to_string(entry.path().join("checks.json")).unwrap_or_default();
+        let checks: Vec<serde_json::Value> = serde_json::from_str(&checks).unwrap_or_default();
+        let mut result = Scenario::default();
+        for check in &checks {
+            let detail = || {
+                let what = check["description"].as_str().unwrap_or("?");
+                match check["errorMessage"].as_str() {
+                    Some(msg) => format!("{what}: {msg}"),
+                    None => what.to_string(),
+                }
+            };
+            match check["status"].as_str() {
+                Some("SUCCESS") => result.passed += 1,
+                Some("FAILURE") => {
+                    result.failed += 1;
+                    result.problems.push(format!("FAILURE {}", detail()));
+                }
+                Some("WARNING") => {
+                    result.warnings += 1;
+                    result.problems.push(format!("WARNING {}", detail()));
+                }
+                _ => {}
+            }
+        }
+        out.insert(scenario.to_string(), result);
+    }
+    out
+}
+
+/// `tools-list-2026-11-22T01-54-33-636Z` → `tools-list`.
+fn strip_timestamp(name: &str) -> Option<&str> {
+    let bytes = name.as_bytes();
+    (0..name.len()).find_map(|i| {
+        let rest = &bytes[i..];
+        let is_stamp = rest.len() > 12
+            && rest[0] == b'-'
+            && rest[1..5].iter().all(u8::is_ascii_digit)
+            && rest[5] == b'-'
+            && rest.get(11) == Some(&b'T');
+        is_stamp.then(|| &name[..i])
+    })
+}
+
+/// `(program, args)` that serves the conformance target over stdio.
+pub fn target_stdio_cmd() -> (String, Vec<String>) {
+    let p = peers();
+    (
+        path_str(&p.node22),
+        vec![
+            path_str(&repo_root().join("tests/conformance/target.mjs")),
+            "stdio".into(),
+        ],
+    )
+}
+
+/// The conformance target over Streamable HTTP at `http://127.0.0.1:PORT/mcp`.
+pub fn start_target_http(port: u16) -> ChildGuard {
+    let p = peers();
+    let log = scratch_dir("conformance-target").join("target.log");
+    let log_file = std::fs::File::create(&log).expect("create target log");
+    let mut cmd = Command::new(&p.node22);
+    cmd.arg(repo_root().join("tests/conformance/target.mjs"))
+        .args(["http", &port.to_string()])
+        .env("MCPMUX_PEERS_NPM", &p.npm_modules)
+        .stdout(log_file.try_clone().expect("clone log handle"))
+        .stderr(log_file);
+    let mut guard = ChildGuard::spawn_group(&mut cmd).expect("spawn the conformance target");
+    wait_started(&mut guard, port, &log, "conformance target");
+    guard
+}
+
+/// The command the suite's client mode runs (the server URL is appended): the wrapper that
+/// starts the mcpmux binary with that URL as its only upstream and drives it.
+pub fn client_wrapper_command(mcpmux_bin: &str) -> String {
+    let p = peers();
+    let wrapper = repo_root().join("tests/conformance/client_wrapper.py");
+    let parts = [
+        path_str(&p.python),
+        path_str(&wrapper),
+        "--mcpmux".into(),
+        mcpmux_bin.into(),
+    ];
+    assert!(
+        parts.iter().all(|part| !part.contains(' ')),
+        "the suite splits --command on spaces; these paths must not contain any: {parts:?}"
+    );
+    parts.join(" ")
+}
