@@ -1,8 +1,9 @@
 //! Interoperability, proven by a suite and clients nobody here wrote:
 //!
-//! * the official conformance suite's server side against mcpmux with the project's conformance
-//!   target behind it (`namespace = ""`), once as a stdio upstream and once as a Streamable HTTP
-//!   upstream, and against the target directly as the baseline (active and pending suites);
+//! * the official conformance suite's server side against mcpmux with each of the project's two
+//!   conformance targets (TypeScript SDK, Python SDK) behind it (`namespace = ""`), once as a
+//!   stdio upstream and once as a Streamable HTTP upstream, and against each target directly as
+//!   the baseline (active and pending suites);
 //! * the suite's client side with mcpmux as the client (`tests/conformance/client_wrapper.py`);
 //! * a client matrix: the Python `mcp` SDK (legacy and auto mode), the TypeScript SDK and the MCP
 //!   Inspector CLI against mcpmux fronting server-everything over stdio and over HTTP.
@@ -13,10 +14,7 @@
 mod support;
 
 use std::time::Duration;
-use support::conformance::{
-    client_wrapper_command, run_client_scenario, run_server_suite, start_target_http, target_stdio_cmd,
-    SuiteRun,
-};
+use support::conformance::{client_wrapper_command, run_client_scenario, run_server_suite, SuiteRun, Target};
 use support::everything::check_everything;
 use support::interop_report::{Cell, ConformanceColumn, Report};
 use support::{
@@ -65,38 +63,27 @@ fn localhost_url(gw: &mcpmux::Gateway) -> String {
     format!("http://localhost:{}/mcp", gw.local_addr().port())
 }
 
-async fn conformance_columns() -> Vec<ConformanceColumn> {
+/// The target directly, then behind mcpmux as a stdio and as an HTTP upstream.
+async fn conformance_of(target: Target, labels: [&'static str; 3]) -> Vec<ConformanceColumn> {
     let mut columns = Vec::new();
-
     let port = free_port();
-    let target = blocking(move || start_target_http(port)).await;
+    let upstream = blocking(move || target.start_http(port)).await;
     let (active, pending) = server_suites(format!("http://localhost:{port}/mcp")).await;
-    columns.push(ConformanceColumn::new("target directly (HTTP)", active, pending));
+    columns.push(ConformanceColumn::new(labels[0], active, pending));
 
-    let (command, args) = target_stdio_cmd();
+    let (command, args) = target.stdio_cmd();
     let stdio = format!(
         "[servers.target]\ncommand = {command:?}\nargs = {}\nnamespace = \"\"\n",
         toml_list(&args)
     );
-    let gw = gateway(&stdio).await;
-    let (active, pending) = server_suites(localhost_url(&gw)).await;
-    gw.stop().await;
-    columns.push(ConformanceColumn::new(
-        "mcpmux, target over stdio",
-        active,
-        pending,
-    ));
-
     let http = format!("[servers.target]\nurl = \"http://127.0.0.1:{port}/mcp\"\nnamespace = \"\"\n");
-    let gw = gateway(&http).await;
-    let (active, pending) = server_suites(localhost_url(&gw)).await;
-    gw.stop().await;
-    columns.push(ConformanceColumn::new(
-        "mcpmux, target over HTTP",
-        active,
-        pending,
-    ));
-    drop(target);
+    for (servers, label) in [(stdio, labels[1]), (http, labels[2])] {
+        let gw = gateway(&servers).await;
+        let (active, pending) = server_suites(localhost_url(&gw)).await;
+        gw.stop().await;
+        columns.push(ConformanceColumn::new(label, active, pending));
+    }
+    drop(upstream);
     columns
 }
 
@@ -248,8 +235,23 @@ async fn interop_report() {
         peers();
     })
     .await;
+    let mut conformance = conformance_of(
+        Target::TypeScript,
+        [
+            "TS target directly",
+            "mcpmux, TS target over stdio",
+            "mcpmux, TS target over HTTP",
+        ],
+    )
+    .await;
+    let python = [
+        "Python target directly",
+        "mcpmux, Python target over stdio",
+        "mcpmux, Python target over HTTP",
+    ];
+    conformance.extend(conformance_of(Target::Python, python).await);
     let report = Report {
-        conformance: conformance_columns().await,
+        conformance,
         client_side: client_side().await,
         matrix: client_matrix().await,
     };

@@ -13,6 +13,15 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+/// What a forwarded call produces for its host: a message, or word that the upstream polls.
+pub enum Frame {
+    Message(Arc<str>),
+    /// The upstream ended its stream before answering (SSE polling); mcpmux resumes it.
+    Pause {
+        retry_ms: Option<u64>,
+    },
+}
+
 /// Which URIs in a result must be exposed under the upstream's namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResultShape {
@@ -50,8 +59,9 @@ impl Drop for InflightGuard {
 }
 
 impl ForwardedCall {
-    /// The frames to send the host, ending with exactly one response.
-    pub fn into_frames(self) -> impl futures_util::Stream<Item = Arc<str>> + Send {
+    /// The frames to send the host, ending with exactly one response (none when the host
+    /// cancelled the call).
+    pub fn into_frames(self) -> impl futures_util::Stream<Item = Frame> + Send {
         async_stream::stream! {
             let mut call = self;
             let _guard = InflightGuard {
@@ -68,7 +78,7 @@ impl ForwardedCall {
                             name: call.upstream.name().to_string(),
                             secs: call.timeout_secs,
                         };
-                        yield call.error_frame(error.to_error_object());
+                        yield Frame::Message(call.error_frame(error.to_error_object()));
                         break;
                     }
                     Ok(None) if !call.session.is_inflight(&call.client_id) => {
@@ -80,22 +90,23 @@ impl ForwardedCall {
                             name: call.upstream.name().to_string(),
                             reason: "connection ended".into(),
                         };
-                        yield call.error_frame(error.to_error_object());
+                        yield Frame::Message(call.error_frame(error.to_error_object()));
                         break;
                     }
                     Ok(Some(CallEvent::Response(Message::Response { payload, .. }))) => {
-                        yield call.response_frame(payload);
+                        yield Frame::Message(call.response_frame(payload));
                         break;
                     }
                     Ok(Some(CallEvent::Response(_))) => {}
                     Ok(Some(CallEvent::Failed(error))) => {
-                        yield call.error_frame(error.to_error_object());
+                        yield Frame::Message(call.error_frame(error.to_error_object()));
                         break;
                     }
-                    Ok(Some(CallEvent::ServerRequest(json))) => yield json,
+                    Ok(Some(CallEvent::ServerRequest(json))) => yield Frame::Message(json),
+                    Ok(Some(CallEvent::Paused { retry_ms })) => yield Frame::Pause { retry_ms },
                     Ok(Some(CallEvent::Notification(msg))) => {
                         if let Some(frame) = call.notification_frame(msg) {
-                            yield frame;
+                            yield Frame::Message(frame);
                         }
                     }
                 }

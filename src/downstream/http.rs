@@ -1,15 +1,17 @@
-//! The Streamable HTTP endpoint: POST (JSON or SSE replies, 202 for notifications and
-//! responses), GET (the session's standalone stream), DELETE (end the session), with the
-//! status codes of the 2025-11-25 transport.
+//! The Streamable HTTP endpoint: POST (JSON or resumable SSE replies, 202 for notifications and
+//! responses), GET (the session's standalone stream, or the continuation of a POST stream named
+//! by `Last-Event-ID`), DELETE (end the session), with the status codes of the 2025-11-25
+//! transport.
 
-use super::forward::error_reply;
+use super::forward::{error_reply, Frame};
 use super::origin::AccessPolicy;
+use super::resume;
 use super::router::{self, Dispatch};
 use super::session::Session;
 use crate::error::{codes, DownstreamError};
 use crate::hub::Hub;
 use crate::protocol::message::{error_response, result_response};
-use crate::protocol::{parse_body, sse, version, Body, Message, RawObject};
+use crate::protocol::{parse_body, version, Body, Message, RawObject};
 use axum::body::Body as HttpBody;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
+const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 /// Comment lines that keep idle GET streams from being cut by proxies.
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 
@@ -140,13 +143,9 @@ fn json_reply(msg: &Message, session: Option<&str>) -> Response {
     resp
 }
 
-/// Make JSON safe for one SSE event: raw CR/LF can only be insignificant whitespace in JSON.
+/// One SSE event without an id.
 fn sse_frame(json: &str) -> Bytes {
-    if json.contains(['\r', '\n']) {
-        Bytes::from(sse::encode_data(&json.replace(['\r', '\n'], " ")))
-    } else {
-        Bytes::from(sse::encode_data(json))
-    }
+    resume::event_bytes(None, None, json)
 }
 
 fn sse_response(frames: BoxStream<'static, Bytes>) -> Response {
@@ -203,9 +202,7 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
             Ok(match router::dispatch(hub, &session, msg).await {
                 Dispatch::Accepted => StatusCode::ACCEPTED.into_response(),
                 Dispatch::Reply(reply) => json_reply(&reply, None),
-                Dispatch::Forward(call) => {
-                    sse_response(call.into_frames().map(|json| sse_frame(&json)).boxed())
-                }
+                Dispatch::Forward(call) => sse_response(resume::start(call, session, hub.shutdown.clone())),
             })
         }
         Body::Batch(items) => {
@@ -249,7 +246,17 @@ async fn batch(
         match router::dispatch(hub, session, msg).await {
             Dispatch::Accepted => {}
             Dispatch::Reply(reply) => immediate.push(reply),
-            Dispatch::Forward(call) => streams.push(call.into_frames().boxed()),
+            Dispatch::Forward(call) => streams.push(
+                call.into_frames()
+                    .filter_map(|frame| async move {
+                        match frame {
+                            Frame::Message(json) => Some(json),
+                            // mcpmux resumes the upstream; a batch's one stream stays open.
+                            Frame::Pause { .. } => None,
+                        }
+                    })
+                    .boxed(),
+            ),
         }
     }
     if immediate.is_empty() && streams.is_empty() {
@@ -268,6 +275,16 @@ fn get(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError>
     }
     claimed_version(headers)?;
     let session = find_session(hub, headers)?;
+    let resuming = headers
+        .get(LAST_EVENT_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|id| session.streams.find(id));
+    if let Some((stream, after)) = resuming {
+        session.touch();
+        let frames = resume::read(stream, after, false, session, hub.shutdown.clone());
+        return Ok(sse_response(frames));
+    }
+    // No Last-Event-ID, or one naming no stream kept here: the standalone stream.
     let mut queue = session.open_get_stream().ok_or(DownstreamError::Conflict(
         "this session already has an open GET stream",
     ))?;

@@ -4,6 +4,7 @@ pub mod forward;
 pub mod http;
 pub mod origin;
 pub mod registry;
+pub mod resume;
 pub mod router;
 pub mod session;
 

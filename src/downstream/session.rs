@@ -1,6 +1,7 @@
 //! One host session (session era): negotiated version and capabilities, its GET stream, its
 //! in-flight calls, the server-to-client requests routed to it, and its subscriptions.
 
+use super::resume::CallStreams;
 use crate::protocol::message::{json_string, raw};
 use crate::protocol::{Message, RawObject, RequestId};
 use crate::upstream::UpstreamHandle;
@@ -103,6 +104,8 @@ pub struct Session {
     subscriptions: Mutex<HashSet<String>>,
     connections: Mutex<HashMap<usize, UpstreamHandle>>,
     last_active: Mutex<Instant>,
+    /// Forwarded calls' POST streams, kept for resumption.
+    pub streams: CallStreams,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -124,6 +127,7 @@ impl Session {
             subscriptions: Mutex::new(HashSet::new()),
             connections: Mutex::new(HashMap::new()),
             last_active: Mutex::new(Instant::now()),
+            streams: CallStreams::default(),
         })
     }
 
@@ -254,6 +258,7 @@ impl Session {
     pub fn close(&self) {
         self.closed.cancel();
         lock(&self.get_stream).take();
+        self.streams.clear();
         let calls: Vec<InflightCall> = lock(&self.inflight).drain().map(|(_, c)| c).collect();
         for call in calls {
             call.upstream.cancel(call.upstream_id, "session ended");

@@ -115,7 +115,21 @@ impl SseDecoder {
 
 /// Encode one `message` event carrying a JSON payload (which must not contain a newline).
 pub fn encode_data(json: &str) -> String {
-    let mut out = String::with_capacity(json.len() + 8);
+    encode_event(None, None, json)
+}
+
+/// Encode one event: its id and retry delay (milliseconds) if given, then the data lines. Empty
+/// data gives an event that carries no message (a priming event).
+pub fn encode_event(id: Option<&str>, retry_ms: Option<u64>, json: &str) -> String {
+    let mut out = String::with_capacity(json.len() + 40);
+    if let Some(id) = id {
+        out.push_str("id: ");
+        out.push_str(id);
+        out.push('\n');
+    }
+    if let Some(ms) = retry_ms {
+        out.push_str(&format!("retry: {ms}\n"));
+    }
     for line in json.split('\n') {
         out.push_str("data: ");
         out.push_str(line);

@@ -33,6 +33,8 @@ pub(crate) enum Inbound {
     Message { msg: Message, via: Option<u64> },
     /// An HTTP POST failed for a request.
     PostFailed { upstream_id: u64, error: UpstreamError },
+    /// The reply stream of a request ended before its response and is being resumed.
+    Paused { upstream_id: u64, retry_ms: Option<u64> },
     /// The HTTP upstream no longer knows the session `generation`: re-initialize and resend.
     SessionExpired {
         frame: String,
@@ -273,7 +275,7 @@ impl Actor {
                     return Err(self.describe_exit(transport, format!("{reason} during initialize")))
                 }
                 Some(Inbound::PostFailed { error, .. }) => return Err(error.to_string()),
-                Some(Inbound::SessionExpired { .. }) => {}
+                Some(Inbound::SessionExpired { .. } | Inbound::Paused { .. }) => {}
                 Some(Inbound::Message {
                     msg:
                         Message::Response {
@@ -400,6 +402,15 @@ impl Actor {
         match item {
             Inbound::Message { msg, via } => self.on_message(transport, msg, via),
             Inbound::PostFailed { upstream_id, error } => self.fail_pending(upstream_id, error),
+            Inbound::Paused {
+                upstream_id,
+                retry_ms,
+            } => {
+                if let Some(CallOrigin::Host { sink, .. }) = self.pending.get(&upstream_id).map(|p| &p.origin)
+                {
+                    deliver(sink, CallEvent::Paused { retry_ms });
+                }
+            }
             Inbound::SessionExpired { .. } | Inbound::Closed(_) => {}
         }
     }

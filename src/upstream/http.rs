@@ -252,7 +252,10 @@ impl Post {
             self.emit(self.fail(error)).await;
             return;
         }
-        if content_type.starts_with("text/event-stream") {
+        if status == StatusCode::ACCEPTED {
+            // Accepted with nothing to say (some servers still label the empty body JSON); a
+            // request answered this way gets its response on the GET stream.
+        } else if content_type.starts_with("text/event-stream") {
             self.read_sse(resp).await;
         } else if content_type.starts_with("application/json") {
             match json_messages(resp, self.max_event_bytes).await {
@@ -273,7 +276,7 @@ impl Post {
                     self.emit(self.fail(error)).await;
                 }
             }
-        } else if self.upstream_id.is_some() && status != StatusCode::ACCEPTED {
+        } else if self.upstream_id.is_some() {
             let detail = format!("reply with unexpected content type {content_type:?}");
             self.emit(self.fail(UpstreamError::Protocol {
                 name: self.name.to_string(),
@@ -320,6 +323,18 @@ impl Post {
             let resumed = if idle_resumes > MAX_IDLE_RESUMES {
                 Err("resuming brought no new events".to_string())
             } else {
+                if messages.server_polls() {
+                    let retry_ms = messages.retry_ms();
+                    if !self
+                        .emit(Some(Inbound::Paused {
+                            upstream_id,
+                            retry_ms,
+                        }))
+                        .await
+                    {
+                        return;
+                    }
+                }
                 messages.resume(&self.endpoint).await
             };
             if let Err(why) = resumed {

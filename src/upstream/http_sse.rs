@@ -37,6 +37,8 @@ pub(super) struct SseMessages {
     ready: VecDeque<Message>,
     last_event_id: Option<String>,
     retry: Option<Duration>,
+    /// Whether the current response ended normally (rather than breaking).
+    ended_cleanly: bool,
 }
 
 impl SseMessages {
@@ -49,6 +51,7 @@ impl SseMessages {
             ready: VecDeque::new(),
             last_event_id: None,
             retry: None,
+            ended_cleanly: false,
         }
     }
 
@@ -69,6 +72,7 @@ impl SseMessages {
                 }
                 None => {
                     self.body = None;
+                    self.ended_cleanly = true;
                     return None;
                 }
             };
@@ -97,6 +101,16 @@ impl SseMessages {
         self.last_event_id.as_deref()
     }
 
+    /// The server ended the response on purpose after giving an event id: it polls (SEP-1699).
+    pub fn server_polls(&self) -> bool {
+        self.ended_cleanly && self.last_event_id.is_some()
+    }
+
+    /// The reconnection delay the server announced.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry.map(|d| d.as_millis() as u64)
+    }
+
     /// Wait the announced delay, then continue this stream from its last event id with a GET.
     /// Fails when there is nothing to resume from or the server refuses.
     pub async fn resume(&mut self, endpoint: &Endpoint) -> Result<(), String> {
@@ -114,6 +128,7 @@ impl SseMessages {
         }
         self.body = Some(resp.bytes_stream().boxed());
         self.decoder = SseDecoder::new(self.max_event_bytes);
+        self.ended_cleanly = false;
         Ok(())
     }
 }

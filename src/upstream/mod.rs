@@ -63,6 +63,9 @@ pub enum CallEvent {
     ServerRequest(Arc<str>),
     /// The call cannot complete.
     Failed(UpstreamError),
+    /// The upstream ended the call's stream before answering and mcpmux is resuming it (SSE
+    /// polling); `retry_ms` is the delay the upstream asked for.
+    Paused { retry_ms: Option<u64> },
 }
 
 /// Who is waiting for a request's answer.

@@ -160,32 +160,52 @@ fn strip_timestamp(name: &str) -> Option<&str> {
     })
 }
 
-/// `(program, args)` that serves the conformance target over stdio.
-pub fn target_stdio_cmd() -> (String, Vec<String>) {
-    let p = peers();
-    (
-        path_str(&p.node22),
-        vec![
-            path_str(&repo_root().join("tests/conformance/target.mjs")),
-            "stdio".into(),
-        ],
-    )
+/// The project's conformance targets: the same names and behaviours on two SDKs.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// `tests/conformance/target.mjs` on the TypeScript SDK (node 22).
+    TypeScript,
+    /// `tests/conformance/py_target.py` on the Python SDK (`mcp` 2.3.0).
+    Python,
 }
 
-/// The conformance target over Streamable HTTP at `http://127.0.0.1:PORT/mcp`.
-pub fn start_target_http(port: u16) -> ChildGuard {
-    let p = peers();
-    let log = scratch_dir("conformance-target").join("target.log");
-    let log_file = std::fs::File::create(&log).expect("create target log");
-    let mut cmd = Command::new(&p.node22);
-    cmd.arg(repo_root().join("tests/conformance/target.mjs"))
-        .args(["http", &port.to_string()])
-        .env("MCPMUX_PEERS_NPM", &p.npm_modules)
-        .stdout(log_file.try_clone().expect("clone log handle"))
-        .stderr(log_file);
-    let mut guard = ChildGuard::spawn_group(&mut cmd).expect("spawn the conformance target");
-    wait_started(&mut guard, port, &log, "conformance target");
-    guard
+impl Target {
+    fn command(self) -> (String, Vec<String>) {
+        let p = peers();
+        match self {
+            Target::TypeScript => (
+                path_str(&p.node22),
+                vec![path_str(&repo_root().join("tests/conformance/target.mjs"))],
+            ),
+            Target::Python => (
+                path_str(&p.python),
+                vec![path_str(&repo_root().join("tests/conformance/py_target.py"))],
+            ),
+        }
+    }
+
+    /// `(program, args)` that serves the target over stdio.
+    pub fn stdio_cmd(self) -> (String, Vec<String>) {
+        let (program, mut args) = self.command();
+        args.push("stdio".into());
+        (program, args)
+    }
+
+    /// The target over Streamable HTTP at `http://127.0.0.1:PORT/mcp`.
+    pub fn start_http(self, port: u16) -> ChildGuard {
+        let (program, args) = self.command();
+        let log = scratch_dir("conformance-target").join("target.log");
+        let log_file = std::fs::File::create(&log).expect("create target log");
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .args(["http", &port.to_string()])
+            .env("MCPMUX_PEERS_NPM", &peers().npm_modules)
+            .stdout(log_file.try_clone().expect("clone log handle"))
+            .stderr(log_file);
+        let mut guard = ChildGuard::spawn_group(&mut cmd).expect("spawn the conformance target");
+        wait_started(&mut guard, port, &log, "conformance target");
+        guard
+    }
 }
 
 /// The command the suite's client mode runs (the server URL is appended): the wrapper that

@@ -126,9 +126,9 @@ impl Report {
         let _ = writeln!(
             md,
             "`@modelcontextprotocol/conformance server --url http://localhost:PORT/mcp`, active and pending \
-             suites, against the project's conformance target (`tests/conformance/target.mjs`, TypeScript SDK) \
-             directly, then behind mcpmux with `namespace = \"\"` as a stdio upstream and as a Streamable HTTP \
-             upstream. A cell gives checks passed / checks run; ⚠ counts warnings, which do not fail a scenario \
+             suites, against each of the project's two conformance targets (`tests/conformance/target.mjs` on the \
+             TypeScript SDK, `tests/conformance/py_target.py` on the Python SDK) directly, then behind mcpmux with \
+             `namespace = \"\"` as a stdio upstream and as a Streamable HTTP upstream. A cell gives checks passed / checks run; ⚠ counts warnings, which do not fail a scenario \
              (they are listed below the table).\n"
         );
         let mut header = "| scenario | suite |".to_string();

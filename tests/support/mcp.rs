@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use futures_util::StreamExt;
-use mcpmux::protocol::sse::SseDecoder;
+use mcpmux::protocol::sse::{SseDecoder, SseEvent};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -24,19 +24,42 @@ pub struct RawSession {
 /// Read an HTTP response (JSON or SSE) into a channel of messages, as they arrive.
 pub fn messages(resp: reqwest::Response) -> mpsc::Receiver<Value> {
     let (tx, rx) = mpsc::channel(256);
-    tokio::spawn(async move {
-        let is_sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !is_sse {
+    let is_sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_sse {
+        tokio::spawn(async move {
             let text = resp.text().await.unwrap_or_default();
             if let Ok(v) = serde_json::from_str::<Value>(&text) {
                 let _ = tx.send(v).await;
             }
-            return;
+        });
+        return rx;
+    }
+    let mut events = sse_events(resp);
+    tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            if ev.data.trim().is_empty() {
+                continue;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
+                continue;
+            };
+            if tx.send(v).await.is_err() {
+                return;
+            }
         }
+    });
+    rx
+}
+
+/// Every SSE event of a response as sent (id, retry, data; priming events included); the
+/// channel closes when the response ends. Dropping the receiver drops the connection.
+pub fn sse_events(resp: reqwest::Response) -> mpsc::Receiver<SseEvent> {
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(async move {
         let mut dec = SseDecoder::new(64 << 20);
         let mut events = Vec::new();
         let mut body = resp.bytes_stream();
@@ -45,13 +68,7 @@ pub fn messages(resp: reqwest::Response) -> mpsc::Receiver<Value> {
                 return;
             }
             for ev in events.drain(..) {
-                if ev.data.trim().is_empty() {
-                    continue;
-                }
-                let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
-                    continue;
-                };
-                if tx.send(v).await.is_err() {
+                if tx.send(ev).await.is_err() {
                     return;
                 }
             }
@@ -189,17 +206,23 @@ impl RawSession {
 
     /// Open the standalone GET stream.
     pub async fn get_stream(&self) -> mpsc::Receiver<Value> {
-        let resp = self
+        let resp = self.get(None).await;
+        assert_eq!(resp.status(), 200, "GET stream status");
+        messages(resp)
+    }
+
+    /// A GET with this session's headers, resuming after `last_event_id` if given.
+    pub async fn get(&self, last_event_id: Option<&str>) -> reqwest::Response {
+        let mut req = self
             .http
             .get(&self.url)
             .header("accept", "text/event-stream")
             .header("mcp-session-id", &self.sid)
-            .header("mcp-protocol-version", &self.version)
-            .send()
-            .await
-            .expect("GET");
-        assert_eq!(resp.status(), 200, "GET stream status");
-        messages(resp)
+            .header("mcp-protocol-version", &self.version);
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        req.send().await.expect("GET")
     }
 
     /// Walk every page of a list and return the items.
