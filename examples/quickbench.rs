@@ -328,6 +328,9 @@ impl HttpPeer {
             let chunk = chunk.map_err(|e| format!("SSE stream broke: {e}"))?;
             total += chunk.len();
             for data in sse.push(&chunk) {
+                if data.trim().is_empty() {
+                    continue; // a priming event
+                }
                 let msg: Value = serde_json::from_str(&data).map_err(|e| format!("bad SSE data: {e}"))?;
                 if msg.get("id") == Some(&json!(id)) && msg.get("method").is_none() {
                     break 'read (msg, Instant::now());

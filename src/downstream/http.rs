@@ -281,7 +281,7 @@ fn get(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError>
         .and_then(|id| session.streams.find(id));
     if let Some((stream, after)) = resuming {
         session.touch();
-        let frames = resume::read(stream, after, false, session, hub.shutdown.clone());
+        let frames = resume::read(stream, after, session, hub.shutdown.clone());
         return Ok(sse_response(frames));
     }
     // No Last-Event-ID, or one naming no stream kept here: the standalone stream.

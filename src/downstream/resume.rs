@@ -5,8 +5,10 @@
 //! a host of protocol 2025-11-25 or later is asked to poll too: its stream ends after an event
 //! carrying the upstream's `retry` delay, and the rest arrives on its resuming GET.
 //!
-//! Bounded: a session keeps at most [`MAX_STREAMS`] streams (the oldest is dropped first) and a
-//! stream at most [`MAX_UNSENT_BYTES`] of frames nobody has read (older ones are dropped).
+//! A frame is dropped once a host acknowledges it by resuming after it, or with its stream when
+//! a host has been sent the whole stream. Bounded: a session keeps at most [`MAX_STREAMS`]
+//! streams (the oldest is dropped first), a finished one at most [`KEEP_FINISHED`], and a stream
+//! at most [`MAX_KEPT_BYTES`] of frames (the oldest go first; the newest is always kept).
 
 use super::forward::{ForwardedCall, Frame};
 use super::session::Session;
@@ -17,13 +19,16 @@ use futures_util::StreamExt;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Streams a session keeps for resumption.
 pub const MAX_STREAMS: usize = 64;
-/// Frames a stream keeps that no host connection has taken yet.
-pub const MAX_UNSENT_BYTES: usize = 16 << 20;
+/// Frames a stream keeps that no host has acknowledged.
+pub const MAX_KEPT_BYTES: usize = 16 << 20;
+/// How long a finished stream that no host read to its end is kept for a resuming GET.
+pub const KEEP_FINISHED: Duration = Duration::from_secs(60);
 /// Reconnection delay announced to hosts in the priming event.
 pub const ANNOUNCED_RETRY_MS: u64 = 1000;
 
@@ -55,7 +60,8 @@ struct Buffer {
     first_seq: u64,
     entries: VecDeque<Entry>,
     bytes: usize,
-    done: bool,
+    /// When the call ended.
+    finished: Option<Instant>,
 }
 
 /// The frames of one forwarded call, shared by the task that runs the call and the host
@@ -73,7 +79,7 @@ impl CallStream {
             buf.bytes += json.len();
         }
         buf.entries.push_back(entry);
-        while buf.bytes > MAX_UNSENT_BYTES && buf.entries.len() > 1 {
+        while buf.bytes > MAX_KEPT_BYTES && buf.entries.len() > 1 {
             if let Some(Entry::Frame(json)) = buf.entries.pop_front() {
                 buf.bytes -= json.len();
             }
@@ -84,20 +90,28 @@ impl CallStream {
     }
 
     fn finish(&self) {
-        lock(&self.buffer).done = true;
+        lock(&self.buffer).finished = Some(Instant::now());
         self.changed.notify_waiters();
     }
 
-    /// Entries from sequence number `from` on, dropping the ones before it; and whether the
-    /// call has ended.
-    fn take_from(&self, from: u64) -> (Vec<(u64, Entry)>, bool) {
+    fn finished_before(&self, moment: Instant) -> bool {
+        lock(&self.buffer).finished.is_some_and(|at| at < moment)
+    }
+
+    /// A host has everything up to sequence number `seq`: drop it.
+    fn acknowledge(&self, seq: u64) {
         let mut buf = lock(&self.buffer);
-        while buf.first_seq < from && !buf.entries.is_empty() {
+        while buf.first_seq <= seq && !buf.entries.is_empty() {
             if let Some(Entry::Frame(json)) = buf.entries.pop_front() {
                 buf.bytes -= json.len();
             }
             buf.first_seq += 1;
         }
+    }
+
+    /// Entries from sequence number `from` on, and whether the call has ended.
+    fn take_from(&self, from: u64) -> (Vec<(u64, Entry)>, bool) {
+        let buf = lock(&self.buffer);
         let start = buf.first_seq.max(from);
         let out = buf
             .entries
@@ -113,7 +127,7 @@ impl CallStream {
                 (seq, copy)
             })
             .collect();
-        (out, buf.done)
+        (out, buf.finished.is_some())
     }
 }
 
@@ -136,6 +150,9 @@ impl CallStreams {
             changed: Notify::new(),
         });
         let mut map = lock(&self.streams);
+        if let Some(cutoff) = Instant::now().checked_sub(KEEP_FINISHED) {
+            map.retain(|_, s| !s.finished_before(cutoff));
+        }
         while map.len() >= MAX_STREAMS {
             let Some(oldest) = map.keys().min().copied() else {
                 break;
@@ -168,6 +185,57 @@ fn may_poll(version: &str) -> bool {
     version >= "2025-11-25"
 }
 
+fn entry(frame: Frame) -> Entry {
+    match frame {
+        Frame::Message(json) => Entry::Frame(json),
+        Frame::Pause { retry_ms } => Entry::Pause(retry_ms),
+    }
+}
+
+/// Moves a call's frames into its stream. The host's POST response drives it while it lasts;
+/// if the response goes away first (the host disconnected, or was asked to poll), the rest of
+/// the call runs to its end in a task of its own.
+struct Driver {
+    frames: Option<BoxStream<'static, Frame>>,
+    stream: Arc<CallStream>,
+}
+
+impl Driver {
+    /// Move the next frame into the stream, or mark the stream done.
+    async fn step(&mut self) {
+        let Some(frames) = self.frames.as_mut() else {
+            return std::future::pending().await;
+        };
+        match frames.next().await {
+            Some(frame) => self.stream.push(entry(frame)),
+            None => {
+                self.frames = None;
+                self.stream.finish();
+            }
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let Some(mut frames) = self.frames.take() else {
+            return;
+        };
+        let stream = self.stream.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    while let Some(frame) = frames.next().await {
+                        stream.push(entry(frame));
+                    }
+                    stream.finish();
+                });
+            }
+            Err(_) => stream.finish(),
+        }
+    }
+}
+
 /// Run `call` to its end whatever happens to the host's connection, and return the body of
 /// the POST response that streams it.
 pub fn start(
@@ -176,28 +244,31 @@ pub fn start(
     shutdown: CancellationToken,
 ) -> BoxStream<'static, Bytes> {
     let stream = session.streams.open();
-    let writer = stream.clone();
-    tokio::spawn(async move {
-        let frames = call.into_frames();
-        futures_util::pin_mut!(frames);
-        while let Some(frame) = frames.next().await {
-            writer.push(match frame {
-                Frame::Message(json) => Entry::Frame(json),
-                Frame::Pause { retry_ms } => Entry::Pause(retry_ms),
-            });
-        }
-        writer.finish();
-    });
+    let driver = Driver {
+        frames: Some(call.into_frames().boxed()),
+        stream: stream.clone(),
+    };
     let priming = may_poll(&session.protocol_version);
-    read(stream, 0, priming, session, shutdown)
+    frames_after(stream, 0, priming, Some(driver), session, shutdown)
 }
 
-/// The frames of `stream` after sequence number `after`, live until the call ends (or, for a
-/// host that may poll, until the upstream polls).
+/// The frames of `stream` after sequence number `after` (a host resuming it), live until the
+/// call ends (or, for a host that may poll, until the upstream polls).
 pub fn read(
     stream: Arc<CallStream>,
     after: u64,
+    session: Arc<Session>,
+    shutdown: CancellationToken,
+) -> BoxStream<'static, Bytes> {
+    stream.acknowledge(after);
+    frames_after(stream, after, false, None, session, shutdown)
+}
+
+fn frames_after(
+    stream: Arc<CallStream>,
+    after: u64,
     priming: bool,
+    mut driver: Option<Driver>,
     session: Arc<Session>,
     shutdown: CancellationToken,
 ) -> BoxStream<'static, Bytes> {
@@ -226,10 +297,17 @@ pub fn read(
                 session.streams.remove(stream.id);
                 return;
             }
-            tokio::select! {
-                _ = changed => {}
-                _ = session.closed.cancelled() => return,
-                _ = shutdown.cancelled() => return,
+            match driver.as_mut() {
+                Some(driver) => tokio::select! {
+                    _ = driver.step() => {}
+                    _ = session.closed.cancelled() => return,
+                    _ = shutdown.cancelled() => return,
+                },
+                None => tokio::select! {
+                    _ = changed => {}
+                    _ = session.closed.cancelled() => return,
+                    _ = shutdown.cancelled() => return,
+                },
             }
         }
     };
@@ -262,7 +340,9 @@ mod tests {
         let id = format!("{}-2", s.id);
         let (found, after) = streams.find(&id).unwrap();
         assert_eq!(frames(&found, after + 1), vec![(3, "b".to_string())]);
-        // What was resumed past is gone; a second resume from the start finds only what is left.
+        // Reading drops nothing (another connection may still be reading); acknowledging does.
+        assert_eq!(frames(&found, 1).len(), 3);
+        found.acknowledge(after);
         assert_eq!(frames(&found, 1), vec![(3, "b".to_string())]);
         assert!(streams.find("nope").is_none() && streams.find(&format!("{}-x", s.id)).is_none());
     }
@@ -279,9 +359,19 @@ mod tests {
     }
 
     #[test]
-    fn unread_frames_are_bounded() {
+    fn finished_streams_expire() {
+        let streams = CallStreams::default();
+        let s = streams.open();
+        assert!(!s.finished_before(Instant::now() + KEEP_FINISHED));
+        s.finish();
+        assert!(s.finished_before(Instant::now() + Duration::from_millis(1)));
+        assert!(!s.finished_before(Instant::now() - Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn kept_frames_are_bounded() {
         let s = CallStreams::default().open();
-        let big: Arc<str> = "x".repeat(MAX_UNSENT_BYTES / 2 + 1).into();
+        let big: Arc<str> = "x".repeat(MAX_KEPT_BYTES / 2 + 1).into();
         for _ in 0..3 {
             s.push(Entry::Frame(big.clone()));
         }
