@@ -17,6 +17,12 @@ pub mod codes {
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
     /// Implementation-defined: a bounded queue or in-flight limit is full.
     pub const OVERLOADED: i64 = -32003;
+    /// 2026-07-28: HTTP request-metadata headers missing, malformed or not matching the body.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// 2026-07-28: the request needs a client capability its `_meta` does not declare.
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    /// 2026-07-28: the requested protocol version is not supported (`data.supported`).
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
 /// Something an upstream connection could not do.

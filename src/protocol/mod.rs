@@ -3,6 +3,7 @@
 
 pub mod framing;
 pub mod message;
+pub mod modern;
 pub mod raw_object;
 pub mod sse;
 pub mod version;
