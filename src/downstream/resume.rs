@@ -48,6 +48,7 @@ pub fn event_bytes(id: Option<&str>, retry_ms: Option<u64>, json: &str) -> Bytes
     Bytes::from(text)
 }
 
+#[derive(Clone)]
 enum Entry {
     Frame(Arc<str>),
     /// The upstream polls; hosts that may poll are asked to reconnect after this delay.
@@ -62,6 +63,15 @@ struct Buffer {
     bytes: usize,
     /// When the call ended.
     finished: Option<Instant>,
+}
+
+impl Buffer {
+    fn drop_oldest(&mut self) {
+        if let Some(Entry::Frame(json)) = self.entries.pop_front() {
+            self.bytes -= json.len();
+        }
+        self.first_seq += 1;
+    }
 }
 
 /// The frames of one forwarded call, shared by the task that runs the call and the host
@@ -80,10 +90,7 @@ impl CallStream {
         }
         buf.entries.push_back(entry);
         while buf.bytes > MAX_KEPT_BYTES && buf.entries.len() > 1 {
-            if let Some(Entry::Frame(json)) = buf.entries.pop_front() {
-                buf.bytes -= json.len();
-            }
-            buf.first_seq += 1;
+            buf.drop_oldest();
         }
         drop(buf);
         self.changed.notify_waiters();
@@ -102,30 +109,18 @@ impl CallStream {
     fn acknowledge(&self, seq: u64) {
         let mut buf = lock(&self.buffer);
         while buf.first_seq <= seq && !buf.entries.is_empty() {
-            if let Some(Entry::Frame(json)) = buf.entries.pop_front() {
-                buf.bytes -= json.len();
-            }
-            buf.first_seq += 1;
+            buf.drop_oldest();
         }
     }
 
     /// Entries from sequence number `from` on, and whether the call has ended.
     fn take_from(&self, from: u64) -> (Vec<(u64, Entry)>, bool) {
         let buf = lock(&self.buffer);
-        let start = buf.first_seq.max(from);
-        let out = buf
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (buf.first_seq + i as u64, e))
-            .filter(|(seq, _)| *seq >= start)
-            .map(|(seq, e)| {
-                let copy = match e {
-                    Entry::Frame(json) => Entry::Frame(json.clone()),
-                    Entry::Pause(ms) => Entry::Pause(*ms),
-                };
-                (seq, copy)
-            })
+        let skip = from.saturating_sub(buf.first_seq);
+        let out = (buf.first_seq..)
+            .zip(buf.entries.iter())
+            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+            .map(|(seq, e)| (seq, e.clone()))
             .collect();
         (out, buf.finished.is_some())
     }

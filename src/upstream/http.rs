@@ -6,7 +6,7 @@
 use super::connection::Inbound;
 use super::handshake::{initialize_request, initialized_notification, read_initialize_result};
 use super::http_endpoint::{error_chain, read_limited, Endpoint};
-use super::http_sse::{GetStream, SseMessages, MAX_IDLE_RESUMES};
+use super::http_sse::{GetStream, SseMessages};
 use super::ServerFacts;
 use crate::config::Secret;
 use crate::error::UpstreamError;
@@ -299,9 +299,7 @@ impl Post {
             }
             return;
         };
-        let mut idle_resumes = 0;
         loop {
-            let before = messages.last_event_id().map(str::to_string);
             while let Some(msg) = messages.next().await {
                 let answered = matches!(&msg, Message::Response { id: Some(id), .. } if id.as_u64() == Some(upstream_id));
                 if !self
@@ -315,12 +313,7 @@ impl Post {
                     return;
                 }
             }
-            idle_resumes = if messages.last_event_id() == before.as_deref() {
-                idle_resumes + 1
-            } else {
-                0
-            };
-            let resumed = if idle_resumes > MAX_IDLE_RESUMES {
+            let resumed = if messages.resumes_exhausted() {
                 Err("resuming brought no new events".to_string())
             } else {
                 if messages.server_polls() {

@@ -21,7 +21,7 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 /// Upper bound on a server-announced retry delay.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 /// Consecutive resumptions that bring no new event before giving up on a stream.
-pub(super) const MAX_IDLE_RESUMES: u32 = 5;
+const MAX_IDLE_RESUMES: u32 = 5;
 /// Backoff bounds for a standalone GET stream that fails outright.
 const GET_BACKOFF_MIN: Duration = Duration::from_millis(500);
 const GET_BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -39,6 +39,10 @@ pub(super) struct SseMessages {
     retry: Option<Duration>,
     /// Whether the current response ended normally (rather than breaking).
     ended_cleanly: bool,
+    /// The event id the last resumption started from, and how many resumptions in a row
+    /// started from that same id (brought nothing new).
+    resumed_from: Option<String>,
+    idle_resumes: u32,
 }
 
 impl SseMessages {
@@ -52,6 +56,8 @@ impl SseMessages {
             last_event_id: None,
             retry: None,
             ended_cleanly: false,
+            resumed_from: None,
+            idle_resumes: 0,
         }
     }
 
@@ -111,12 +117,29 @@ impl SseMessages {
         self.retry.map(|d| d.as_millis() as u64)
     }
 
+    /// Whether resuming now would be the resumption too many that brings nothing new.
+    pub fn resumes_exhausted(&self) -> bool {
+        self.last_event_id.is_some()
+            && self.last_event_id == self.resumed_from
+            && self.idle_resumes >= MAX_IDLE_RESUMES
+    }
+
     /// Wait the announced delay, then continue this stream from its last event id with a GET.
-    /// Fails when there is nothing to resume from or the server refuses.
+    /// Fails when there is nothing to resume from, resumptions keep bringing nothing new, or
+    /// the server refuses.
     pub async fn resume(&mut self, endpoint: &Endpoint) -> Result<(), String> {
         let Some(last) = self.last_event_id.clone() else {
             return Err("the stream announced no event id to resume from".into());
         };
+        if self.resumes_exhausted() {
+            return Err("resuming brought no new events".into());
+        }
+        self.idle_resumes = if self.resumed_from.as_deref() == Some(last.as_str()) {
+            self.idle_resumes + 1
+        } else {
+            0
+        };
+        self.resumed_from = Some(last.clone());
         tokio::time::sleep(self.retry.unwrap_or(DEFAULT_RETRY)).await;
         let resp = endpoint
             .get(Some(&last))
@@ -148,9 +171,7 @@ impl GetStream {
     pub async fn run(self, first: reqwest::Response) {
         let mut stream = SseMessages::new(self.name.clone(), first, self.max_event_bytes);
         let mut backoff = GET_BACKOFF_MIN;
-        let mut idle_resumes = 0;
         loop {
-            let before = stream.last_event_id().map(str::to_string);
             while let Some(msg) = stream.next().await {
                 if self
                     .inbound
@@ -162,16 +183,9 @@ impl GetStream {
                 }
             }
             if stream.last_event_id().is_some() {
-                idle_resumes = if stream.last_event_id() == before.as_deref() {
-                    idle_resumes + 1
-                } else {
-                    0
-                };
-                if idle_resumes <= MAX_IDLE_RESUMES {
-                    match stream.resume(&self.endpoint).await {
-                        Ok(()) => continue,
-                        Err(err) => tracing::debug!(upstream = %self.name, %err, "GET stream not resumed"),
-                    }
+                match stream.resume(&self.endpoint).await {
+                    Ok(()) => continue,
+                    Err(err) => tracing::debug!(upstream = %self.name, %err, "GET stream not resumed"),
                 }
             }
             // Nothing to resume from (or resuming failed): open a fresh stream.
@@ -181,7 +195,6 @@ impl GetStream {
                 match self.endpoint.get(None).send().await {
                     Ok(resp) if resp.status().is_success() => {
                         backoff = GET_BACKOFF_MIN;
-                        idle_resumes = 0;
                         stream = SseMessages::new(self.name.clone(), resp, self.max_event_bytes);
                         break;
                     }
