@@ -18,7 +18,8 @@ use support::conformance::{client_wrapper_command, run_client_scenario, run_serv
 use support::everything::check_everything;
 use support::interop_report::{Cell, ConformanceColumn, Report};
 use support::{
-    free_port, path_str, peers, run_client, run_py_client, run_ts_client, scratch_dir, start_everything_http,
+    boot_gateway, free_port, path_str, peers, run_client, run_py_client, run_ts_client, scratch_dir,
+    start_everything_http, toml_list,
 };
 
 const CLIENT_SCENARIOS: [&str; 4] = [
@@ -28,20 +29,6 @@ const CLIENT_SCENARIOS: [&str; 4] = [
     "elicitation-sep1034-client-defaults",
 ];
 const INSPECTOR_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn toml_list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
-    format!("[{}]", quoted.join(", "))
-}
-
-async fn gateway(servers: &str) -> mcpmux::Gateway {
-    let text = format!("[gateway]\nlisten = \"127.0.0.1:0\"\n\n{servers}");
-    let config = mcpmux::Config::from_toml_str(&text, "interop.toml", &|k| std::env::var(k).ok())
-        .unwrap_or_else(|e| panic!("test config rejected: {e}\n{text}"));
-    mcpmux::start(config)
-        .await
-        .unwrap_or_else(|e| panic!("gateway did not start: {e}"))
-}
 
 /// Run blocking work (a child process) off the runtime that serves the in-process gateway.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -78,7 +65,7 @@ async fn conformance_of(target: Target, labels: [&'static str; 3]) -> Vec<Confor
     );
     let http = format!("[servers.target]\nurl = \"http://127.0.0.1:{port}/mcp\"\nnamespace = \"\"\n");
     for (servers, label) in [(stdio, labels[1]), (http, labels[2])] {
-        let gw = gateway(&servers).await;
+        let gw = boot_gateway(&servers, "").await;
         let (active, pending) = server_suites(localhost_url(&gw)).await;
         gw.stop().await;
         columns.push(ConformanceColumn::new(label, active, pending));
@@ -213,16 +200,14 @@ async fn client_matrix() -> Vec<Cell> {
         "[servers.everything]\ncommand = {command:?}\nargs = {}\n",
         toml_list(&args)
     );
-    let gw = gateway(&stdio).await;
+    let gw = boot_gateway(&stdio, "").await;
     let mut cells = matrix_row("stdio", &gw).await;
     gw.stop().await;
 
     let port = free_port();
     let upstream = blocking(move || start_everything_http(port)).await;
-    let gw = gateway(&format!(
-        "[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
-    ))
-    .await;
+    let servers = format!("[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
+    let gw = boot_gateway(&servers, "").await;
     cells.extend(matrix_row("Streamable HTTP", &gw).await);
     gw.stop().await;
     drop(upstream);

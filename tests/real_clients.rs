@@ -9,7 +9,8 @@ mod support;
 use serde_json::Value;
 use support::everything::{check_everything, str_list};
 use support::{
-    free_port, peers, run_py_client_async, run_ts_client_async, start_everything_http, ChildGuard, ClientRun,
+    boot_gateway, free_port, peers, run_py_client_async, run_ts_client_async, start_everything_http,
+    toml_list, ChildGuard, ClientRun,
 };
 
 /// How an upstream is shared between host sessions.
@@ -56,23 +57,13 @@ fn time_stdio(name: &str) -> String {
     )
 }
 
-fn toml_list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
-    format!("[{}]", quoted.join(", "))
-}
-
 /// Start the gateway in-process on an ephemeral port with these `[servers.*]` tables.
 async fn start_gateway(servers: &str) -> mcpmux::Gateway {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let text = format!("[gateway]\nlisten = \"127.0.0.1:0\"\n\n{servers}");
-    let config = mcpmux::Config::from_toml_str(&text, "test.toml", &|k| std::env::var(k).ok())
-        .unwrap_or_else(|e| panic!("test config rejected: {e}\n{text}"));
-    mcpmux::start(config)
-        .await
-        .unwrap_or_else(|e| panic!("gateway did not start: {e}"))
+    boot_gateway(servers, "").await
 }
 
 /// A server-everything over Streamable HTTP, started on the blocking pool (it waits for its port).

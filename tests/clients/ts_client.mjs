@@ -18,21 +18,16 @@
 //                  against server-everything (directly, or behind the gateway with --prefix everything__)
 //   concurrent N   N concurrent sessions, 20 echo calls each with per-session unique messages
 //
-// Finding the SDK: the node_modules directory of the peers install (scripts/install-peers.sh DIR
-// puts it in DIR/npm/node_modules) is taken from, in order:
-//   1. env MCPMUX_PEERS_NPM  (path to .../npm/node_modules)
-//   2. <repo>/target/peers/npm/node_modules, relative to this script
-// and loaded with createRequire (the SDK's CommonJS build, resolved through its export map).
+// The SDK is found by ./sdk_require.mjs (env MCPMUX_PEERS_NPM, else <repo>/target/peers/npm/node_modules).
 //
 // Human-readable progress goes to stderr. stdout carries exactly ONE line: a JSON object with
 // "ok", "scenario", "error" (on failure) and what was observed. Exit 0 on success, 1 on a failed
 // check, 2 on a usage error.
 
-import { createRequire } from "node:module";
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { randomUUID } from "node:crypto";
+import { sdkRequire } from "./sdk_require.mjs";
 
 const SAMPLED_TEXT = "sampled-by-typescript";
 const ROOT_URI = "file:///tmp/mcpmux-test";
@@ -48,19 +43,7 @@ function check(cond, msg) {
 // ------------------------------------------------------------------ SDK loading
 
 function loadSdk() {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const candidates = [];
-  if (process.env.MCPMUX_PEERS_NPM) candidates.push(resolve(process.env.MCPMUX_PEERS_NPM));
-  candidates.push(resolve(here, "..", "..", "target", "peers", "npm", "node_modules"));
-  const nm = candidates.find((d) => existsSync(join(d, "@modelcontextprotocol", "sdk", "package.json")));
-  if (!nm) {
-    throw new Error(
-      `@modelcontextprotocol/sdk not found in any of: ${candidates.join(", ")} ` +
-        "(run scripts/install-peers.sh, or set MCPMUX_PEERS_NPM=DIR/npm/node_modules)",
-    );
-  }
-  // A require() anchored inside node_modules' parent resolves packages exactly as npm laid them out.
-  const req = createRequire(join(nm, "..", "__mcpmux_resolver__.js"));
+  const { nm, req } = sdkRequire();
   const sdkVersion = JSON.parse(
     readFileSync(join(nm, "@modelcontextprotocol", "sdk", "package.json"), "utf8"),
   ).version;

@@ -25,21 +25,14 @@
 //   - Sessions idle (no request) for CONFORMANCE_TARGET_IDLE_MS (default 30 min) are closed: the suite never
 //     sends DELETE.
 //
-// Finding the SDK (as tests/clients/ts_client.mjs does): the node_modules directory of the peers install is taken
-// from, in order:
-//   1. env MCPMUX_PEERS_NPM  (path to .../npm/node_modules)
-//   2. <repo>/target/peers/npm/node_modules, relative to this script
-// and the SDK is loaded from it with createRequire (its CommonJS build, resolved through its export map).
+// The SDK is found by tests/clients/sdk_require.mjs (env MCPMUX_PEERS_NPM, else <repo>/target/peers/npm/node_modules).
 //
 // The tools, resources and prompts themselves are in target_server.mjs.
 
-import { createRequire } from "node:module";
-import { existsSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { randomUUID } from "node:crypto";
 import http from "node:http";
 import { createTargetServer } from "./target_server.mjs";
+import { sdkRequire } from "../clients/sdk_require.mjs";
 
 const RETRY_MS = 500;
 const MAX_BODY = 4 * 1024 * 1024;
@@ -53,18 +46,7 @@ const log = (msg) => process.stderr.write(`[conformance-target] ${msg}\n`);
 // ------------------------------------------------------------------ SDK loading
 
 function loadSdk() {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const candidates = [];
-  if (process.env.MCPMUX_PEERS_NPM) candidates.push(resolve(process.env.MCPMUX_PEERS_NPM));
-  candidates.push(resolve(here, "..", "..", "target", "peers", "npm", "node_modules"));
-  const nm = candidates.find((d) => existsSync(join(d, "@modelcontextprotocol", "sdk", "package.json")));
-  if (!nm) {
-    throw new Error(
-      `@modelcontextprotocol/sdk not found in any of: ${candidates.join(", ")} ` +
-        "(run scripts/install-peers.sh, or set MCPMUX_PEERS_NPM=DIR/npm/node_modules)",
-    );
-  }
-  const req = createRequire(join(nm, "..", "__mcpmux_resolver__.js"));
+  const { req } = sdkRequire();
   return {
     ...req("@modelcontextprotocol/sdk/server/index.js"),
     ...req("@modelcontextprotocol/sdk/server/stdio.js"),

@@ -2,7 +2,7 @@
 //! and the project's conformance target (`tests/conformance/target.mjs`), and reading results:
 //! per scenario, the checks that passed, failed and warned (from the suite's `checks.json`).
 
-use super::{path_str, peers, repo_root, run_client, scratch_dir, wait_started, ChildGuard, ClientRun};
+use super::{path_str, peers, repo_root, run_client, scratch_dir, spawn_server, ChildGuard, ClientRun};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -72,38 +72,34 @@ impl SuiteRun {
     }
 }
 
-fn suite_command() -> Command {
+/// Run the suite with `args`, its results saved to a scratch directory (`-o`) and read back;
+/// `kind` is `server` or `client` (the results' directory prefix).
+fn run_suite(kind: &str, args: &[&str]) -> SuiteRun {
     let p = peers();
+    let out = scratch_dir(&format!("conformance-{kind}"));
     let mut cmd = Command::new(&p.node22);
-    cmd.arg(&p.conformance_js);
-    cmd
+    cmd.arg(&p.conformance_js)
+        .arg(kind)
+        .args(args)
+        .arg("-o")
+        .arg(&out);
+    let run = run_client(cmd, SUITE_TIMEOUT);
+    let prefix = if kind == "server" { "server-" } else { "" };
+    SuiteRun {
+        scenarios: read_results(&out, prefix),
+        run,
+    }
 }
 
 /// `conformance server --url URL --suite SUITE` (`active`, `all` or `pending`).
 pub fn run_server_suite(url: &str, suite: &str) -> SuiteRun {
-    let out = scratch_dir("conformance-server");
-    let mut cmd = suite_command();
-    cmd.args(["server", "--url", url, "--suite", suite, "-o"])
-        .arg(&out);
-    let run = run_client(cmd, SUITE_TIMEOUT);
-    SuiteRun {
-        scenarios: read_results(&out, "server-"),
-        run,
-    }
+    run_suite("server", &["--url", url, "--suite", suite])
 }
 
 /// `conformance client --command COMMAND --scenario SCENARIO`: the suite starts its test server
 /// and runs the command with the server's URL appended.
 pub fn run_client_scenario(command: &str, scenario: &str) -> SuiteRun {
-    let out = scratch_dir("conformance-client");
-    let mut cmd = suite_command();
-    cmd.args(["client", "--command", command, "--scenario", scenario, "-o"])
-        .arg(&out);
-    let run = run_client(cmd, SUITE_TIMEOUT);
-    SuiteRun {
-        scenarios: read_results(&out, ""),
-        run,
-    }
+    run_suite("client", &["--command", command, "--scenario", scenario])
 }
 
 /// The suite writes `DIR/<prefix><scenario>-<timestamp>/checks.json` per scenario.
@@ -194,17 +190,12 @@ impl Target {
     /// The target over Streamable HTTP at `http://127.0.0.1:PORT/mcp`.
     pub fn start_http(self, port: u16) -> ChildGuard {
         let (program, args) = self.command();
-        let log = scratch_dir("conformance-target").join("target.log");
-        let log_file = std::fs::File::create(&log).expect("create target log");
         let mut cmd = Command::new(program);
         cmd.args(args)
             .args(["http", &port.to_string()])
-            .env("MCPMUX_PEERS_NPM", &peers().npm_modules)
-            .stdout(log_file.try_clone().expect("clone log handle"))
-            .stderr(log_file);
-        let mut guard = ChildGuard::spawn_group(&mut cmd).expect("spawn the conformance target");
-        wait_started(&mut guard, port, &log, "conformance target");
-        guard
+            .env("MCPMUX_PEERS_NPM", &peers().npm_modules);
+        let log = scratch_dir("conformance-target").join("target.log");
+        spawn_server(cmd, port, &log, "conformance target")
     }
 }
 

@@ -338,17 +338,23 @@ pub fn log_dir() -> PathBuf {
 /// `target/peers/logs/everything-http-PORT.log`.
 pub fn start_everything_http(port: u16) -> ChildGuard {
     let p = peers();
-    let log_path = log_dir().join(format!("everything-http-{port}.log"));
-    let log = File::create(&log_path).unwrap_or_else(|e| panic!("create {}: {e}", log_path.display()));
     let mut cmd = Command::new("node");
     cmd.arg(&p.everything_js)
         .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
+        .env("PORT", port.to_string());
+    let log_path = log_dir().join(format!("everything-http-{port}.log"));
+    spawn_server(cmd, port, &log_path, "server-everything")
+}
+
+/// Spawn a server (its own process group, stdout and stderr to `log_path`) and wait until it
+/// listens on `port`; panics with its log if it exits or does not listen in time.
+pub fn spawn_server(mut cmd: Command, port: u16, log_path: &Path, what: &str) -> ChildGuard {
+    let log = File::create(log_path).unwrap_or_else(|e| panic!("create {}: {e}", log_path.display()));
+    cmd.stdin(Stdio::null())
         .stdout(log.try_clone().expect("dup log fd"))
         .stderr(log);
-    let mut guard = ChildGuard::spawn_group(&mut cmd).expect("spawn node server-everything");
-    wait_started(&mut guard, port, &log_path, "server-everything");
+    let mut guard = ChildGuard::spawn_group(&mut cmd).unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    wait_started(&mut guard, port, log_path, what);
     guard
 }
 
@@ -553,21 +559,23 @@ pub async fn boot_gateway(servers_toml: &str, gateway_extra: &str) -> mcpmux::Ga
     mcpmux::start(config).await.expect("gateway starts")
 }
 
+/// A TOML array of strings.
+pub fn toml_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
 /// A `[servers.NAME]` table running the in-repo fault-injecting test server.
 pub fn test_server_toml(name: &str, args: &[&str], log: Option<&Path>) -> String {
     let mut all = vec!["--name".to_string(), name.to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
-    let args = all
-        .iter()
-        .map(|a| format!("{a:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let args = toml_list(&all);
     let env = match log {
         Some(p) => format!("env = {{ MCPMUX_TEST_LOG = {:?} }}\n", p.display().to_string()),
         None => String::new(),
     };
     format!(
-        "[servers.{name}]\ncommand = {:?}\nargs = [{args}]\n{env}",
+        "[servers.{name}]\ncommand = {:?}\nargs = {args}\n{env}",
         env!("CARGO_BIN_EXE_mcpmux-test-server")
     )
 }
