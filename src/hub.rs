@@ -3,6 +3,7 @@
 
 use crate::catalog::{CatalogStore, Naming};
 use crate::config::{Config, Isolation, ServerConfig};
+use crate::downstream::input_required::ParkedCalls;
 use crate::downstream::session::Session;
 use crate::downstream::SessionRegistry;
 use crate::error::UpstreamError;
@@ -39,6 +40,8 @@ pub struct Hub {
     pub sessions: Arc<SessionRegistry>,
     pub upstreams: Vec<UpstreamSlot>,
     pub shutdown: CancellationToken,
+    /// Modern hosts' calls waiting for their retry with input.
+    pub parked: Arc<ParkedCalls>,
     started: watch::Receiver<usize>,
 }
 
@@ -85,6 +88,7 @@ impl Hub {
             sessions: Arc::new(SessionRegistry::new()),
             upstreams,
             shutdown,
+            parked: Arc::new(ParkedCalls::default()),
             started: started_rx,
             config,
         });

@@ -13,13 +13,26 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-/// What a forwarded call produces for its host: a message, or word that the upstream polls.
+/// What a forwarded call produces for its host: messages, or word that the upstream polls.
 pub enum Frame {
+    /// A notification tied to the call.
     Message(Arc<str>),
+    /// A server-to-client request, already addressed to the host under a downstream id.
+    Request(Arc<str>),
+    /// The call's one response, carrying the host's id.
+    Response(Arc<str>),
     /// The upstream ended its stream before answering (SSE polling); mcpmux resumes it.
-    Pause {
-        retry_ms: Option<u64>,
-    },
+    Pause { retry_ms: Option<u64> },
+}
+
+impl Frame {
+    /// The JSON-RPC message a session-era host receives for this frame, if any.
+    pub fn into_json(self) -> Option<Arc<str>> {
+        match self {
+            Frame::Message(json) | Frame::Request(json) | Frame::Response(json) => Some(json),
+            Frame::Pause { .. } => None,
+        }
+    }
 }
 
 /// Which URIs in a result must be exposed under the upstream's namespace.
@@ -78,7 +91,7 @@ impl ForwardedCall {
                             name: call.upstream.name().to_string(),
                             secs: call.timeout_secs,
                         };
-                        yield Frame::Message(call.error_frame(error.to_error_object()));
+                        yield Frame::Response(call.error_frame(error.to_error_object()));
                         break;
                     }
                     Ok(None) if !call.session.is_inflight(&call.client_id) => {
@@ -90,19 +103,19 @@ impl ForwardedCall {
                             name: call.upstream.name().to_string(),
                             reason: "connection ended".into(),
                         };
-                        yield Frame::Message(call.error_frame(error.to_error_object()));
+                        yield Frame::Response(call.error_frame(error.to_error_object()));
                         break;
                     }
                     Ok(Some(CallEvent::Response(Message::Response { payload, .. }))) => {
-                        yield Frame::Message(call.response_frame(payload));
+                        yield Frame::Response(call.response_frame(payload));
                         break;
                     }
                     Ok(Some(CallEvent::Response(_))) => {}
                     Ok(Some(CallEvent::Failed(error))) => {
-                        yield Frame::Message(call.error_frame(error.to_error_object()));
+                        yield Frame::Response(call.error_frame(error.to_error_object()));
                         break;
                     }
-                    Ok(Some(CallEvent::ServerRequest(json))) => yield Frame::Message(json),
+                    Ok(Some(CallEvent::ServerRequest(json))) => yield Frame::Request(json),
                     Ok(Some(CallEvent::Paused { retry_ms })) => yield Frame::Pause { retry_ms },
                     Ok(Some(CallEvent::Notification(msg))) => {
                         if let Some(frame) = call.notification_frame(msg) {

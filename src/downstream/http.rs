@@ -3,11 +3,12 @@
 //! by `Last-Event-ID`), DELETE (end the session), with the status codes of the 2025-11-25
 //! transport.
 
-use super::forward::{error_reply, Frame};
+use super::forward::error_reply;
 use super::origin::AccessPolicy;
 use super::resume;
 use super::router::{self, Dispatch};
 use super::session::Session;
+use super::stateless;
 use crate::error::{codes, DownstreamError};
 use crate::hub::Hub;
 use crate::protocol::message::{error_response, result_response};
@@ -59,12 +60,23 @@ async fn handle(
         return refuse(err);
     }
     let outcome = match method {
+        Method::GET | Method::DELETE if modern_only(&headers) => Err(DownstreamError::MethodNotAllowed),
         Method::POST => post(&ep.hub, &headers, body).await,
         Method::GET => get(&ep.hub, &headers),
         Method::DELETE => delete(&ep.hub, &headers),
         _ => Err(DownstreamError::MethodNotAllowed),
     };
     outcome.unwrap_or_else(refuse)
+}
+
+/// A request without a session that speaks a revision after the session era: it has no
+/// standalone stream or session to end (GET and DELETE are 405 for it).
+fn modern_only(headers: &HeaderMap) -> bool {
+    !headers.contains_key(SESSION_HEADER)
+        && headers
+            .get(VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| !version::is_supported(v.trim()))
 }
 
 /// The HTTP answer for a refused request: its status and an id-less JSON-RPC error body.
@@ -148,7 +160,7 @@ fn sse_frame(json: &str) -> Bytes {
     resume::event_bytes(None, None, json)
 }
 
-fn sse_response(frames: BoxStream<'static, Bytes>) -> Response {
+pub(super) fn sse_response(frames: BoxStream<'static, Bytes>) -> Response {
     let body = HttpBody::from_stream(frames.map(Ok::<_, Infallible>));
     let mut resp = Response::new(body);
     let h = resp.headers_mut();
@@ -195,6 +207,20 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
             tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
             hub.sessions.insert(session.clone());
             Ok(json_reply(&result_response(id, result), Some(&session.id)))
+        }
+        Body::Single(Message::Request { id, method, params })
+            if stateless::is_modern_request(
+                headers,
+                &method,
+                RawObject::parse_opt(params.as_deref()).as_ref(),
+            ) =>
+        {
+            Ok(stateless::serve(hub, headers, id, method, params).await)
+        }
+        Body::Single(Message::Notification { .. }) if modern_only(headers) => {
+            // A modern client's notification (only notifications/cancelled exists, and over
+            // HTTP a call is cancelled by closing its stream): nothing to do.
+            Ok(StatusCode::ACCEPTED.into_response())
         }
         Body::Single(msg) => {
             claimed_version(headers)?;
@@ -247,14 +273,9 @@ async fn batch(
             Dispatch::Accepted => {}
             Dispatch::Reply(reply) => immediate.push(reply),
             Dispatch::Forward(call) => streams.push(
+                // A pause is dropped: mcpmux resumes the upstream and a batch's one stream stays open.
                 call.into_frames()
-                    .filter_map(|frame| async move {
-                        match frame {
-                            Frame::Message(json) => Some(json),
-                            // mcpmux resumes the upstream; a batch's one stream stays open.
-                            Frame::Pause { .. } => None,
-                        }
-                    })
+                    .filter_map(|frame| async move { frame.into_json() })
                     .boxed(),
             ),
         }

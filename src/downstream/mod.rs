@@ -2,10 +2,14 @@
 
 pub mod forward;
 pub mod http;
+pub mod input_required;
+pub mod listen;
 pub mod origin;
 pub mod registry;
+pub mod request_state;
 pub mod resume;
 pub mod router;
 pub mod session;
+pub mod stateless;
 
 pub use registry::SessionRegistry;

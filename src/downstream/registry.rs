@@ -1,14 +1,16 @@
 //! The registry of live host sessions: lookup by id, broadcast, idle reaping.
 
+use super::listen::Listeners;
 use super::session::Session;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Live sessions by id.
+/// Live sessions by id, and the modern hosts' listen streams.
 #[derive(Default)]
 pub struct SessionRegistry {
     map: Mutex<HashMap<String, Arc<Session>>>,
+    pub listeners: Listeners,
 }
 
 impl SessionRegistry {

@@ -182,8 +182,8 @@ fn may_poll(version: &str) -> bool {
 
 fn entry(frame: Frame) -> Entry {
     match frame {
-        Frame::Message(json) => Entry::Frame(json),
         Frame::Pause { retry_ms } => Entry::Pause(retry_ms),
+        Frame::Message(json) | Frame::Request(json) | Frame::Response(json) => Entry::Frame(json),
     }
 }
 

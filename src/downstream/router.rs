@@ -53,7 +53,7 @@ pub async fn initialize(
 }
 
 /// The capabilities mcpmux can honour given what its upstreams offer.
-fn merged_capabilities(hub: &Hub) -> serde_json::Value {
+pub(super) fn merged_capabilities(hub: &Hub) -> serde_json::Value {
     let facts: Vec<_> = hub.upstreams.iter().filter_map(|s| s.facts.load_full()).collect();
     let any = |cap: &str| facts.iter().any(|f| f.has(cap));
     let mut caps = serde_json::json!({ "tools": { "listChanged": true } });
@@ -78,7 +78,7 @@ fn merged_capabilities(hub: &Hub) -> serde_json::Value {
     caps
 }
 
-fn combined_instructions(hub: &Hub) -> Option<String> {
+pub(super) fn combined_instructions(hub: &Hub) -> Option<String> {
     let parts: Vec<String> = hub
         .upstreams
         .iter()
@@ -143,10 +143,10 @@ async fn request(
             "session already initialized",
             None,
         )),
-        "tools/list" => list_page(hub, id, ListKind::Tools, &params),
-        "prompts/list" => list_page(hub, id, ListKind::Prompts, &params),
-        "resources/list" => list_page(hub, id, ListKind::Resources, &params),
-        "resources/templates/list" => list_page(hub, id, ListKind::Templates, &params),
+        "tools/list" => Dispatch::Reply(list_page(hub, id, ListKind::Tools, &params)),
+        "prompts/list" => Dispatch::Reply(list_page(hub, id, ListKind::Prompts, &params)),
+        "resources/list" => Dispatch::Reply(list_page(hub, id, ListKind::Resources, &params)),
+        "resources/templates/list" => Dispatch::Reply(list_page(hub, id, ListKind::Templates, &params)),
         "tools/call" => {
             by_name(
                 hub,
@@ -181,13 +181,13 @@ async fn request(
     }
 }
 
-fn list_page(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Dispatch {
+pub(super) fn list_page(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Message {
     let catalog = hub.catalog.snapshot();
     let items = &catalog.list(kind).items;
     let cursor = params.get_str("cursor");
     let Some((start, end, next)) = cursor::page(items.len(), cursor.as_deref(), hub.config.gateway.page_size)
     else {
-        return Dispatch::Reply(error_reply(id, codes::INVALID_PARAMS, "invalid cursor", None));
+        return error_reply(id, codes::INVALID_PARAMS, "invalid cursor", None);
     };
     let mut out =
         String::with_capacity(64 + items[start..end].iter().map(|i| i.json.len() + 1).sum::<usize>());
@@ -206,7 +206,7 @@ fn list_page(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Di
         out.push_str(&json_string(&next));
     }
     out.push('}');
-    Dispatch::Reply(result_response(id, raw(out)))
+    result_response(id, raw(out))
 }
 
 async fn by_name(

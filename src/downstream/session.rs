@@ -144,6 +144,11 @@ impl Session {
         lock(&self.last_active).elapsed()
     }
 
+    /// Deliver no log messages at all (a modern request that did not ask for any).
+    pub fn mute_logs(&self) {
+        *lock(&self.log_level) = Some(LOG_LEVELS.len());
+    }
+
     pub fn set_log_level(&self, rank: usize) {
         *lock(&self.log_level) = Some(rank);
     }
@@ -256,12 +261,17 @@ impl Session {
     /// End the session: close its streams, cancel its calls upstream, refuse its pending
     /// server-to-client requests, and stop its own upstream connections.
     pub fn close(&self) {
+        self.close_because("session ended");
+    }
+
+    /// [`Session::close`], telling upstreams why their calls are cancelled.
+    pub fn close_because(&self, reason: &str) {
         self.closed.cancel();
         lock(&self.get_stream).take();
         self.streams.clear();
         let calls: Vec<InflightCall> = lock(&self.inflight).drain().map(|(_, c)| c).collect();
         for call in calls {
-            call.upstream.cancel(call.upstream_id, "session ended");
+            call.upstream.cancel(call.upstream_id, reason);
         }
         let routes: Vec<ServerRequestRoute> = lock(&self.server_requests).drain().map(|(_, r)| r).collect();
         for route in routes {

@@ -14,6 +14,7 @@ pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabi
 pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 pub const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub const HEADER_METHOD: &str = "mcp-method";
@@ -21,6 +22,13 @@ pub const HEADER_NAME: &str = "mcp-name";
 
 const SENTINEL_PREFIX: &str = "=?base64?";
 const SENTINEL_SUFFIX: &str = "?=";
+
+/// Every revision mcpmux speaks, newest first (the modern one and the session era's).
+pub fn supported_versions() -> Vec<&'static str> {
+    let mut all = vec![MODERN_VERSION];
+    all.extend(super::version::SESSION_ERA_VERSIONS);
+    all
+}
 
 /// What a modern request says about its client in `params._meta`.
 #[derive(Debug, Clone)]

@@ -168,6 +168,9 @@ impl Actor {
                 }
                 .to_json()
                 .into();
+                if self.ctx.owner.is_none() {
+                    self.ctx.sessions.listeners.resource_updated(&exposed, &p);
+                }
                 let owner = self.ctx.owner.as_ref().and_then(Weak::upgrade);
                 for session in self.ctx.sessions.all() {
                     let mine = owner.as_ref().is_none_or(|o| Arc::ptr_eq(o, &session));

@@ -42,6 +42,14 @@ impl ServerFacts {
     pub fn has(&self, capability: &str) -> bool {
         self.capabilities.get(capability).is_some_and(|v| !v.is_null())
     }
+
+    /// Whether the server announces changes of a list (`listChanged: true`).
+    pub fn announces_changes(&self, kind: crate::catalog::ListKind) -> bool {
+        self.capabilities
+            .pointer(&format!("/{}/listChanged", kind.capability()))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
+    }
 }
 
 /// The connection's lifecycle as others see it.

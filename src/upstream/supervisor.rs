@@ -197,5 +197,6 @@ pub fn notify_sessions(hub: &Hub, changed: &[ListKind]) {
             .into();
             hub.sessions.broadcast(&json);
         }
+        hub.sessions.listeners.list_changed(*kind);
     }
 }

@@ -204,10 +204,13 @@ async def scenario_everything(url: str, mode: str, prefix: str, _args: list[str]
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         seen["logs"].append({"level": params.level, "data": params.data if isinstance(params.data, str) else json.dumps(params.data)})
 
+    modern = mode not in ("legacy", "auto")
     async with Client(
         url,
         mode=mode,
         cache=None,
+        # 2026-07-28 has no logging/setLevel: the level travels with every request.
+        **({"log_level": "debug"} if modern else {}),
         sampling_callback=on_sampling,
         elicitation_callback=on_elicit,
         list_roots_callback=on_roots,
@@ -231,8 +234,9 @@ async def scenario_everything(url: str, mode: str, prefix: str, _args: list[str]
         obs["tools"] = names
         check(not missing, f"tools missing from tools/list: {missing}; got {names}")
 
-        # logging/setLevel
-        await client.set_logging_level("debug")
+        # logging/setLevel (session era) or the per-request level (2026-07-28)
+        if client.protocol_version != "2026-07-28":
+            await client.set_logging_level("debug")
         obs["set_level"] = "ok"
 
         # sampling round trip
@@ -392,7 +396,7 @@ def main() -> int:
     ap.add_argument("url")
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     ap.add_argument("args", nargs="*")
-    ap.add_argument("--mode", default="auto", choices=["legacy", "auto"])
+    ap.add_argument("--mode", default="auto", choices=["legacy", "auto", "2026-07-28"])
     ap.add_argument("--prefix", default="")
     ap.add_argument("--timeout", type=float, default=90.0, help="overall deadline in seconds")
     ap.add_argument("--no-roots", action="store_true", help="everything: do not require the roots round trip")
