@@ -2,12 +2,14 @@
 //! host's POST response (notifications and server requests first, then the response with the
 //! host's own id restored), with the deadline and the rewriting of URIs in results.
 
-use super::session::Session;
+use super::input_bridge;
+use super::session::{InflightCall, Session};
 use crate::catalog::Naming;
 use crate::error::{codes, UpstreamError};
-use crate::protocol::message::error_object;
+use crate::protocol::message::{error_object, raw};
+use crate::protocol::modern_result::legacy_resource_error;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
-use crate::upstream::{CallEvent, UpstreamHandle};
+use crate::upstream::{CallEvent, CallOrigin, OutboundCall, UpstreamHandle, CALL_EVENT_QUEUE};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -47,6 +49,9 @@ pub enum ResultShape {
 /// A call in flight on an upstream, on behalf of one host request.
 pub struct ForwardedCall {
     pub events: mpsc::Receiver<CallEvent>,
+    /// The request as the upstream got it (for a retry with input).
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
     pub client_id: RequestId,
     pub client_progress_token: Option<Box<RawValue>>,
     pub upstream: UpstreamHandle,
@@ -77,7 +82,8 @@ impl ForwardedCall {
     pub fn into_frames(self) -> impl futures_util::Stream<Item = Frame> + Send {
         async_stream::stream! {
             let mut call = self;
-            let _guard = InflightGuard {
+            let mut rounds = 0;
+            let mut guard = InflightGuard {
                 session: call.session.clone(),
                 client_id: call.client_id.clone(),
                 upstream_id: call.upstream_id,
@@ -107,8 +113,43 @@ impl ForwardedCall {
                         break;
                     }
                     Ok(Some(CallEvent::Response(Message::Response { payload, .. }))) => {
-                        yield Frame::Response(call.response_frame(payload));
-                        break;
+                        let asks = match &payload {
+                            ResponsePayload::Result(r) if !call.session.is_modern() => input_bridge::is_input_required(r),
+                            _ => None,
+                        };
+                        let Some(result) = asks else {
+                            yield Frame::Response(call.response_frame(payload));
+                            break;
+                        };
+                        // A modern upstream wants input from a session-era host: ask it, retry.
+                        rounds += 1;
+                        if rounds > input_bridge::MAX_INPUT_ROUNDS {
+                            yield Frame::Response(call.error_frame(input_bridge::too_many_rounds()));
+                            break;
+                        }
+                        let input_bridge::InputAsk { requests, asked } = match input_bridge::ask(&call.session, &result) {
+                            Ok(asked) => asked,
+                            Err(error) => {
+                                yield Frame::Response(call.error_frame(error));
+                                break;
+                            }
+                        };
+                        for request in requests {
+                            yield Frame::Request(request);
+                        }
+                        let session = call.session.clone();
+                        let retry = match input_bridge::answers(&session, asked, call.deadline).await {
+                            Ok(responses) => input_bridge::retry_params(call.params.as_deref(), &result, responses),
+                            Err(error) => {
+                                yield Frame::Response(call.error_frame(error));
+                                break;
+                            }
+                        };
+                        if let Err(error) = call.retry(retry) {
+                            yield Frame::Response(call.error_frame(error.to_error_object()));
+                            break;
+                        }
+                        guard.upstream_id = call.upstream_id;
                     }
                     Ok(Some(CallEvent::Response(_))) => {}
                     Ok(Some(CallEvent::Failed(error))) => {
@@ -127,6 +168,42 @@ impl ForwardedCall {
         }
     }
 
+    /// Send the request again (with input), as a new upstream request this call now waits on.
+    fn retry(&mut self, params: Box<RawValue>) -> Result<(), UpstreamError> {
+        let upstream_id = self.upstream.next_id();
+        let params = match RawObject::parse(params.get()) {
+            Ok(mut p) => {
+                if let Some(mut meta) = p.get_object("_meta").filter(|m| m.contains("progressToken")) {
+                    meta.set("progressToken", raw(upstream_id.to_string()));
+                    p.set("_meta", meta.to_raw());
+                }
+                p.to_raw()
+            }
+            Err(_) => params,
+        };
+        let (sink, events) = mpsc::channel(CALL_EVENT_QUEUE);
+        self.session.add_inflight(
+            self.client_id.clone(),
+            InflightCall {
+                upstream: self.upstream.clone(),
+                upstream_id,
+            },
+        );
+        self.upstream.send_call(OutboundCall {
+            upstream_id,
+            method: self.method.clone(),
+            params: Some(params.clone()),
+            origin: CallOrigin::Host {
+                session: self.session.clone(),
+                sink,
+            },
+        })?;
+        self.events = events;
+        self.upstream_id = upstream_id;
+        self.params = Some(params);
+        Ok(())
+    }
+
     fn error_frame(&self, error: Box<RawValue>) -> Arc<str> {
         Message::Response {
             id: Some(self.client_id.clone()),
@@ -140,6 +217,11 @@ impl ForwardedCall {
         let payload = match payload {
             ResponsePayload::Result(result) => {
                 ResponsePayload::Result(expose_result_uris(result, self.shape, &self.naming))
+            }
+            ResponsePayload::Error(error)
+                if !self.session.is_modern() && self.shape == ResultShape::ReadResult =>
+            {
+                ResponsePayload::Error(legacy_resource_error(&error))
             }
             error => error,
         };

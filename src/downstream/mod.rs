@@ -2,6 +2,7 @@
 
 pub mod forward;
 pub mod http;
+pub mod input_bridge;
 pub mod input_required;
 pub mod listen;
 pub mod origin;

@@ -106,7 +106,7 @@ pub async fn dispatch(hub: &Arc<Hub>, session: &Arc<Session>, msg: Message) -> D
                 .and_then(RequestId::as_u64)
                 .and_then(|i| session.take_server_request(i))
             {
-                Some(route) => route.upstream.answer(route.upstream_id, payload),
+                Some(route) => route.answer(payload),
                 None => tracing::debug!(session = %session.id, id = ?id, "response to an unknown request"),
             }
             Dispatch::Accepted
@@ -435,10 +435,11 @@ async fn forward(
             upstream_id,
         },
     );
+    let upstream_params = params.to_raw();
     let call = OutboundCall {
         upstream_id,
-        method,
-        params: Some(params.to_raw()),
+        method: method.clone(),
+        params: Some(upstream_params.clone()),
         origin: CallOrigin::Host {
             session: session.clone(),
             sink,
@@ -450,6 +451,8 @@ async fn forward(
     }
     Dispatch::Forward(ForwardedCall {
         events,
+        method,
+        params: Some(upstream_params),
         client_id: id,
         client_progress_token,
         upstream: handle,

@@ -2,14 +2,15 @@
 //! in-flight calls, the server-to-client requests routed to it, and its subscriptions.
 
 use super::resume::CallStreams;
-use crate::protocol::message::{json_string, raw};
-use crate::protocol::{Message, RawObject, RequestId};
+use crate::error::codes;
+use crate::protocol::message::{error_object, json_string, raw};
+use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::upstream::UpstreamHandle;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// Capacity of a session's standalone GET stream queue.
@@ -40,6 +41,36 @@ impl ClientCaps {
             elicitation_url: url,
             roots: caps.get_object("roots").is_some(),
         }
+    }
+
+    /// Everything mcpmux can route (what it declares when no host is behind a request).
+    pub const ALL: ClientCaps = ClientCaps {
+        sampling: true,
+        elicitation_form: true,
+        elicitation_url: true,
+        roots: true,
+    };
+
+    /// The capabilities object declaring these (for `initialize` or a modern `_meta`).
+    pub fn to_json(self) -> serde_json::Value {
+        let mut caps = serde_json::Map::new();
+        if self.sampling {
+            caps.insert("sampling".into(), serde_json::json!({}));
+        }
+        if self.elicitation_form || self.elicitation_url {
+            let mut modes = serde_json::Map::new();
+            if self.elicitation_form {
+                modes.insert("form".into(), serde_json::json!({}));
+            }
+            if self.elicitation_url {
+                modes.insert("url".into(), serde_json::json!({}));
+            }
+            caps.insert("elicitation".into(), modes.into());
+        }
+        if self.roots {
+            caps.insert("roots".into(), serde_json::json!({ "listChanged": true }));
+        }
+        caps.into()
     }
 
     /// Whether the host can serve a server-to-client request with these params.
@@ -76,11 +107,30 @@ pub fn log_level_rank(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|l| *l == level)
 }
 
-/// Where a server-to-client request forwarded to this session came from.
-#[derive(Clone)]
-pub struct ServerRequestRoute {
-    pub upstream: UpstreamHandle,
-    pub upstream_id: RequestId,
+/// Where the answer to a server-to-client request forwarded to this session goes.
+pub enum ServerRequestRoute {
+    /// Back to the upstream that asked, under its own id.
+    Upstream {
+        upstream: UpstreamHandle,
+        upstream_id: RequestId,
+    },
+    /// To mcpmux itself, asking on behalf of a modern upstream's input request.
+    Local(oneshot::Sender<ResponsePayload>),
+}
+
+impl ServerRequestRoute {
+    /// Deliver the host's answer.
+    pub fn answer(self, payload: ResponsePayload) {
+        match self {
+            ServerRequestRoute::Upstream {
+                upstream,
+                upstream_id,
+            } => upstream.answer(upstream_id, payload),
+            ServerRequestRoute::Local(tx) => {
+                let _ = tx.send(payload);
+            }
+        }
+    }
 }
 
 /// A host call being served by an upstream.
@@ -131,6 +181,11 @@ impl Session {
         })
     }
 
+    /// Whether this is a modern host's throwaway session (2026-07-28).
+    pub fn is_modern(&self) -> bool {
+        self.protocol_version == crate::protocol::modern::MODERN_VERSION
+    }
+
     /// Note activity (keeps the session from being reaped).
     pub fn touch(&self) {
         *lock(&self.last_active) = Instant::now();
@@ -155,6 +210,12 @@ impl Session {
 
     pub fn log_level(&self) -> Option<usize> {
         *lock(&self.log_level)
+    }
+
+    /// The level name to ask a modern upstream for on this session's behalf (none when the
+    /// host asked for none, or muted logs).
+    pub fn log_level_name(&self) -> Option<&'static str> {
+        self.log_level().and_then(|rank| LOG_LEVELS.get(rank).copied())
     }
 
     /// Whether a `notifications/message` at `level` should reach this session.
@@ -275,9 +336,11 @@ impl Session {
         }
         let routes: Vec<ServerRequestRoute> = lock(&self.server_requests).drain().map(|(_, r)| r).collect();
         for route in routes {
-            route
-                .upstream
-                .answer_error(route.upstream_id, -32603, "host session ended");
+            route.answer(ResponsePayload::Error(error_object(
+                codes::INTERNAL_ERROR,
+                "host session ended",
+                None,
+            )));
         }
         for conn in lock(&self.connections).drain().map(|(_, c)| c) {
             conn.shutdown();

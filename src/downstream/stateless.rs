@@ -238,10 +238,10 @@ fn request_session(meta: &RequestMeta) -> Arc<Session> {
     session
 }
 
-/// `params` without the modern envelope and the retry fields, as a session-era upstream gets it.
+/// `params` without the host's modern envelope: a session-era upstream must not see it, and a
+/// modern upstream gets mcpmux's own. An upstream's `requestState` and the `inputResponses`
+/// answering it stay (mcpmux's own never reach this point).
 fn strip_envelope(mut params: RawObject) -> RawObject {
-    params.remove("inputResponses");
-    params.remove("requestState");
     if let Some(mut meta) = params.get_object("_meta") {
         for key in ENVELOPE_KEYS {
             meta.remove(key);

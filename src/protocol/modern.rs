@@ -3,8 +3,10 @@
 //! `Mcp-Method`, `Mcp-Name`) with their Base64 sentinel encoding and header-versus-body
 //! validation. Pure: headers come in through a lookup function.
 
+use super::message::{json_string, raw};
 use super::RawObject;
 use base64::Engine;
+use serde_json::value::RawValue;
 
 /// The revision this module describes.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -128,6 +130,32 @@ pub fn request_headers(
         out.push((HEADER_NAME, encode_header_value(&value)));
     }
     out
+}
+
+/// `params` carrying a modern envelope: mcpmux's protocol version, the given client
+/// capabilities and client info, and the log level when one is wanted. Other `_meta` members
+/// (a progress token, say) and every other field are kept as they were.
+pub fn with_envelope(
+    params: Option<&RawValue>,
+    capabilities: &RawValue,
+    client_info: &RawValue,
+    log_level: Option<&str>,
+) -> Box<RawValue> {
+    let mut obj = params
+        .and_then(|p| RawObject::parse(p.get()).ok())
+        .unwrap_or_default();
+    let mut meta = obj.get_object("_meta").unwrap_or_default();
+    meta.set(META_PROTOCOL_VERSION, raw(json_string(MODERN_VERSION)));
+    meta.set(META_CLIENT_CAPABILITIES, capabilities.to_owned());
+    meta.set(META_CLIENT_INFO, client_info.to_owned());
+    match log_level {
+        Some(level) => meta.set(META_LOG_LEVEL, raw(json_string(level))),
+        None => {
+            meta.remove(META_LOG_LEVEL);
+        }
+    }
+    obj.set("_meta", meta.to_raw());
+    obj.to_raw()
 }
 
 /// Check a modern HTTP request's headers against its body (answered with 400 and -32020 on
@@ -267,6 +295,27 @@ mod tests {
             .collect();
         assert!(!headers.contains_key(HEADER_NAME));
         assert_eq!(check(&headers, "tools/list", Some(&list), &meta), Ok(()));
+    }
+
+    #[test]
+    fn the_envelope_is_added_and_the_rest_kept() {
+        let p = raw(
+            r#"{"name":"t","_meta":{"progressToken":4,"io.modelcontextprotocol/logLevel":"debug"}}"#.into(),
+        );
+        let caps = raw(r#"{"sampling":{}}"#.into());
+        let info = raw(r#"{"name":"mcpmux","version":"1"}"#.into());
+        let out = with_envelope(Some(&p), &caps, &info, None);
+        let obj = RawObject::parse(out.get()).unwrap();
+        let meta = request_meta(Some(&obj)).unwrap();
+        assert_eq!(meta.protocol_version, MODERN_VERSION);
+        assert!(meta.client_capabilities.contains("sampling"));
+        assert_eq!(meta.log_level, None);
+        assert_eq!(obj.get_str("name").as_deref(), Some("t"));
+        assert!(out.get().contains(r#""progressToken":4"#));
+        let bare = with_envelope(None, &caps, &info, Some("info"));
+        assert!(bare
+            .get()
+            .contains(r#""io.modelcontextprotocol/logLevel":"info""#));
     }
 
     #[test]

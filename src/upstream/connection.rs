@@ -2,7 +2,10 @@
 //! itself (ids come from the handle), keeps the pending map, routes replies, notifications and
 //! server-to-client requests to the right host call or session, and stops the transport.
 
-use super::handshake::{initialize_request, initialized_notification, read_initialize_result};
+use super::handshake::{
+    discover_request, initialize_request, initialized_notification, modern_params, read_discover_result,
+    read_initialize_result,
+};
 use super::http::HttpTransport;
 use super::stdio::StdioTransport;
 use super::{
@@ -11,11 +14,12 @@ use super::{
 };
 use crate::catalog::{ListKind, Naming};
 use crate::config::{ServerConfig, TransportConfig};
-use crate::downstream::session::{cancelled_notification, Session};
+use crate::downstream::session::{cancelled_notification, ClientCaps, Session};
 use crate::downstream::SessionRegistry;
 use crate::error::{codes, UpstreamError};
 use crate::protocol::message::{error_object, raw};
-use crate::protocol::{Message, RequestId, ResponsePayload};
+use crate::protocol::modern::{self, MODERN_VERSION};
+use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -24,6 +28,9 @@ use tokio_util::sync::CancellationToken;
 
 /// How long an upstream may take to answer `initialize`.
 const INIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a stdio server may take to answer `server/discover` before it is taken for a
+/// session-era server (some ignore unknown methods before `initialize`).
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Capacity of the queue of frames arriving from the transport.
 const INBOUND_QUEUE: usize = 1024;
 
@@ -75,6 +82,19 @@ impl Transport {
         }
     }
 
+    /// Send a request with the headers a modern HTTP upstream needs (ignored on stdio).
+    fn send_request(
+        &mut self,
+        frame: String,
+        upstream_id: u64,
+        headers: Vec<(&'static str, String)>,
+    ) -> Result<(), UpstreamError> {
+        match self {
+            Transport::Stdio(t) => t.send(frame),
+            Transport::Http(t) => t.send_with(frame, Some(upstream_id), headers),
+        }
+    }
+
     async fn stop(self) {
         match self {
             Transport::Stdio(t) => t.stop().await,
@@ -107,6 +127,7 @@ pub fn spawn_connection(ctx: ConnectionContext) -> UpstreamHandle {
         pending: HashMap::new(),
         forwarded: HashMap::new(),
         status: status_tx,
+        modern: false,
     };
     tokio::spawn(actor.run(commands_rx, stop));
     handle
@@ -118,6 +139,8 @@ pub(super) struct Actor {
     pub(super) pending: HashMap<u64, Pending>,
     pub(super) forwarded: HashMap<RequestId, ForwardedServerRequest>,
     pub(super) status: watch::Sender<Status>,
+    /// The upstream speaks 2026-07-28: requests carry the envelope, nothing is sessioned.
+    pub(super) modern: bool,
 }
 
 impl Actor {
@@ -241,38 +264,90 @@ impl Actor {
         self.send_frame(transport, frame, upstream_id);
     }
 
-    /// Send `initialize`, wait for the answer (serving pings meanwhile), send `initialized`.
+    /// Find out which era the upstream speaks and open it: `server/discover` first (a result
+    /// naming 2026-07-28 means modern), else the `initialize` handshake.
     async fn initialize(
         &mut self,
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
     ) -> Result<(), String> {
         let facts = match transport {
-            Transport::Http(t) => t.establish_session(self.handle.next_id()).await?,
-            Transport::Stdio(_) => self.handshake(transport, inbound).await?,
+            Transport::Http(t) => t.establish(self.handle.next_id(), self.handle.next_id()).await?,
+            Transport::Stdio(_) => match self.discover(transport, inbound).await {
+                Some(facts) => facts,
+                None => self.handshake(transport, inbound).await?,
+            },
         };
+        self.modern = facts.protocol_version == MODERN_VERSION;
         tracing::info!(upstream = %self.name(), version = %facts.protocol_version, "upstream initialized");
+        if self.modern {
+            super::listen::keep_listening(self.handle.clone(), &facts);
+        }
         self.status.send_replace(Status::Ready(Arc::new(facts)));
         Ok(())
     }
 
+    /// Probe a stdio server with `server/discover`; any error, a timeout or an answer without
+    /// 2026-07-28 means it speaks the session era.
+    async fn discover(
+        &mut self,
+        transport: &mut Transport,
+        inbound: &mut mpsc::Receiver<Inbound>,
+    ) -> Option<ServerFacts> {
+        let id = self.handle.next_id();
+        let deadline = tokio::time::Instant::now() + DISCOVER_TIMEOUT;
+        match self
+            .exchange(transport, inbound, discover_request(id), id, deadline)
+            .await
+        {
+            Ok(payload) => read_discover_result(payload),
+            Err(reason) => {
+                tracing::debug!(upstream = %self.name(), %reason, "no answer to server/discover; trying initialize");
+                None
+            }
+        }
+    }
+
+    /// Send `initialize`, wait for the answer, send `initialized`.
     async fn handshake(
         &mut self,
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
     ) -> Result<ServerFacts, String> {
         let id = self.handle.next_id();
-        let frame = initialize_request(id).to_json();
-        transport.send(frame, Some(id)).map_err(|e| e.to_string())?;
         let deadline = tokio::time::Instant::now() + INIT_TIMEOUT;
+        let payload = self
+            .exchange(transport, inbound, initialize_request(id), id, deadline)
+            .await?;
+        let facts = read_initialize_result(payload)?;
+        transport
+            .send(initialized_notification().to_json(), None)
+            .map_err(|e| e.to_string())?;
+        Ok(facts)
+    }
+
+    /// Send one request before the connection is open and wait for its answer (answering
+    /// pings, refusing other server requests meanwhile).
+    async fn exchange(
+        &mut self,
+        transport: &mut Transport,
+        inbound: &mut mpsc::Receiver<Inbound>,
+        request: Message,
+        id: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<ResponsePayload, String> {
+        let method = request.method().unwrap_or_default().to_string();
+        transport
+            .send(request.to_json(), Some(id))
+            .map_err(|e| e.to_string())?;
         loop {
             let item = tokio::time::timeout_at(deadline, inbound.recv())
                 .await
-                .map_err(|_| format!("no answer to initialize within {} s", INIT_TIMEOUT.as_secs()))?;
+                .map_err(|_| format!("no answer to {method} in time"))?;
             match item {
-                None => return Err("transport ended during initialize".into()),
+                None => return Err(format!("transport ended during {method}")),
                 Some(Inbound::Closed(reason)) => {
-                    return Err(self.describe_exit(transport, format!("{reason} during initialize")))
+                    return Err(self.describe_exit(transport, format!("{reason} during {method}")))
                 }
                 Some(Inbound::PostFailed { error, .. }) => return Err(error.to_string()),
                 Some(Inbound::SessionExpired { .. } | Inbound::Paused { .. }) => {}
@@ -283,13 +358,7 @@ impl Actor {
                             payload,
                         },
                     ..
-                }) if rid.as_u64() == Some(id) => {
-                    let facts = read_initialize_result(payload)?;
-                    transport
-                        .send(initialized_notification().to_json(), None)
-                        .map_err(|e| e.to_string())?;
-                    return Ok(facts);
-                }
+                }) if rid.as_u64() == Some(id) => return Ok(payload),
                 Some(Inbound::Message {
                     msg: Message::Request { id, method, .. },
                     ..
@@ -322,9 +391,16 @@ impl Actor {
                 self.send_frame(transport, frame, None);
             }
             Command::Cancel { upstream_id, reason } => {
-                if self.pending.remove(&upstream_id).is_some() {
-                    let frame = cancelled_notification(&upstream_id.to_string(), &reason).to_json();
-                    self.send_frame(transport, frame, None);
+                if self.pending.remove(&upstream_id).is_none() {
+                    return;
+                }
+                match transport {
+                    // A modern HTTP upstream is told by closing the request's stream.
+                    Transport::Http(t) if self.modern => t.abort(upstream_id),
+                    _ => {
+                        let frame = cancelled_notification(&upstream_id.to_string(), &reason).to_json();
+                        self.send_frame(transport, frame, None);
+                    }
                 }
             }
             Command::Answer { upstream_id, payload } => {
@@ -355,6 +431,19 @@ impl Actor {
             params,
             origin,
         } = call;
+        let mut headers = Vec::new();
+        let params = if self.modern {
+            let (caps, level) = match &origin {
+                CallOrigin::Host { session, .. } => (session.caps, session.log_level_name()),
+                CallOrigin::Internal(_) => (ClientCaps::ALL, None),
+            };
+            let params = modern_params(params.as_deref(), caps, level);
+            let parsed = RawObject::parse(params.get()).ok();
+            headers = modern::request_headers(&method, parsed.as_ref(), MODERN_VERSION);
+            Some(params)
+        } else {
+            params
+        };
         let frame = Message::Request {
             id: RequestId::number(upstream_id),
             method,
@@ -368,7 +457,10 @@ impl Actor {
                 started: Instant::now(),
             },
         );
-        self.send_frame(transport, frame, Some(upstream_id));
+        if let Err(err) = transport.send_request(frame, upstream_id, headers) {
+            tracing::warn!(upstream = %self.name(), %err, "could not send to upstream");
+            self.fail_pending(upstream_id, err);
+        }
     }
 
     fn fail_pending(&mut self, upstream_id: u64, error: UpstreamError) {

@@ -4,16 +4,22 @@
 //! DELETE on stop.
 
 use super::connection::Inbound;
-use super::handshake::{initialize_request, initialized_notification, read_initialize_result};
+use super::handshake::{
+    discover_request, initialize_request, initialized_notification, read_discover_result,
+    read_initialize_result,
+};
 use super::http_endpoint::{error_chain, read_limited, Endpoint};
 use super::http_sse::{GetStream, SseMessages};
 use super::ServerFacts;
 use crate::config::Secret;
 use crate::error::UpstreamError;
+use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::{parse_body, Body, Message, ParseError, ResponsePayload};
 use reqwest::header::CONTENT_TYPE;
 use reqwest::StatusCode;
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -35,8 +41,14 @@ pub struct HttpTransport {
     inbound: mpsc::Sender<Inbound>,
     max_event_bytes: usize,
     get_stream: Option<CancellationToken>,
+    /// Requests whose POST is still open, by upstream id (closing one cancels it upstream in
+    /// 2026-07-28).
+    open_posts: Arc<Mutex<HashMap<u64, CancellationToken>>>,
     stop: CancellationToken,
 }
+
+/// Extra headers of one request (the 2026-07-28 request metadata).
+type RequestHeaders = Vec<(&'static str, String)>;
 
 impl HttpTransport {
     pub fn new(
@@ -58,6 +70,7 @@ impl HttpTransport {
             inbound,
             max_event_bytes,
             get_stream: None,
+            open_posts: Arc::default(),
             stop: CancellationToken::new(),
         })
     }
@@ -65,6 +78,43 @@ impl HttpTransport {
     /// Which upstream session requests are being sent in.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Open the upstream: a `server/discover` probe first (a 2026-07-28 server needs nothing
+    /// more), else a session.
+    pub async fn establish(&mut self, probe_id: u64, init_id: u64) -> Result<ServerFacts, String> {
+        if let Some(facts) = self.probe_modern(probe_id).await {
+            self.endpoint = Arc::new(self.base.clone());
+            self.generation += 1;
+            return Ok(facts);
+        }
+        self.establish_session(init_id).await
+    }
+
+    /// Ask for `server/discover` the 2026-07-28 way; any refusal means the session era.
+    async fn probe_modern(&self, id: u64) -> Option<ServerFacts> {
+        let frame = discover_request(id).to_json();
+        let mut req = self.base.post(frame);
+        for (name, value) in modern::request_headers("server/discover", None, MODERN_VERSION) {
+            req = req.header(name, value);
+        }
+        let resp = match tokio::time::timeout(HANDSHAKE_TIMEOUT, req.send()).await {
+            Ok(Ok(resp)) if resp.status().is_success() => resp,
+            Ok(Ok(resp)) => {
+                tracing::debug!(upstream = %self.name, status = %resp.status(), "server/discover refused; opening a session");
+                return None;
+            }
+            Ok(Err(err)) => {
+                tracing::debug!(upstream = %self.name, err = %error_chain(&err), "server/discover failed");
+                return None;
+            }
+            Err(_) => return None,
+        };
+        let reply = tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            read_reply(&self.name, resp, id, self.max_event_bytes),
+        );
+        read_discover_result(reply.await.ok()?.ok()?)
     }
 
     /// Open a session, in order: `initialize` (its answer and session id), the GET stream, then
@@ -112,17 +162,40 @@ impl HttpTransport {
 
     /// POST one frame; replies flow back to the actor as [`Inbound`] items.
     pub fn send(&mut self, frame: String, upstream_id: Option<u64>) -> Result<(), UpstreamError> {
+        self.send_with(frame, upstream_id, Vec::new())
+    }
+
+    /// POST one frame with extra headers.
+    pub fn send_with(
+        &mut self,
+        frame: String,
+        upstream_id: Option<u64>,
+        headers: RequestHeaders,
+    ) -> Result<(), UpstreamError> {
+        let cancel = self.stop.child_token();
+        if let Some(id) = upstream_id {
+            lock(&self.open_posts).insert(id, cancel.clone());
+        }
         let post = Post {
             name: self.name.clone(),
             endpoint: self.endpoint.clone(),
             inbound: self.inbound.clone(),
             upstream_id,
+            headers,
             generation: self.generation,
             max_event_bytes: self.max_event_bytes,
-            stop: self.stop.clone(),
+            cancel,
+            open_posts: self.open_posts.clone(),
         };
         tokio::spawn(post.run(frame));
         Ok(())
+    }
+
+    /// Close the POST of request `upstream_id` (how 2026-07-28 cancels a request).
+    pub fn abort(&mut self, upstream_id: u64) {
+        if let Some(cancel) = lock(&self.open_posts).remove(&upstream_id) {
+            cancel.cancel();
+        }
     }
 
     /// Open the standalone GET stream for server-initiated messages; returns once the server
@@ -177,21 +250,31 @@ impl HttpTransport {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 struct Post {
     name: Arc<str>,
     endpoint: Arc<Endpoint>,
     inbound: mpsc::Sender<Inbound>,
     upstream_id: Option<u64>,
+    headers: RequestHeaders,
     generation: u64,
     max_event_bytes: usize,
-    stop: CancellationToken,
+    /// Cancelled when the transport stops or the request is aborted.
+    cancel: CancellationToken,
+    open_posts: Arc<Mutex<HashMap<u64, CancellationToken>>>,
 }
 
 impl Post {
     async fn run(self, frame: String) {
         tokio::select! {
-            _ = self.stop.cancelled() => {}
+            _ = self.cancel.cancelled() => {}
             _ = self.exchange(frame) => {}
+        }
+        if let Some(id) = self.upstream_id {
+            lock(&self.open_posts).remove(&id);
         }
     }
 
@@ -213,7 +296,11 @@ impl Post {
     }
 
     async fn exchange(&self, frame: String) {
-        let resp = match self.endpoint.post(frame.clone()).send().await {
+        let mut req = self.endpoint.post(frame.clone());
+        for (name, value) in &self.headers {
+            req = req.header(*name, value);
+        }
+        let resp = match req.send().await {
             Ok(resp) => resp,
             Err(err) => {
                 let reason = format!("request failed: {}", error_chain(&err));
@@ -241,6 +328,16 @@ impl Post {
                     generation: self.generation,
                 };
                 self.emit(Some(item)).await;
+                return;
+            }
+            if let Some(msg) = self.rpc_error(&body) {
+                // A refusal with a JSON-RPC answer (a 2026-07-28 server's 400 or 404): the
+                // answer is the response.
+                self.emit(Some(Inbound::Message {
+                    msg,
+                    via: self.upstream_id,
+                }))
+                .await;
                 return;
             }
             let detail: String = String::from_utf8_lossy(&body).chars().take(500).collect();
@@ -283,6 +380,21 @@ impl Post {
                 detail,
             }))
             .await;
+        }
+    }
+
+    /// The error response to this request that a refused POST's body carries, if any.
+    fn rpc_error(&self, body: &[u8]) -> Option<Message> {
+        let upstream_id = self.upstream_id?;
+        match parse_body(&String::from_utf8_lossy(body)) {
+            Ok(Body::Single(Message::Response {
+                id: Some(id),
+                payload,
+            })) if id.as_u64() == Some(upstream_id) => Some(Message::Response {
+                id: Some(id),
+                payload,
+            }),
+            _ => None,
         }
     }
 

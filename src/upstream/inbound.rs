@@ -17,9 +17,11 @@ impl Actor {
     /// per-session connection, its session; else the oldest host call in flight here.
     fn attribute(&self, via: Option<u64>) -> Option<(Arc<Session>, Option<mpsc::Sender<CallEvent>>)> {
         if let Some(p) = via.and_then(|id| self.pending.get(&id)) {
-            if let CallOrigin::Host { session, sink } = &p.origin {
-                return Some((session.clone(), Some(sink.clone())));
-            }
+            return match &p.origin {
+                CallOrigin::Host { session, sink } => Some((session.clone(), Some(sink.clone()))),
+                // mcpmux's own request (a listen stream, a list walk): no host is behind it.
+                CallOrigin::Internal(_) => None,
+            };
         }
         let oldest = |only: Option<&Arc<Session>>| {
             self.pending
@@ -74,7 +76,7 @@ impl Actor {
                 ResponsePayload::Error(error_object(codes::METHOD_NOT_FOUND, &msg, None)),
             );
         }
-        let route = ServerRequestRoute {
+        let route = ServerRequestRoute::Upstream {
             upstream: self.handle.clone(),
             upstream_id: id.clone(),
         };
@@ -151,6 +153,8 @@ impl Actor {
                 let msg = cancelled_notification(&fwd.downstream_id.to_string(), &reason);
                 deliver_or_get(&session, fwd.sink.as_ref(), msg);
             }
+            // mcpmux's own listen stream on a modern upstream was opened.
+            "notifications/subscriptions/acknowledged" => {}
             "notifications/tools/list_changed" => self.list_changed(ListKind::Tools),
             "notifications/prompts/list_changed" => self.list_changed(ListKind::Prompts),
             "notifications/resources/list_changed" => {

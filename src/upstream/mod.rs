@@ -7,6 +7,7 @@ mod http;
 mod http_endpoint;
 mod http_sse;
 mod inbound;
+mod listen;
 mod stdio;
 pub mod supervisor;
 
