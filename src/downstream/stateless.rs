@@ -349,7 +349,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             strip_envelope(p).to_json(),
-            r#"{"name":"t","_meta":{"progressToken":3}}"#
+            r#"{"name":"t","requestState":"x","inputResponses":{},"_meta":{"progressToken":3}}"#
         );
         let bare = RawObject::parse(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#)
             .unwrap();
