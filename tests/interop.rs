@@ -58,12 +58,16 @@ async fn conformance_of(target: Target, labels: [&'static str; 3]) -> Vec<Confor
     let (active, pending) = server_suites(format!("http://localhost:{port}/mcp")).await;
     columns.push(ConformanceColumn::new(labels[0], active, pending));
 
+    // The suite is a session-era one and the Python target's tools send session-era server
+    // requests, which mcp 2.3.0 cannot send once it serves 2026-07-28: pin the session era.
     let (command, args) = target.stdio_cmd();
     let stdio = format!(
-        "[servers.target]\ncommand = {command:?}\nargs = {}\nnamespace = \"\"\n",
+        "[servers.target]\ncommand = {command:?}\nargs = {}\nnamespace = \"\"\nera = \"session\"\n",
         toml_list(&args)
     );
-    let http = format!("[servers.target]\nurl = \"http://127.0.0.1:{port}/mcp\"\nnamespace = \"\"\n");
+    let http = format!(
+        "[servers.target]\nurl = \"http://127.0.0.1:{port}/mcp\"\nnamespace = \"\"\nera = \"session\"\n"
+    );
     for (servers, label) in [(stdio, labels[1]), (http, labels[2])] {
         let gw = boot_gateway(&servers, "").await;
         let (active, pending) = server_suites(localhost_url(&gw)).await;

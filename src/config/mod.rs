@@ -93,6 +93,8 @@ pub struct ServerConfig {
     /// Prefix for exposed names; "" exposes them unprefixed.
     pub namespace: String,
     pub isolation: Isolation,
+    /// Which protocol era to speak to the server.
+    pub era: Era,
     /// Overrides [`GatewayConfig::request_timeout`] when set.
     pub request_timeout: Option<Duration>,
     pub max_line_bytes: usize,
@@ -104,6 +106,15 @@ impl ServerConfig {
     pub fn effective_request_timeout(&self, gateway: &GatewayConfig) -> Duration {
         self.request_timeout.unwrap_or(gateway.request_timeout)
     }
+}
+
+/// How mcpmux picks the protocol era it speaks to an upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    /// Probe with `server/discover`, fall back to `initialize` (the default).
+    Auto,
+    /// Always `initialize` (for a dual-era server whose features need the session era).
+    Session,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -526,6 +537,17 @@ fn build_server(ctx: &Ctx<'_>, key: &Spanned<String>, raw: RawServer) -> Result<
             }
         },
     };
+    let era = match &raw.era {
+        None => Era::Auto,
+        Some(v) => match sc.expand(v, "era")?.as_str() {
+            "auto" => Era::Auto,
+            "session" => Era::Session,
+            other => {
+                let msg = format!("unknown era {other:?} (expected \"auto\" or \"session\")");
+                return Err(sc.fail(Some(&v.span()), msg));
+            }
+        },
+    };
     let key = |k: &str| format!("{}.{k}", sc.path);
     let request_timeout = (raw.request_timeout_secs.as_ref())
         .map(|v| {
@@ -541,6 +563,7 @@ fn build_server(ctx: &Ctx<'_>, key: &Spanned<String>, raw: RawServer) -> Result<
         name,
         namespace,
         isolation,
+        era,
         request_timeout,
         max_line_bytes,
         transport,

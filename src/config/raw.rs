@@ -41,6 +41,7 @@ pub(super) struct RawServer {
     pub(super) headers: Option<Ordered<Spanned<String>>>,
     pub(super) namespace: Option<Spanned<String>>,
     pub(super) isolation: Option<Spanned<String>>,
+    pub(super) era: Option<Spanned<String>>,
     pub(super) request_timeout_secs: Option<Spanned<u64>>,
     pub(super) max_line_bytes: Option<Spanned<usize>>,
 }

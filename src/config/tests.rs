@@ -449,3 +449,16 @@ fn load_reads_file_and_reports_io_errors() {
     assert!(e.to_string().contains("missing.toml"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn era_values() {
+    let era = |v: &str| parse(&format!("[servers.s]\ncommand = \"x\"\nera = \"{v}\"\n"));
+    assert_eq!(era("auto").unwrap().servers[0].era, Era::Auto);
+    assert_eq!(era("session").unwrap().servers[0].era, Era::Session);
+    assert_eq!(
+        parse("[servers.s]\ncommand = \"x\"\n").unwrap().servers[0].era,
+        Era::Auto
+    );
+    let e = era("modern").unwrap_err().to_string();
+    assert!(e.starts_with("config.toml:3:") && e.contains("\"modern\""), "{e}");
+}

@@ -52,6 +52,7 @@ pub struct ForwardedCall {
     /// The request as the upstream got it (for a retry with input).
     pub method: String,
     pub params: Option<Box<RawValue>>,
+    pub param_headers: Vec<(String, String)>,
     pub client_id: RequestId,
     pub client_progress_token: Option<Box<RawValue>>,
     pub upstream: UpstreamHandle,
@@ -193,6 +194,7 @@ impl ForwardedCall {
             upstream_id,
             method: self.method.clone(),
             params: Some(params.clone()),
+            param_headers: self.param_headers.clone(),
             origin: CallOrigin::Host {
                 session: self.session.clone(),
                 sink,

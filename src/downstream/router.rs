@@ -9,7 +9,7 @@ use crate::config::Isolation;
 use crate::error::codes;
 use crate::hub::Hub;
 use crate::protocol::message::{json_string, raw, result_response, to_raw};
-use crate::protocol::{version, Message, RawObject, RequestId};
+use crate::protocol::{modern_params, version, Message, RawObject, RequestId};
 use crate::upstream::{CallOrigin, OutboundCall, CALL_EVENT_QUEUE};
 use std::sync::Arc;
 use std::time::Duration;
@@ -435,11 +435,18 @@ async fn forward(
             upstream_id,
         },
     );
+    let param_headers = if method == "tools/call" && slot.facts.load().as_ref().is_some_and(|f| f.is_modern())
+    {
+        tool_param_headers(hub, index, &params)
+    } else {
+        Vec::new()
+    };
     let upstream_params = params.to_raw();
     let call = OutboundCall {
         upstream_id,
         method: method.clone(),
         params: Some(upstream_params.clone()),
+        param_headers: param_headers.clone(),
         origin: CallOrigin::Host {
             session: session.clone(),
             sink,
@@ -453,6 +460,7 @@ async fn forward(
         events,
         method,
         params: Some(upstream_params),
+        param_headers,
         client_id: id,
         client_progress_token,
         upstream: handle,
@@ -463,6 +471,43 @@ async fn forward(
         deadline: tokio::time::Instant::now() + timeout,
         timeout_secs: timeout.as_secs(),
     })
+}
+
+/// The `Mcp-Param-*` headers a modern upstream expects for a call of one of its tools (its
+/// own schema's `x-mcp-header` annotations, the call's arguments).
+fn tool_param_headers(hub: &Hub, index: usize, params: &RawObject) -> Vec<(String, String)> {
+    let Some(name) = params.get_str("name") else {
+        return Vec::new();
+    };
+    let catalog = hub.catalog.snapshot();
+    let Some(item) = catalog
+        .list(ListKind::Tools)
+        .items
+        .iter()
+        .find(|i| i.upstream == index && i.original == name)
+    else {
+        return Vec::new();
+    };
+    let annotations = tool_annotations(&item.json);
+    if annotations.is_empty() {
+        return Vec::new();
+    }
+    let arguments = params
+        .get("arguments")
+        .and_then(|a| serde_json::from_str(a.get()).ok())
+        .unwrap_or(serde_json::Value::Null);
+    modern_params::param_header_values(&annotations, &arguments)
+}
+
+/// The `x-mcp-header` annotations of a listed tool.
+pub(super) fn tool_annotations(tool_json: &str) -> Vec<modern_params::ParamHeader> {
+    if !tool_json.contains("x-mcp-header") {
+        return Vec::new();
+    }
+    serde_json::from_str::<serde_json::Value>(tool_json)
+        .ok()
+        .and_then(|tool| tool.get("inputSchema").map(modern_params::param_headers))
+        .unwrap_or_default()
 }
 
 fn notification(session: &Arc<Session>, method: &str, params: Option<RawObject>) {

@@ -4,7 +4,7 @@
 //! modern host and whose upstream requests become input-required results.
 
 use super::forward::error_reply;
-use super::input_required::{self, ModernCall, ResumeError};
+use super::input_required::{self, ModernCall};
 use super::request_state::{principal_digest, request_digest, PREFIX as STATE_PREFIX};
 use super::router::{self, Dispatch};
 use super::session::{log_level_rank, ClientCaps, Session};
@@ -13,6 +13,7 @@ use crate::error::codes;
 use crate::hub::Hub;
 use crate::protocol::message::{error_object, to_raw};
 use crate::protocol::modern::{self, RequestMeta, MODERN_VERSION};
+use crate::protocol::modern_params;
 use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
 use axum::response::{IntoResponse, Response};
@@ -136,6 +137,9 @@ pub async fn serve(
     if let Err(why) = modern::check_headers(lookup, &method, params.as_ref(), &meta) {
         return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
     }
+    if let Err(why) = check_tool_params(hub, &method, params.as_ref(), lookup) {
+        return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
+    }
     if !MODERN_METHODS.contains(&method.as_str()) {
         let message = format!("Method not found: {method}");
         return refuse(StatusCode::NOT_FOUND, id, codes::METHOD_NOT_FOUND, &message, None);
@@ -157,6 +161,34 @@ pub async fn serve(
         "subscriptions/listen" => super::listen::open(hub, id, &params),
         _ => call(hub, headers, id, method, params, &meta).await,
     }
+}
+
+/// Check a `tools/call`'s `Mcp-Param-*` headers against the arguments its tool annotates.
+fn check_tool_params<'h>(
+    hub: &Hub,
+    method: &str,
+    params: Option<&RawObject>,
+    lookup: impl Fn(&str) -> Option<&'h str>,
+) -> Result<(), String> {
+    let Some(params) = params.filter(|_| method == "tools/call") else {
+        return Ok(());
+    };
+    let Some(name) = params.get_str("name") else {
+        return Ok(());
+    };
+    let catalog = hub.catalog.snapshot();
+    let Some(tool) = catalog.list(ListKind::Tools).lookup(&name) else {
+        return Ok(());
+    };
+    let annotations = router::tool_annotations(&tool.json);
+    if annotations.is_empty() {
+        return Ok(());
+    }
+    let arguments = params
+        .get("arguments")
+        .and_then(|a| serde_json::from_str(a.get()).ok())
+        .unwrap_or(serde_json::Value::Null);
+    modern_params::check_param_headers(lookup, &annotations, &arguments)
 }
 
 /// The cache hint of one merged list: the shortest lifetime and most private scope of its parts.
@@ -283,11 +315,9 @@ async fn call(
             &request,
             server_info,
         );
+        // A state that fails verification, or whose call is gone, is invalid params (400).
         return match resumed {
             Ok(frames) => sse(frames),
-            Err(err @ ResumeError::Gone) => {
-                refuse(StatusCode::OK, id, codes::INVALID_PARAMS, &err.to_string(), None)
-            }
             Err(err) => refuse(
                 StatusCode::BAD_REQUEST,
                 id,

@@ -4,6 +4,7 @@
 pub mod framing;
 pub mod message;
 pub mod modern;
+pub mod modern_params;
 pub mod modern_result;
 pub mod raw_object;
 pub mod sse;

@@ -13,7 +13,7 @@ use super::{
     COMMAND_QUEUE,
 };
 use crate::catalog::{ListKind, Naming};
-use crate::config::{ServerConfig, TransportConfig};
+use crate::config::{Era, ServerConfig, TransportConfig};
 use crate::downstream::session::{cancelled_notification, ClientCaps, Session};
 use crate::downstream::SessionRegistry;
 use crate::error::{codes, UpstreamError};
@@ -87,7 +87,7 @@ impl Transport {
         &mut self,
         frame: String,
         upstream_id: u64,
-        headers: Vec<(&'static str, String)>,
+        headers: Vec<(String, String)>,
     ) -> Result<(), UpstreamError> {
         match self {
             Transport::Stdio(t) => t.send(frame),
@@ -271,12 +271,22 @@ impl Actor {
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
     ) -> Result<(), String> {
+        let probe = self.ctx.server.era == Era::Auto;
         let facts = match transport {
-            Transport::Http(t) => t.establish(self.handle.next_id(), self.handle.next_id()).await?,
-            Transport::Stdio(_) => match self.discover(transport, inbound).await {
-                Some(facts) => facts,
-                None => self.handshake(transport, inbound).await?,
-            },
+            Transport::Http(t) => {
+                let probe_id = probe.then(|| self.handle.next_id());
+                t.establish(probe_id, self.handle.next_id()).await?
+            }
+            Transport::Stdio(_) => {
+                let discovered = match probe {
+                    true => self.discover(transport, inbound).await,
+                    false => None,
+                };
+                match discovered {
+                    Some(facts) => facts,
+                    None => self.handshake(transport, inbound).await?,
+                }
+            }
         };
         self.modern = facts.protocol_version == MODERN_VERSION;
         tracing::info!(upstream = %self.name(), version = %facts.protocol_version, "upstream initialized");
@@ -430,6 +440,7 @@ impl Actor {
             method,
             params,
             origin,
+            param_headers,
         } = call;
         let mut headers = Vec::new();
         let params = if self.modern {
@@ -439,7 +450,11 @@ impl Actor {
             };
             let params = modern_params(params.as_deref(), caps, level);
             let parsed = RawObject::parse(params.get()).ok();
-            headers = modern::request_headers(&method, parsed.as_ref(), MODERN_VERSION);
+            headers = modern::request_headers(&method, parsed.as_ref(), MODERN_VERSION)
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value))
+                .chain(param_headers)
+                .collect();
             Some(params)
         } else {
             params

@@ -48,7 +48,7 @@ pub struct HttpTransport {
 }
 
 /// Extra headers of one request (the 2026-07-28 request metadata).
-type RequestHeaders = Vec<(&'static str, String)>;
+type RequestHeaders = Vec<(String, String)>;
 
 impl HttpTransport {
     pub fn new(
@@ -80,10 +80,14 @@ impl HttpTransport {
         self.generation
     }
 
-    /// Open the upstream: a `server/discover` probe first (a 2026-07-28 server needs nothing
-    /// more), else a session.
-    pub async fn establish(&mut self, probe_id: u64, init_id: u64) -> Result<ServerFacts, String> {
-        if let Some(facts) = self.probe_modern(probe_id).await {
+    /// Open the upstream: a `server/discover` probe first unless `probe_id` is `None` (a
+    /// 2026-07-28 server needs nothing more), else a session.
+    pub async fn establish(&mut self, probe_id: Option<u64>, init_id: u64) -> Result<ServerFacts, String> {
+        let discovered = match probe_id {
+            Some(id) => self.probe_modern(id).await,
+            None => None,
+        };
+        if let Some(facts) = discovered {
             self.endpoint = Arc::new(self.base.clone());
             self.generation += 1;
             return Ok(facts);
@@ -298,7 +302,7 @@ impl Post {
     async fn exchange(&self, frame: String) {
         let mut req = self.endpoint.post(frame.clone());
         for (name, value) in &self.headers {
-            req = req.header(*name, value);
+            req = req.header(name.as_str(), value);
         }
         let resp = match req.send().await {
             Ok(resp) => resp,

@@ -44,6 +44,11 @@ impl ServerFacts {
         self.capabilities.get(capability).is_some_and(|v| !v.is_null())
     }
 
+    /// Whether the server speaks 2026-07-28.
+    pub fn is_modern(&self) -> bool {
+        self.protocol_version == crate::protocol::modern::MODERN_VERSION
+    }
+
     /// Whether the server announces changes of a list (`listChanged: true`).
     pub fn announces_changes(&self, kind: crate::catalog::ListKind) -> bool {
         self.capabilities
@@ -110,6 +115,8 @@ pub struct OutboundCall {
     pub upstream_id: u64,
     pub method: String,
     pub params: Option<Box<RawValue>>,
+    /// `Mcp-Param-*` headers for a modern HTTP upstream (lowercase name, value).
+    pub param_headers: Vec<(String, String)>,
     pub origin: CallOrigin,
 }
 
@@ -248,6 +255,7 @@ impl UpstreamHandle {
             upstream_id,
             method: method.to_string(),
             params,
+            param_headers: Vec::new(),
             origin: CallOrigin::Internal(tx),
         };
         self.send_call(call).map_err(CallFailure::Upstream)?;
