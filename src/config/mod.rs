@@ -398,6 +398,25 @@ impl ServerCtx<'_> {
         self.ctx.expand(value, &format!("{}.{key}", self.path))
     }
 
+    /// One of a fixed set of values; absent means the first.
+    fn choice<T: Copy>(
+        &self,
+        value: Option<&Spanned<String>>,
+        key: &str,
+        options: &[(&str, T)],
+    ) -> Result<T, ConfigError> {
+        let Some(v) = value else { return Ok(options[0].1) };
+        let text = self.expand(v, key)?;
+        match options.iter().find(|(name, _)| *name == text) {
+            Some((_, value)) => Ok(*value),
+            None => {
+                let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+                let msg = format!("unknown {key} {text:?} (expected {})", names.join(" or "));
+                Err(self.fail(Some(&v.span()), msg))
+            }
+        }
+    }
+
     /// A table of secret strings (`env` or `headers`), with names checked by `valid_name`.
     fn secrets(
         &self,
@@ -526,28 +545,19 @@ fn build_server(ctx: &Ctx<'_>, key: &Spanned<String>, raw: RawServer) -> Result<
             return Err(sc.fail(None, msg));
         }
     };
-    let isolation = match &raw.isolation {
-        None => Isolation::Shared,
-        Some(v) => match sc.expand(v, "isolation")?.as_str() {
-            "shared" => Isolation::Shared,
-            "per-session" => Isolation::PerSession,
-            other => {
-                let msg = format!("unknown isolation {other:?} (expected \"shared\" or \"per-session\")");
-                return Err(sc.fail(Some(&v.span()), msg));
-            }
-        },
-    };
-    let era = match &raw.era {
-        None => Era::Auto,
-        Some(v) => match sc.expand(v, "era")?.as_str() {
-            "auto" => Era::Auto,
-            "session" => Era::Session,
-            other => {
-                let msg = format!("unknown era {other:?} (expected \"auto\" or \"session\")");
-                return Err(sc.fail(Some(&v.span()), msg));
-            }
-        },
-    };
+    let isolation = sc.choice(
+        raw.isolation.as_ref(),
+        "isolation",
+        &[
+            ("shared", Isolation::Shared),
+            ("per-session", Isolation::PerSession),
+        ],
+    )?;
+    let era = sc.choice(
+        raw.era.as_ref(),
+        "era",
+        &[("auto", Era::Auto), ("session", Era::Session)],
+    )?;
     let key = |k: &str| format!("{}.{k}", sc.path);
     let request_timeout = (raw.request_timeout_secs.as_ref())
         .map(|v| {

@@ -6,7 +6,7 @@
 use super::session::{ServerRequestRoute, Session};
 use crate::error::codes;
 use crate::protocol::message::{error_object, json_string};
-use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::protocol::{RawObject, ResponsePayload};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -50,14 +50,8 @@ pub fn ask(session: &Arc<Session>, result: &RawObject) -> Result<InputAsk, Box<R
             return Err(error_object(codes::MISSING_CLIENT_CAPABILITY, &message, None));
         }
         let (tx, rx) = oneshot::channel();
-        let downstream_id = session.register_server_request(ServerRequestRoute::Local(tx));
-        let json: Arc<str> = Message::Request {
-            id: RequestId::number(downstream_id),
-            method,
-            params,
-        }
-        .to_json()
-        .into();
+        let (downstream_id, json) =
+            session.address_server_request(ServerRequestRoute::Local(tx), method, params);
         frames.push(json);
         asked.push(AskedInput {
             key: key.to_string(),

@@ -236,8 +236,37 @@ async fn by_name(
             None,
         ));
     };
+    let mut target = Target::new(item.upstream, shape);
+    let modern_upstream = hub.upstreams[item.upstream]
+        .facts
+        .load()
+        .as_ref()
+        .is_some_and(|f| f.is_modern());
+    if kind == ListKind::Tools && modern_upstream {
+        if let Some((annotations, arguments)) = annotated_arguments(&item.json, &params) {
+            target.param_headers = modern_params::param_header_values(&annotations, &arguments);
+        }
+    }
     params.set_str("name", &item.original);
-    forward(hub, session, id, method, item.upstream, params, shape).await
+    forward(hub, session, id, method, params, target).await
+}
+
+/// Which upstream a host request goes to, how its result is exposed, and the `Mcp-Param-*`
+/// headers a modern upstream expects for it (its own tool schema's annotations).
+struct Target {
+    upstream: usize,
+    shape: ResultShape,
+    param_headers: Vec<(String, String)>,
+}
+
+impl Target {
+    fn new(upstream: usize, shape: ResultShape) -> Self {
+        Target {
+            upstream,
+            shape,
+            param_headers: Vec::new(),
+        }
+    }
 }
 
 fn resource_not_found(id: RequestId, uri: &str) -> Dispatch {
@@ -274,9 +303,8 @@ async fn by_uri(
         session,
         id,
         method,
-        upstream,
         params,
-        ResultShape::ReadResult,
+        Target::new(upstream, ResultShape::ReadResult),
     )
     .await
 }
@@ -310,7 +338,15 @@ async fn subscription(
         }
     }
     params.set_str("uri", &original);
-    forward(hub, session, id, method, upstream, params, ResultShape::Opaque).await
+    forward(
+        hub,
+        session,
+        id,
+        method,
+        params,
+        Target::new(upstream, ResultShape::Opaque),
+    )
+    .await
 }
 
 async fn completion(
@@ -350,7 +386,15 @@ async fn completion(
     };
     reference.set_str(key, &original);
     params.set("ref", reference.to_raw());
-    forward(hub, session, id, method, upstream, params, ResultShape::Opaque).await
+    forward(
+        hub,
+        session,
+        id,
+        method,
+        params,
+        Target::new(upstream, ResultShape::Opaque),
+    )
+    .await
 }
 
 async fn set_level(hub: &Arc<Hub>, session: &Arc<Session>, id: RequestId, params: &RawObject) -> Dispatch {
@@ -405,10 +449,14 @@ async fn forward(
     session: &Arc<Session>,
     id: RequestId,
     method: String,
-    index: usize,
     mut params: RawObject,
-    shape: ResultShape,
+    target: Target,
 ) -> Dispatch {
+    let Target {
+        upstream: index,
+        shape,
+        param_headers,
+    } = target;
     let handle = match hub.connection_for(index, session).await {
         Ok(handle) => handle,
         Err(err) => return Dispatch::Reply(upstream_error_reply(id, &err)),
@@ -435,12 +483,6 @@ async fn forward(
             upstream_id,
         },
     );
-    let param_headers = if method == "tools/call" && slot.facts.load().as_ref().is_some_and(|f| f.is_modern())
-    {
-        tool_param_headers(hub, index, &params)
-    } else {
-        Vec::new()
-    };
     let upstream_params = params.to_raw();
     let call = OutboundCall {
         upstream_id,
@@ -473,41 +515,25 @@ async fn forward(
     })
 }
 
-/// The `Mcp-Param-*` headers a modern upstream expects for a call of one of its tools (its
-/// own schema's `x-mcp-header` annotations, the call's arguments).
-fn tool_param_headers(hub: &Hub, index: usize, params: &RawObject) -> Vec<(String, String)> {
-    let Some(name) = params.get_str("name") else {
-        return Vec::new();
-    };
-    let catalog = hub.catalog.snapshot();
-    let Some(item) = catalog
-        .list(ListKind::Tools)
-        .items
-        .iter()
-        .find(|i| i.upstream == index && i.original == name)
-    else {
-        return Vec::new();
-    };
-    let annotations = tool_annotations(&item.json);
+/// The `x-mcp-header` annotations of a listed tool with the arguments of a call to it; `None`
+/// when the tool annotates nothing.
+pub(super) fn annotated_arguments(
+    tool_json: &str,
+    params: &RawObject,
+) -> Option<(Vec<modern_params::ParamHeader>, serde_json::Value)> {
+    if !tool_json.contains("x-mcp-header") {
+        return None;
+    }
+    let tool = serde_json::from_str::<serde_json::Value>(tool_json).ok()?;
+    let annotations = modern_params::param_headers(tool.get("inputSchema")?);
     if annotations.is_empty() {
-        return Vec::new();
+        return None;
     }
     let arguments = params
         .get("arguments")
         .and_then(|a| serde_json::from_str(a.get()).ok())
         .unwrap_or(serde_json::Value::Null);
-    modern_params::param_header_values(&annotations, &arguments)
-}
-
-/// The `x-mcp-header` annotations of a listed tool.
-pub(super) fn tool_annotations(tool_json: &str) -> Vec<modern_params::ParamHeader> {
-    if !tool_json.contains("x-mcp-header") {
-        return Vec::new();
-    }
-    serde_json::from_str::<serde_json::Value>(tool_json)
-        .ok()
-        .and_then(|tool| tool.get("inputSchema").map(modern_params::param_headers))
-        .unwrap_or_default()
+    Some((annotations, arguments))
 }
 
 fn notification(session: &Arc<Session>, method: &str, params: Option<RawObject>) {

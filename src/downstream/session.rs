@@ -284,6 +284,25 @@ impl Session {
         id
     }
 
+    /// Record a server-to-client request and return its id towards the host with the request
+    /// as the host receives it.
+    pub fn address_server_request(
+        &self,
+        route: ServerRequestRoute,
+        method: String,
+        params: Option<Box<serde_json::value::RawValue>>,
+    ) -> (u64, Arc<str>) {
+        let id = self.register_server_request(route);
+        let json = Message::Request {
+            id: RequestId::number(id),
+            method,
+            params,
+        }
+        .to_json()
+        .into();
+        (id, json)
+    }
+
     pub fn take_server_request(&self, id: u64) -> Option<ServerRequestRoute> {
         lock(&self.server_requests).remove(&id)
     }

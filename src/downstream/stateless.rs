@@ -180,15 +180,12 @@ fn check_tool_params<'h>(
     let Some(tool) = catalog.list(ListKind::Tools).lookup(&name) else {
         return Ok(());
     };
-    let annotations = router::tool_annotations(&tool.json);
-    if annotations.is_empty() {
-        return Ok(());
+    match router::annotated_arguments(&tool.json, params) {
+        Some((annotations, arguments)) => {
+            modern_params::check_param_headers(lookup, &annotations, &arguments)
+        }
+        None => Ok(()),
     }
-    let arguments = params
-        .get("arguments")
-        .and_then(|a| serde_json::from_str(a.get()).ok())
-        .unwrap_or(serde_json::Value::Null);
-    modern_params::check_param_headers(lookup, &annotations, &arguments)
 }
 
 /// The cache hint of one merged list: the shortest lifetime and most private scope of its parts.
@@ -219,7 +216,8 @@ fn discover(hub: &Hub, id: RequestId) -> Response {
     let hint = ListKind::ALL
         .into_iter()
         .map(|kind| list_hint(hub, kind))
-        .fold(list_hint(hub, ListKind::Tools), CacheHint::combine);
+        .reduce(CacheHint::combine)
+        .unwrap_or(CacheHint::NONE);
     let shaped = shape_result(&to_raw(&result), Some(hint), &to_raw(&server_info()));
     json_response(
         StatusCode::OK,

@@ -43,21 +43,8 @@ pub fn read_discover_result(payload: ResponsePayload) -> Option<ServerFacts> {
     if !speaks_modern {
         return None;
     }
-    Some(ServerFacts {
-        protocol_version: MODERN_VERSION.to_string(),
-        capabilities: value
-            .get("capabilities")
-            .cloned()
-            .unwrap_or(serde_json::json!({})),
-        instructions: value
-            .get("instructions")
-            .and_then(|v| v.as_str())
-            .map(str::to_string),
-        server_info: value
-            .pointer(&format!("/_meta/{}", modern::META_SERVER_INFO.replace('/', "~1")))
-            .cloned()
-            .unwrap_or(serde_json::Value::Null),
-    })
+    let server_info = value.pointer(&format!("/_meta/{}", modern::META_SERVER_INFO.replace('/', "~1")));
+    Some(facts(MODERN_VERSION, &value, server_info))
 }
 
 /// `initialize` with mcpmux's own client capabilities (all it can route), so servers expose
@@ -105,21 +92,24 @@ pub fn read_initialize_result(payload: ResponsePayload) -> Result<ServerFacts, S
             json_string(version)
         ));
     }
-    Ok(ServerFacts {
+    Ok(facts(version, &value, value.get("serverInfo")))
+}
+
+/// The facts of a `server/discover` or `initialize` result (capabilities and instructions sit
+/// in the same places in both).
+fn facts(version: &str, result: &serde_json::Value, server_info: Option<&serde_json::Value>) -> ServerFacts {
+    ServerFacts {
         protocol_version: version.to_string(),
-        capabilities: value
+        capabilities: result
             .get("capabilities")
             .cloned()
             .unwrap_or(serde_json::json!({})),
-        instructions: value
+        instructions: result
             .get("instructions")
             .and_then(|v| v.as_str())
             .map(str::to_string),
-        server_info: value
-            .get("serverInfo")
-            .cloned()
-            .unwrap_or(serde_json::Value::Null),
-    })
+        server_info: server_info.cloned().unwrap_or(serde_json::Value::Null),
+    }
 }
 
 #[cfg(test)]

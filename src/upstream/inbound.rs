@@ -80,14 +80,7 @@ impl Actor {
             upstream: self.handle.clone(),
             upstream_id: id.clone(),
         };
-        let downstream_id = session.register_server_request(route);
-        let json: Arc<str> = Message::Request {
-            id: RequestId::number(downstream_id),
-            method,
-            params,
-        }
-        .to_json()
-        .into();
+        let (downstream_id, json) = session.address_server_request(route, method, params);
         let on_stream = sink
             .as_ref()
             .is_some_and(|s| s.try_send(CallEvent::ServerRequest(json.clone())).is_ok());
