@@ -1,6 +1,7 @@
 //! The gateway's shared state: configuration, the catalog, the session registry and one slot
 //! per configured upstream (its current shared connection and last known facts).
 
+use crate::catalog::freshness::ListFreshness;
 use crate::catalog::{CatalogStore, Naming};
 use crate::config::{Config, Isolation, ServerConfig};
 use crate::downstream::input_required::ParkedCalls;
@@ -30,6 +31,8 @@ pub struct UpstreamSlot {
     pub facts: ArcSwapOption<ServerFacts>,
     /// Why the upstream is unavailable, when it is.
     pub down_reason: ArcSwapOption<String>,
+    /// The cache hints a modern upstream gave its lists.
+    pub list_freshness: ListFreshness,
     pub events: mpsc::Sender<ConnectionEvent>,
 }
 
@@ -78,6 +81,7 @@ impl Hub {
                     shared: ArcSwapOption::empty(),
                     facts: ArcSwapOption::empty(),
                     down_reason: ArcSwapOption::empty(),
+                    list_freshness: ListFreshness::default(),
                     events: tx,
                 }
             })

@@ -110,6 +110,71 @@ async fn listen_streams_and_session_streams_both_receive_list_changed() {
     gw.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_param_headers_are_checked_from_hosts_and_recomputed_for_a_modern_upstream() {
+    let (gw, _upstream) = mixed_gateway("shared").await;
+    // A non-ASCII value travels in the =?base64?...?= form; the Python server refuses a call
+    // whose Mcp-Param-Region header is missing or differs from the argument.
+    let arguments = json!({"region": "Zürich", "text": "grüezi"}).to_string();
+    let expected = "Zürich: grüezi";
+    for mode in [MODERN, "legacy"] {
+        let (url, arguments) = (gw.url(), arguments.clone());
+        let args = ["call", "pym__regional", &arguments, expected, "--mode", mode].map(String::from);
+        let run = blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_py_modern(&url, &args)
+        })
+        .await;
+        run.assert_ok();
+    }
+
+    // A raw modern call whose header disagrees with the argument is refused before any upstream.
+    let m = Modern {
+        http: reqwest::Client::new(),
+        url: gw.url(),
+    };
+    let call =
+        json!({"name": "pym__regional", "arguments": {"region": "Bern", "text": "x"}, "_meta": envelope()});
+    let req = m
+        .request("tools/call", call)
+        .header("mcp-name", "pym__regional")
+        .header("mcp-param-region", "Basel");
+    let (status, mismatch) = m.send(req).await;
+    assert_eq!(
+        (status, mismatch["error"]["code"].clone()),
+        (400, json!(-32020)),
+        "{mismatch}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_subscriptions_reach_a_modern_upstream_through_its_listen_filter() {
+    let (gw, _upstream) = mixed_gateway("shared").await;
+    let url = gw.url();
+    let run = blocking(move || run_py_modern(&url, &["watch", "pym__set_note"])).await;
+    run.assert_ok();
+    assert_eq!(run.json["listen_event"], "ResourceUpdated", "{run}");
+
+    // The modern upstream's list hints (tools 30 s public, resources 45 s private) combine with
+    // server-everything's part: the shortest lifetime, the most private scope.
+    let m = Modern {
+        http: reqwest::Client::new(),
+        url: gw.url(),
+    };
+    for (method, max_ttl, scope) in [
+        ("tools/list", 30_000, "public"),
+        ("resources/list", 45_000, "private"),
+    ] {
+        let (status, list) = m.send(m.request(method, json!({"_meta": envelope()}))).await;
+        assert_eq!(status, 200, "{list}");
+        let ttl = list["result"]["ttlMs"].as_u64().unwrap_or(u64::MAX);
+        assert!(ttl > 0 && ttl <= max_ttl, "{method}: {list}");
+        assert_eq!(list["result"]["cacheScope"], scope, "{method}: {list}");
+    }
+    gw.stop().await;
+}
+
 /// A raw modern request to the gateway.
 struct Modern {
     http: reqwest::Client,

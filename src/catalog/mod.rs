@@ -2,6 +2,7 @@
 //! atomically on change; exposed-name and URI resolution; mcpmux's own opaque list cursors.
 
 pub mod cursor;
+pub mod freshness;
 pub mod uri;
 
 use crate::protocol::RawObject;

@@ -28,8 +28,6 @@ pub const MAX_LISTENERS: usize = 4096;
 /// Notifications queued per listen stream; beyond it they are dropped (a list_changed already
 /// queued says the same).
 const LISTENER_QUEUE: usize = 64;
-/// How long an upstream may take to acknowledge `resources/subscribe`.
-const SUBSCRIBE_WAIT: Duration = Duration::from_secs(10);
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 
 /// What one listen stream was granted.
@@ -193,15 +191,14 @@ fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(usize, String, String
     (grant, upstream_subscriptions)
 }
 
-/// Send `resources/subscribe` or `resources/unsubscribe` on an upstream's shared connection.
-fn upstream_subscription(hub: &Arc<Hub>, index: usize, original: String, method: &'static str) {
+/// Start or stop change notifications for a resource on an upstream's shared connection.
+fn upstream_subscription(hub: &Arc<Hub>, index: usize, original: String, on: bool) {
     let Some(handle) = hub.upstreams[index].shared.load_full() else {
         return;
     };
     tokio::spawn(async move {
-        let params = raw(format!("{{\"uri\":{}}}", json_string(&original)));
-        if let Err(err) = handle.request(method, Some(params), SUBSCRIBE_WAIT).await {
-            tracing::warn!(upstream = %handle.name(), %err, method, "resource subscription failed upstream");
+        if let Err(err) = handle.watch_resource(&original, on).await {
+            tracing::warn!(upstream = %handle.name(), %err, on, "resource subscription failed upstream");
         }
     });
 }
@@ -225,7 +222,7 @@ impl Drop for ListenerGuard {
                 .iter()
                 .any(|s| s.is_subscribed_exact(&exposed));
             if !listened && !subscribed {
-                upstream_subscription(&self.hub, index, original, "resources/unsubscribe");
+                upstream_subscription(&self.hub, index, original, false);
             }
         }
     }
@@ -252,7 +249,7 @@ pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
             .into_response();
     };
     for (index, _, original) in &upstream {
-        upstream_subscription(hub, *index, original.clone(), "resources/subscribe");
+        upstream_subscription(hub, *index, original.clone(), true);
     }
     let guard = ListenerGuard {
         hub: hub.clone(),

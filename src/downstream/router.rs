@@ -337,6 +337,22 @@ async fn subscription(
             return Dispatch::Reply(result_response(id, raw("{}".into())));
         }
     }
+    let handle = match hub.connection_for(upstream, session).await {
+        Ok(handle) => handle,
+        Err(err) => return Dispatch::Reply(upstream_error_reply(id, &err)),
+    };
+    if handle.facts().is_some_and(|f| f.is_modern()) {
+        // No resources/subscribe in 2026-07-28: the URI joins mcpmux's listen filter instead.
+        return Dispatch::Reply(
+            match handle
+                .watch_resource(&original, method == "resources/subscribe")
+                .await
+            {
+                Ok(()) => result_response(id, raw("{}".into())),
+                Err(err) => error_reply(id, codes::INTERNAL_ERROR, &err.to_string(), None),
+            },
+        );
+    }
     params.set_str("uri", &original);
     forward(
         hub,

@@ -10,18 +10,20 @@ use super::router::{self, Dispatch};
 use super::session::{log_level_rank, ClientCaps, Session};
 use crate::catalog::ListKind;
 use crate::error::codes;
-use crate::hub::Hub;
+use crate::hub::{Hub, UpstreamSlot};
 use crate::protocol::message::{error_object, to_raw};
 use crate::protocol::modern::{self, RequestMeta, MODERN_VERSION};
 use crate::protocol::modern_params;
 use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
+use crate::upstream::ConnectionEvent;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use http::{header, HeaderMap, StatusCode};
 use rand::RngCore;
 use serde_json::value::RawValue;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// How long a session-era upstream's list may be reused when the upstream announces changes
 /// (mcpmux re-fetches and notifies listeners as soon as it does).
@@ -188,21 +190,40 @@ fn check_tool_params<'h>(
     }
 }
 
-/// The cache hint of one merged list: the shortest lifetime and most private scope of its parts.
+/// The cache hint of one merged list: the shortest lifetime and most private scope of its
+/// parts. A modern upstream's part is what it said, less the list's age (and a list that
+/// outlived it is fetched again in the background); a session-era upstream's part is
+/// [`ANNOUNCED_LIST_TTL_MS`] public if it announces changes, else 0.
 fn list_hint(hub: &Hub, kind: ListKind) -> CacheHint {
     let public_for = |ttl_ms| CacheHint {
         ttl_ms,
         private: false,
     };
+    let now = Instant::now();
     hub.upstreams
         .iter()
-        .filter_map(|slot| slot.facts.load_full())
-        .filter(|facts| facts.has(kind.capability()))
-        .map(|facts| match facts.announces_changes(kind) {
-            true => public_for(ANNOUNCED_LIST_TTL_MS),
-            false => public_for(0),
+        .filter_map(|slot| Some((slot, slot.facts.load_full()?)))
+        .filter(|(_, facts)| facts.has(kind.capability()))
+        .map(|(slot, facts)| {
+            if slot.list_freshness.is_stale(kind, now) {
+                refetch(slot, kind);
+            }
+            match slot.list_freshness.remaining(kind, now) {
+                Some(hint) => hint,
+                None if facts.announces_changes(kind) => public_for(ANNOUNCED_LIST_TTL_MS),
+                None => public_for(0),
+            }
         })
         .fold(public_for(ANNOUNCED_LIST_TTL_MS), CacheHint::combine)
+}
+
+/// Ask an upstream's supervisor to fetch a list again (on its shared connection).
+fn refetch(slot: &UpstreamSlot, kind: ListKind) {
+    if let Some(handle) = slot.shared.load_full() {
+        let via = (*handle).clone();
+        // A full queue already holds a refetch.
+        let _ = slot.events.try_send(ConnectionEvent::ListChanged { kind, via });
+    }
 }
 
 fn discover(hub: &Hub, id: RequestId) -> Response {

@@ -147,7 +147,15 @@ impl Actor {
                 deliver_or_get(&session, fwd.sink.as_ref(), msg);
             }
             // mcpmux's own listen stream on a modern upstream was opened.
-            "notifications/subscriptions/acknowledged" => {}
+            "notifications/subscriptions/acknowledged" => {
+                let uris = parsed
+                    .as_ref()
+                    .and_then(|p| p.get_object("notifications"))
+                    .and_then(|n| n.get("resourceSubscriptions").map(|v| v.get().to_owned()))
+                    .and_then(|v| serde_json::from_str(&v).ok())
+                    .unwrap_or_default();
+                self.handle.listen_acknowledged(uris);
+            }
             "notifications/tools/list_changed" => self.list_changed(ListKind::Tools),
             "notifications/prompts/list_changed" => self.list_changed(ListKind::Prompts),
             "notifications/resources/list_changed" => {

@@ -15,9 +15,10 @@ pub use connection::{spawn_connection, ConnectionContext, ConnectionEvent};
 
 use crate::downstream::session::Session;
 use crate::error::UpstreamError;
-use crate::protocol::message::{error_object, parse_message};
+use crate::protocol::message::{error_object, json_string, parse_message, raw};
 use crate::protocol::{Message, RequestId, ResponsePayload};
 use serde_json::value::RawValue;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Capacity of a connection's command queue: beyond it, calls fail fast as overloaded.
 pub const COMMAND_QUEUE: usize = 1024;
+/// How long an upstream may take to acknowledge `resources/subscribe` or `resources/unsubscribe`.
+const SUBSCRIBE_WAIT: Duration = Duration::from_secs(30);
 /// Capacity of one call's event queue (notifications and server requests riding its stream).
 pub const CALL_EVENT_QUEUE: usize = 64;
 
@@ -144,6 +147,11 @@ struct HandleInner {
     next_id: AtomicU64,
     status: watch::Receiver<Status>,
     stop: CancellationToken,
+    /// Resources (the server's own URIs) some host wants change notifications for; a modern
+    /// connection's listen request carries them as `resourceSubscriptions`.
+    watched_resources: watch::Sender<BTreeSet<String>>,
+    /// The resource subscriptions the upstream acknowledged on the listen request now open.
+    acknowledged_resources: watch::Sender<BTreeSet<String>>,
 }
 
 /// A cheap, cloneable way to talk to one upstream connection.
@@ -168,6 +176,8 @@ impl UpstreamHandle {
                 next_id: AtomicU64::new(1),
                 status,
                 stop,
+                watched_resources: watch::Sender::new(BTreeSet::new()),
+                acknowledged_resources: watch::Sender::new(BTreeSet::new()),
             }),
         }
     }
@@ -242,7 +252,8 @@ impl UpstreamHandle {
             })
     }
 
-    /// Send a request on mcpmux's own behalf and wait for its result (bounded).
+    /// Send a request on mcpmux's own behalf and wait for its result (bounded). Dropping the
+    /// returned future before the answer cancels the request upstream.
     pub async fn request(
         &self,
         method: &str,
@@ -259,17 +270,72 @@ impl UpstreamHandle {
             origin: CallOrigin::Internal(tx),
         };
         self.send_call(call).map_err(CallFailure::Upstream)?;
+        let mut unanswered = CancelOnDrop {
+            handle: self,
+            upstream_id,
+            reason: "no longer needed",
+        };
         match tokio::time::timeout(limit, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(CallFailure::Upstream(self.unavailable("connection closed"))),
+            Ok(Ok(result)) => {
+                unanswered.reason = "";
+                result
+            }
+            Ok(Err(_)) => {
+                unanswered.reason = "";
+                Err(CallFailure::Upstream(self.unavailable("connection closed")))
+            }
             Err(_) => {
-                self.cancel(upstream_id, "timed out");
+                unanswered.reason = "timed out";
                 Err(CallFailure::Upstream(UpstreamError::Timeout {
                     name: self.name().to_string(),
                     secs: limit.as_secs(),
                 }))
             }
         }
+    }
+
+    /// Start (`on`) or stop change notifications for one of the server's resources (its own
+    /// URI). A session-era server gets `resources/subscribe` or `resources/unsubscribe`; for a
+    /// modern one the URI joins or leaves the filter of mcpmux's listen request, which reopens,
+    /// and a start returns once the upstream acknowledged the new filter (bounded).
+    pub async fn watch_resource(&self, uri: &str, on: bool) -> Result<(), CallFailure> {
+        if self.facts().is_some_and(|f| f.is_modern()) {
+            self.inner.watched_resources.send_if_modified(|uris| match on {
+                true => uris.insert(uri.to_string()),
+                false => uris.remove(uri),
+            });
+            if !on {
+                return Ok(());
+            }
+            let mut acknowledged = self.inner.acknowledged_resources.subscribe();
+            let wait = tokio::time::timeout(SUBSCRIBE_WAIT, acknowledged.wait_for(|uris| uris.contains(uri)));
+            return match wait.await {
+                Ok(Ok(_)) => Ok(()),
+                _ => Err(CallFailure::Upstream(UpstreamError::Timeout {
+                    name: self.name().to_string(),
+                    secs: SUBSCRIBE_WAIT.as_secs(),
+                })),
+            };
+        }
+        let method = if on {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        let params = raw(format!("{{\"uri\":{}}}", json_string(uri)));
+        self.request(method, Some(params), SUBSCRIBE_WAIT)
+            .await
+            .map(|_| ())
+    }
+
+    /// Record the resource subscriptions a modern upstream acknowledged on mcpmux's listen.
+    pub(super) fn listen_acknowledged(&self, uris: BTreeSet<String>) {
+        self.inner.acknowledged_resources.send_replace(uris);
+    }
+
+    /// The resources hosts want change notifications for, as they change.
+    pub(super) fn watched_resources(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.inner.watched_resources.subscribe()
     }
 
     /// Send a notification upstream.
@@ -323,6 +389,21 @@ impl UpstreamHandle {
     pub async fn closed(&self) {
         let mut rx = self.inner.status.clone();
         let _ = rx.wait_for(|s| matches!(s, Status::Down(_))).await;
+    }
+}
+
+/// Cancels an internal request upstream unless its reason was cleared (it was answered).
+struct CancelOnDrop<'a> {
+    handle: &'a UpstreamHandle,
+    upstream_id: u64,
+    reason: &'static str,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.reason.is_empty() {
+            self.handle.cancel(self.upstream_id, self.reason);
+        }
     }
 }
 

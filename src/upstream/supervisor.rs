@@ -7,6 +7,7 @@ use crate::catalog::ListKind;
 use crate::config::Isolation;
 use crate::hub::Hub;
 use crate::protocol::message::{json_string, raw};
+use crate::protocol::modern_result::CacheHint;
 use crate::protocol::{Message, RawObject};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -79,6 +80,7 @@ pub async fn supervise(
             slot.down_reason.store(Some(Arc::new(reason)));
         }
         slot.shared.store(None);
+        slot.list_freshness.clear();
         let changed = hub.catalog.clear(index);
         notify_sessions(&hub, &changed);
         if up_since.elapsed() > STABLE_AFTER {
@@ -109,7 +111,9 @@ async fn watch_events(hub: &Arc<Hub>, events: &mut mpsc::Receiver<ConnectionEven
                 continue;
             }
             match fetch_list(&via, kind).await {
-                Ok(items) => {
+                Ok(FetchedList { items, hint }) => {
+                    let slot = &hub.upstreams[via.index()];
+                    slot.list_freshness.record(kind, hint, Instant::now());
                     if hub.catalog.replace(via.index(), kind, items) {
                         changed.push(kind);
                     }
@@ -131,8 +135,11 @@ async fn refresh_all(hub: &Arc<Hub>, index: usize, handle: &UpstreamHandle, fact
             continue;
         }
         match fetch_list(handle, kind).await {
-            Ok(items) => {
+            Ok(FetchedList { items, hint }) => {
                 tracing::info!(upstream = %handle.name(), list = kind.method(), count = items.len(), "loaded list");
+                hub.upstreams[index]
+                    .list_freshness
+                    .record(kind, hint, Instant::now());
                 if hub.catalog.replace(index, kind, items) {
                     changed.push(kind);
                 }
@@ -145,9 +152,18 @@ async fn refresh_all(hub: &Arc<Hub>, index: usize, handle: &UpstreamHandle, fact
     notify_sessions(hub, &changed);
 }
 
+/// One upstream list, every page walked.
+pub struct FetchedList {
+    pub items: Vec<RawObject>,
+    /// A modern upstream's cache hint: the shortest lifetime and most private scope of the pages.
+    pub hint: Option<CacheHint>,
+}
+
 /// Walk every page of one list (bounded).
-pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<Vec<RawObject>, CallFailure> {
+pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<FetchedList, CallFailure> {
+    let modern = handle.facts().is_some_and(|f| f.is_modern());
     let mut items = Vec::new();
+    let mut hint: Option<CacheHint> = None;
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let params = cursor
@@ -155,12 +171,16 @@ pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<Vec<R
             .map(|c| raw(format!("{{\"cursor\":{}}}", json_string(c))));
         let result = handle.request(kind.method(), params, LIST_TIMEOUT).await?;
         let page = RawObject::parse(result.get()).map_err(|e| protocol_error(handle, e.to_string()))?;
+        if modern {
+            let page_hint = CacheHint::of_result(&page);
+            hint = Some(hint.map_or(page_hint, |h| h.combine(page_hint)));
+        }
         for item in page.get_array(kind.field()).unwrap_or_default() {
             match RawObject::parse(item.get()) {
                 Ok(obj) if items.len() < MAX_ITEMS => items.push(obj),
                 Ok(_) => {
                     tracing::warn!(upstream = %handle.name(), list = kind.method(), "list truncated at {MAX_ITEMS} items");
-                    return Ok(items);
+                    return Ok(FetchedList { items, hint });
                 }
                 Err(err) => {
                     tracing::warn!(upstream = %handle.name(), %err, "skipping a list item that is not an object")
@@ -169,11 +189,11 @@ pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<Vec<R
         }
         cursor = page.get_str("nextCursor");
         if cursor.is_none() {
-            return Ok(items);
+            return Ok(FetchedList { items, hint });
         }
     }
     tracing::warn!(upstream = %handle.name(), list = kind.method(), "stopped after {MAX_PAGES} pages");
-    Ok(items)
+    Ok(FetchedList { items, hint })
 }
 
 fn protocol_error(handle: &UpstreamHandle, detail: String) -> CallFailure {

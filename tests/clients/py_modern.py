@@ -8,6 +8,13 @@ Usage:
         a 2026-07-28 client listens for toolsListChanged while a legacy client holds a session;
         calling ADD_TOOL {"name": NEW_NAME} must reach the listen stream (tagged with its
         subscription id) and the legacy session, and the new tool must then be listed.
+    python py_modern.py URL call TOOL JSON_ARGUMENTS EXPECTED_TEXT --mode legacy|2026-07-28
+        call TOOL; the result must not be an error and its text must equal EXPECTED_TEXT.
+    python py_modern.py URL watch SET_TOOL
+        a legacy client subscribes (resources/subscribe) to the resource named "pad" and a
+        2026-07-28 client listens with resourceSubscriptions for it; calling SET_TOOL
+        {"text": ...} must reach both as notifications/resources/updated for the exposed URI,
+        and a read must then return the new text.
 
 stdout carries exactly one JSON line with "ok" and what was observed; exit 0 on success.
 """
@@ -74,6 +81,51 @@ async def listen(url: str, add_tool: str, new_name: str, obs: dict[str, Any]) ->
             obs["ok"] = obs["listen_event"] == "ToolsListChanged" and any(t.endswith(new_name) for t in tools)
 
 
+async def call(url: str, tool: str, arguments: str, expected: str, mode: str, obs: dict[str, Any]) -> None:
+    async with Client(url, mode=mode, cache=None) as client:
+        obs["protocol_version"] = client.protocol_version
+        await client.list_tools()  # the client learns the tool's x-mcp-header annotations
+        result = await client.call_tool(tool, json.loads(arguments))
+        obs["text"] = text_of(result)
+        obs["is_error"] = result.is_error
+        obs["ok"] = obs["text"] == expected and not result.is_error
+
+
+async def watch(url: str, set_tool: str, obs: dict[str, Any]) -> None:
+    legacy_uris: list[str] = []
+    legacy_seen = anyio.Event()
+
+    async def on_legacy_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            legacy_uris.append(str(message.params.uri))
+            legacy_seen.set()
+
+    async with Client(url, mode="legacy", message_handler=on_legacy_message, cache=None) as legacy:
+        resources = (await legacy.list_resources()).resources
+        uri = next(str(r.uri) for r in resources if r.name == "pad")
+        obs["uri"] = uri
+        await legacy.subscribe_resource(uri)
+        async with Client(url, mode="2026-07-28", cache=None, read_timeout_seconds=20) as modern:
+            async with modern.listen(resource_subscriptions=[uri]) as sub:
+                obs["honored"] = list(sub.honored.resource_subscriptions or [])
+                await modern.call_tool(set_tool, {"text": "changed-through-mcpmux"})
+                with anyio.fail_after(10):
+                    event = await sub.__anext__()
+                obs["listen_event"] = type(event).__name__
+                obs["listen_uri"] = str(getattr(event, "uri", ""))
+        with anyio.fail_after(10):
+            await legacy_seen.wait()
+        obs["legacy_uris"] = legacy_uris
+        read = await legacy.read_resource(uri)
+        obs["text"] = getattr(read.contents[0], "text", "")
+        obs["ok"] = (
+            obs["honored"] == [uri]
+            and obs["listen_uri"] == uri
+            and legacy_uris == [uri]
+            and obs["text"] == "changed-through-mcpmux"
+        )
+
+
 def main() -> int:
     url, scenario, *args = sys.argv[1:]
     obs: dict[str, Any] = {"scenario": scenario, "ok": False}
@@ -85,6 +137,13 @@ def main() -> int:
             anyio.run(ask, url, tool, mode, obs)
         elif scenario == "listen":
             anyio.run(listen, url, args[0], args[1], obs)
+        elif scenario == "call":
+            tool, arguments, expected, flag, mode = args
+            if flag != "--mode":
+                raise SystemExit(2)
+            anyio.run(call, url, tool, arguments, expected, mode, obs)
+        elif scenario == "watch":
+            anyio.run(watch, url, args[0], obs)
         else:
             print(f"unknown scenario {scenario}", file=sys.stderr)
             return 2
