@@ -8,6 +8,7 @@ use crate::downstream::input_required::ParkedCalls;
 use crate::downstream::session::Session;
 use crate::downstream::SessionRegistry;
 use crate::error::UpstreamError;
+use crate::upstream::state::UpstreamState;
 use crate::upstream::{spawn_connection, ConnectionContext, ConnectionEvent, ServerFacts, UpstreamHandle};
 use arc_swap::ArcSwapOption;
 use std::sync::Arc;
@@ -33,6 +34,8 @@ pub struct UpstreamSlot {
     pub down_reason: ArcSwapOption<String>,
     /// The cache hints a modern upstream gave its lists.
     pub list_freshness: ListFreshness,
+    /// Its phase, restarts and last failure, as `/status` reports them.
+    pub state: UpstreamState,
     pub events: mpsc::Sender<ConnectionEvent>,
 }
 
@@ -46,6 +49,7 @@ pub struct Hub {
     /// Modern hosts' calls waiting for their retry with input.
     pub parked: Arc<ParkedCalls>,
     started: watch::Receiver<usize>,
+    born: std::time::Instant,
 }
 
 impl Hub {
@@ -82,6 +86,7 @@ impl Hub {
                     facts: ArcSwapOption::empty(),
                     down_reason: ArcSwapOption::empty(),
                     list_freshness: ListFreshness::default(),
+                    state: UpstreamState::default(),
                     events: tx,
                 }
             })
@@ -94,6 +99,7 @@ impl Hub {
             shutdown,
             parked: Arc::new(ParkedCalls::default()),
             started: started_rx,
+            born: std::time::Instant::now(),
             config,
         });
         (hub, receivers, started_tx)
@@ -104,6 +110,16 @@ impl Hub {
         let total = self.upstreams.len();
         let mut rx = self.started.clone();
         let _ = tokio::time::timeout(STARTUP_WAIT, rx.wait_for(|n| *n >= total)).await;
+    }
+
+    /// Whether every upstream finished its first start attempt.
+    pub fn started_all(&self) -> bool {
+        *self.started.borrow() >= self.upstreams.len()
+    }
+
+    /// How long the gateway has been running.
+    pub fn uptime(&self) -> Duration {
+        self.born.elapsed()
     }
 
     /// Connection context for a new connection to upstream `index`.
@@ -139,7 +155,11 @@ impl Hub {
                 }
             };
         }
-        let handle = match session.connection(index) {
+        // A per-session connection that went down is replaced on the session's next call.
+        let live = session
+            .connection(index)
+            .filter(|h| !matches!(h.status(), crate::upstream::Status::Down(_)));
+        let handle = match live {
             Some(handle) => handle,
             None => {
                 let handle = spawn_connection(self.connection_context(index, Some(session)));

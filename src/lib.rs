@@ -7,6 +7,7 @@ pub mod downstream;
 pub mod error;
 pub mod hub;
 pub mod protocol;
+pub mod status_command;
 pub mod upstream;
 
 pub use config::Config;
@@ -19,8 +20,6 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// How long in-flight host calls may take to finish after shutdown begins.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long upstreams may take to stop (their own grace periods run inside this).
 const UPSTREAM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -49,7 +48,8 @@ impl Gateway {
         tracing::info!("shutting down");
         self.hub.shutdown.cancel();
         let mut server = self.server;
-        if tokio::time::timeout(DRAIN_TIMEOUT, &mut server).await.is_err() {
+        let drain = self.hub.config.gateway.drain_timeout;
+        if tokio::time::timeout(drain, &mut server).await.is_err() {
             tracing::warn!("in-flight requests did not finish in time; closing them");
             server.abort();
         }

@@ -29,6 +29,19 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Show a running gateway's upstreams and sessions (exit status 1 unless every upstream
+    /// is ready).
+    Status {
+        /// The configuration the gateway runs with (its listen address is used).
+        #[arg(long, required_unless_present = "url", conflicts_with = "url")]
+        config: Option<PathBuf>,
+        /// The gateway's status URL, e.g. http://127.0.0.1:8080/status.
+        #[arg(long)]
+        url: Option<String>,
+        /// Print the status document as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -41,6 +54,7 @@ fn main() -> ExitCode {
         .init();
     let path = match &cli.command {
         Command::Serve { config } | Command::CheckConfig { config } => config,
+        Command::Status { config, url, json } => return status(config.as_deref(), url.as_deref(), *json),
     };
     let config = match mcpmux::Config::load(path) {
         Ok(c) => c,
@@ -71,6 +85,24 @@ fn main() -> ExitCode {
             }
         }
     })
+}
+
+fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> ExitCode {
+    let url = match (url, config) {
+        (Some(url), _) => url.to_string(),
+        (None, Some(path)) => match mcpmux::Config::load(path) {
+            Ok(config) => mcpmux::status_command::status_url(&config),
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::FAILURE;
+            }
+        },
+        (None, None) => {
+            eprintln!("error: give --config or --url");
+            return ExitCode::FAILURE;
+        }
+    };
+    ExitCode::from(mcpmux::status_command::command(&url, json))
 }
 
 async fn stop_on_signal(shutdown: CancellationToken) {

@@ -24,6 +24,9 @@ pub(super) struct RawGateway {
     pub(super) separator: Option<Spanned<String>>,
     pub(super) session_idle_timeout_secs: Option<Spanned<u64>>,
     pub(super) request_timeout_secs: Option<Spanned<u64>>,
+    pub(super) max_request_timeout_secs: Option<Spanned<u64>>,
+    pub(super) max_in_flight_per_session: Option<Spanned<usize>>,
+    pub(super) drain_timeout_secs: Option<Spanned<u64>>,
     pub(super) page_size: Option<Spanned<usize>>,
     pub(super) max_body_bytes: Option<Spanned<usize>>,
     pub(super) allowed_hosts: Option<Vec<Spanned<String>>>,
@@ -43,6 +46,10 @@ pub(super) struct RawServer {
     pub(super) isolation: Option<Spanned<String>>,
     pub(super) era: Option<Spanned<String>>,
     pub(super) request_timeout_secs: Option<Spanned<u64>>,
+    pub(super) timeout_resets_on_progress: Option<Spanned<bool>>,
+    pub(super) max_in_flight: Option<Spanned<usize>>,
+    pub(super) health_check_interval_secs: Option<Spanned<u64>>,
+    pub(super) health_check_timeout_secs: Option<Spanned<u64>>,
     pub(super) max_line_bytes: Option<Spanned<usize>>,
 }
 

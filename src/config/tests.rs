@@ -462,3 +462,46 @@ fn era_values() {
     let e = era("modern").unwrap_err().to_string();
     assert!(e.starts_with("config.toml:3:") && e.contains("\"modern\""), "{e}");
 }
+
+#[test]
+fn limits_timeouts_and_health_checks_have_defaults_and_bounds() {
+    let c = parse("[servers.a]\ncommand = \"x\"\n").expect("minimal config");
+    let (gw, a) = (&c.gateway, &c.servers[0]);
+    assert_eq!(gw.max_request_timeout, Duration::from_secs(3600));
+    assert_eq!(
+        (gw.max_in_flight_per_session, gw.drain_timeout),
+        (64, Duration::from_secs(10))
+    );
+    assert_eq!((a.max_in_flight, a.timeout_resets_on_progress), (256, false));
+    assert_eq!(a.health_check_interval, Some(Duration::from_secs(30)));
+    assert_eq!(a.health_check_timeout, Duration::from_secs(10));
+
+    let c = parse(
+        "[gateway]\nmax_request_timeout_secs = 60\nmax_in_flight_per_session = 4\ndrain_timeout_secs = 0\n\
+         [servers.a]\ncommand = \"x\"\nrequest_timeout_secs = 30\ntimeout_resets_on_progress = true\n\
+         max_in_flight = 9\nhealth_check_interval_secs = 0\nhealth_check_timeout_secs = 2\n",
+    )
+    .expect("full config");
+    let (gw, a) = (&c.gateway, &c.servers[0]);
+    // The default request timeout (300 s) is brought under the hard maximum.
+    assert_eq!(gw.request_timeout, Duration::from_secs(60));
+    assert_eq!(
+        (gw.max_in_flight_per_session, gw.drain_timeout),
+        (4, Duration::ZERO)
+    );
+    assert_eq!((a.max_in_flight, a.timeout_resets_on_progress), (9, true));
+    assert_eq!(a.health_check_interval, None);
+    assert_eq!(a.effective_request_timeout(gw), Duration::from_secs(30));
+
+    let e = err(
+        "[gateway]\nmax_request_timeout_secs = 10\n[servers.a]\ncommand = \"x\"\nrequest_timeout_secs = 11\n",
+    );
+    assert!(
+        e.contains("config.toml:5") && e.contains("max_request_timeout_secs"),
+        "{e}"
+    );
+    let e = err("[gateway]\nrequest_timeout_secs = 20\nmax_request_timeout_secs = 10\n");
+    assert!(e.contains("config.toml:2"), "{e}");
+    let e = err("[servers.a]\ncommand = \"x\"\nmax_in_flight = 0\n");
+    assert!(e.contains("servers.a.max_in_flight must be at least 1"), "{e}");
+}

@@ -60,8 +60,48 @@ pub struct ForwardedCall {
     pub session: Arc<Session>,
     pub shape: ResultShape,
     pub naming: Naming,
-    pub deadline: Instant,
-    pub timeout_secs: u64,
+    pub deadline: Deadline,
+}
+
+/// When a host call times out: `timeout` after it started, or after its latest progress when
+/// the server's timeout resets on progress, never past the gateway's hard maximum.
+pub struct Deadline {
+    started: Instant,
+    at: Instant,
+    timeout: std::time::Duration,
+    resets_on_progress: bool,
+    hard: Instant,
+}
+
+impl Deadline {
+    pub fn new(timeout: std::time::Duration, resets_on_progress: bool, max: std::time::Duration) -> Self {
+        let now = Instant::now();
+        let hard = now + max;
+        Deadline {
+            started: now,
+            at: (now + timeout).min(hard),
+            timeout,
+            resets_on_progress,
+            hard,
+        }
+    }
+
+    /// The instant the call times out.
+    pub fn at(&self) -> Instant {
+        self.at
+    }
+
+    /// The upstream reported progress.
+    fn progressed(&mut self) {
+        if self.resets_on_progress {
+            self.at = (Instant::now() + self.timeout).min(self.hard);
+        }
+    }
+
+    /// How long the call waited, in whole seconds, for the error message.
+    fn secs(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
 }
 
 /// Removes the host call from the session's in-flight map however the stream ends.
@@ -90,13 +130,13 @@ impl ForwardedCall {
                 upstream_id: call.upstream_id,
             };
             loop {
-                let event = tokio::time::timeout_at(call.deadline, call.events.recv()).await;
+                let event = tokio::time::timeout_at(call.deadline.at(), call.events.recv()).await;
                 match event {
                     Err(_) => {
                         call.upstream.cancel(call.upstream_id, "request timed out in mcpmux");
                         let error = UpstreamError::Timeout {
                             name: call.upstream.name().to_string(),
-                            secs: call.timeout_secs,
+                            secs: call.deadline.secs(),
                         };
                         yield Frame::Response(call.error_frame(error.to_error_object()));
                         break;
@@ -139,7 +179,7 @@ impl ForwardedCall {
                             yield Frame::Request(request);
                         }
                         let session = call.session.clone();
-                        let retry = match input_bridge::answers(&session, asked, call.deadline).await {
+                        let retry = match input_bridge::answers(&session, asked, call.deadline.at()).await {
                             Ok(responses) => input_bridge::retry_params(call.params.as_deref(), &result, responses),
                             Err(error) => {
                                 yield Frame::Response(call.error_frame(error));
@@ -160,6 +200,9 @@ impl ForwardedCall {
                     Ok(Some(CallEvent::ServerRequest(json))) => yield Frame::Request(json),
                     Ok(Some(CallEvent::Paused { retry_ms })) => yield Frame::Pause { retry_ms },
                     Ok(Some(CallEvent::Notification(msg))) => {
+                        if msg.method() == Some("notifications/progress") {
+                            call.deadline.progressed();
+                        }
                         if let Some(frame) = call.notification_frame(msg) {
                             yield Frame::Message(frame);
                         }

@@ -44,10 +44,12 @@ pub fn router(hub: Arc<Hub>) -> axum::Router {
         access: AccessPolicy::from_config(&hub.config.gateway),
         hub,
     });
+    let operator = super::status::router(endpoint.hub.clone());
     axum::Router::new()
         .route(&path, any(handle))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(endpoint)
+        .merge(operator)
 }
 
 async fn handle(

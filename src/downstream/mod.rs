@@ -12,5 +12,6 @@ pub mod resume;
 pub mod router;
 pub mod session;
 pub mod stateless;
+pub mod status;
 
 pub use registry::SessionRegistry;

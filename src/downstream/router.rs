@@ -2,7 +2,9 @@
 //! upstream that owns the name or URI, cancellations, logging levels, subscriptions, and host
 //! answers to server-to-client requests.
 
-use super::forward::{error_reply, method_not_found, upstream_error_reply, ForwardedCall, ResultShape};
+use super::forward::{
+    error_reply, method_not_found, upstream_error_reply, Deadline, ForwardedCall, ResultShape,
+};
 use super::session::{log_level_rank, ClientCaps, InflightCall, Session, LOG_LEVELS};
 use crate::catalog::{cursor, ListKind};
 use crate::config::Isolation;
@@ -487,18 +489,20 @@ async fn forward(
         }
     }
     let slot = &hub.upstreams[index];
-    let timeout = slot
-        .server
-        .request_timeout
-        .unwrap_or(hub.config.gateway.request_timeout);
+    let gateway = &hub.config.gateway;
+    let timeout = slot.server.effective_request_timeout(gateway);
     let (sink, events) = mpsc::channel(CALL_EVENT_QUEUE);
-    session.add_inflight(
-        id.clone(),
-        InflightCall {
-            upstream: handle.clone(),
-            upstream_id,
-        },
-    );
+    let inflight = InflightCall {
+        upstream: handle.clone(),
+        upstream_id,
+    };
+    if !session.try_add_inflight(id.clone(), inflight, gateway.max_in_flight_per_session) {
+        let message = format!(
+            "mcpmux: this session already has {} requests in flight (gateway.max_in_flight_per_session)",
+            gateway.max_in_flight_per_session
+        );
+        return Dispatch::Reply(error_reply(id, codes::OVERLOADED, &message, None));
+    }
     let upstream_params = params.to_raw();
     let call = OutboundCall {
         upstream_id,
@@ -526,8 +530,11 @@ async fn forward(
         session: session.clone(),
         shape,
         naming: slot.naming.clone(),
-        deadline: tokio::time::Instant::now() + timeout,
-        timeout_secs: timeout.as_secs(),
+        deadline: Deadline::new(
+            timeout,
+            slot.server.timeout_resets_on_progress,
+            gateway.max_request_timeout,
+        ),
     })
 }
 

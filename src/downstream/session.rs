@@ -256,6 +256,16 @@ impl Session {
         }
     }
 
+    /// Record a new in-flight call unless the session already has `limit` of them.
+    pub fn try_add_inflight(&self, client_id: RequestId, call: InflightCall, limit: usize) -> bool {
+        let mut inflight = lock(&self.inflight);
+        if inflight.len() >= limit && !inflight.contains_key(&client_id) {
+            return false;
+        }
+        inflight.insert(client_id, call);
+        true
+    }
+
     pub fn add_inflight(&self, client_id: RequestId, call: InflightCall) {
         lock(&self.inflight).insert(client_id, call);
     }

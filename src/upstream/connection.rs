@@ -183,7 +183,10 @@ impl Actor {
             Some(reason) => reason,
             None => loop {
                 tokio::select! {
-                    Some(cmd) = commands.recv() => self.on_command(&mut transport, cmd),
+                    Some(cmd) = commands.recv() => match cmd {
+                        Command::Abandon(reason) => break reason,
+                        cmd => self.on_command(&mut transport, cmd),
+                    },
                     item = inbound.recv() => match item {
                         Some(Inbound::Closed(reason)) => {
                             break self.describe_exit(&mut transport, reason);
@@ -277,79 +280,87 @@ impl Actor {
                 let probe_id = probe.then(|| self.handle.next_id());
                 t.establish(probe_id, self.handle.next_id()).await?
             }
-            Transport::Stdio(_) => {
-                let discovered = match probe {
-                    true => self.discover(transport, inbound).await,
-                    false => None,
-                };
-                match discovered {
-                    Some(facts) => facts,
-                    None => self.handshake(transport, inbound).await?,
-                }
-            }
+            Transport::Stdio(_) if probe => self.discover_or_handshake(transport, inbound).await?,
+            Transport::Stdio(_) => self.handshake(transport, inbound, None).await?,
         };
         self.modern = facts.protocol_version == MODERN_VERSION;
         tracing::info!(upstream = %self.name(), version = %facts.protocol_version, "upstream initialized");
         if self.modern {
             super::listen::keep_listening(self.handle.clone(), &facts);
         }
+        super::health::watch(self.handle.clone(), &self.ctx.server);
         self.status.send_replace(Status::Ready(Arc::new(facts)));
         Ok(())
     }
 
-    /// Probe a stdio server with `server/discover`; any error, a timeout or an answer without
-    /// 2026-07-28 means it speaks the session era.
-    async fn discover(
-        &mut self,
-        transport: &mut Transport,
-        inbound: &mut mpsc::Receiver<Inbound>,
-    ) -> Option<ServerFacts> {
-        let id = self.handle.next_id();
-        let deadline = tokio::time::Instant::now() + DISCOVER_TIMEOUT;
-        match self
-            .exchange(transport, inbound, discover_request(id), id, deadline)
-            .await
-        {
-            Ok(payload) => read_discover_result(payload),
-            Err(reason) => {
-                tracing::debug!(upstream = %self.name(), %reason, "no answer to server/discover; trying initialize");
-                None
-            }
-        }
-    }
-
-    /// Send `initialize`, wait for the answer, send `initialized`.
-    async fn handshake(
+    /// Probe a stdio server with `server/discover`; an error or an answer without 2026-07-28
+    /// means it speaks the session era (`initialize`). After 5 s of silence `initialize` is sent
+    /// too, and whichever answer comes first decides: a slow-starting modern server may still
+    /// answer the probe (and then refuse `initialize`).
+    async fn discover_or_handshake(
         &mut self,
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
     ) -> Result<ServerFacts, String> {
         let id = self.handle.next_id();
-        let deadline = tokio::time::Instant::now() + INIT_TIMEOUT;
-        let payload = self
-            .exchange(transport, inbound, initialize_request(id), id, deadline)
-            .await?;
-        let facts = read_initialize_result(payload)?;
-        transport
-            .send(initialized_notification().to_json(), None)
-            .map_err(|e| e.to_string())?;
-        Ok(facts)
+        self.send_early(transport, discover_request(id), id)?;
+        let deadline = tokio::time::Instant::now() + DISCOVER_TIMEOUT;
+        match self.await_answer(transport, inbound, &[id], deadline).await {
+            Ok((_, payload)) => match read_discover_result(payload) {
+                Some(facts) => Ok(facts),
+                None => self.handshake(transport, inbound, None).await,
+            },
+            Err(reason) => {
+                tracing::debug!(upstream = %self.name(), %reason, "no answer to server/discover yet; trying initialize");
+                self.handshake(transport, inbound, Some(id)).await
+            }
+        }
     }
 
-    /// Send one request before the connection is open and wait for its answer (answering
-    /// pings, refusing other server requests meanwhile).
-    async fn exchange(
+    /// Send `initialize`, wait for the answer, send `initialized`; a late answer to the
+    /// discover probe `late_discover` that says 2026-07-28 wins instead.
+    async fn handshake(
         &mut self,
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
-        request: Message,
-        id: u64,
-        deadline: tokio::time::Instant,
-    ) -> Result<ResponsePayload, String> {
-        let method = request.method().unwrap_or_default().to_string();
+        late_discover: Option<u64>,
+    ) -> Result<ServerFacts, String> {
+        let id = self.handle.next_id();
+        self.send_early(transport, initialize_request(id), id)?;
+        let deadline = tokio::time::Instant::now() + INIT_TIMEOUT;
+        let mut waiting: Vec<u64> = std::iter::once(id).chain(late_discover).collect();
+        loop {
+            let (answered, payload) = self.await_answer(transport, inbound, &waiting, deadline).await?;
+            if answered == id {
+                let facts = read_initialize_result(payload)?;
+                transport
+                    .send(initialized_notification().to_json(), None)
+                    .map_err(|e| e.to_string())?;
+                return Ok(facts);
+            }
+            if let Some(facts) = read_discover_result(payload) {
+                return Ok(facts);
+            }
+            waiting.retain(|w| *w == id);
+        }
+    }
+
+    fn send_early(&self, transport: &mut Transport, request: Message, id: u64) -> Result<(), String> {
         transport
             .send(request.to_json(), Some(id))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())
+    }
+
+    /// Wait for the answer to one of `ids` before the connection is open (answering pings,
+    /// refusing other server requests meanwhile).
+    async fn await_answer(
+        &mut self,
+        transport: &mut Transport,
+        inbound: &mut mpsc::Receiver<Inbound>,
+        ids: &[u64],
+        deadline: tokio::time::Instant,
+    ) -> Result<(u64, ResponsePayload), String> {
+        let method = "the opening handshake";
         loop {
             let item = tokio::time::timeout_at(deadline, inbound.recv())
                 .await
@@ -368,7 +379,9 @@ impl Actor {
                             payload,
                         },
                     ..
-                }) if rid.as_u64() == Some(id) => return Ok(payload),
+                }) if rid.as_u64().is_some_and(|r| ids.contains(&r)) => {
+                    return Ok((rid.as_u64().unwrap_or_default(), payload))
+                }
                 Some(Inbound::Message {
                     msg: Message::Request { id, method, .. },
                     ..
@@ -413,6 +426,7 @@ impl Actor {
                     }
                 }
             }
+            Command::Abandon(_) => {}
             Command::Answer { upstream_id, payload } => {
                 self.forwarded.remove(&upstream_id);
                 let frame = Message::Response {
@@ -442,6 +456,16 @@ impl Actor {
             origin,
             param_headers,
         } = call;
+        if matches!(origin, CallOrigin::Host { .. }) && self.host_calls() >= self.ctx.server.max_in_flight {
+            let error = UpstreamError::Overloaded {
+                name: self.name().to_string(),
+                reason: format!(
+                    "{} requests in flight (max_in_flight)",
+                    self.ctx.server.max_in_flight
+                ),
+            };
+            return self.fail_origin(origin, error);
+        }
         let mut headers = Vec::new();
         let params = if self.modern {
             let (caps, level) = match &origin {
@@ -476,6 +500,13 @@ impl Actor {
             tracing::warn!(upstream = %self.name(), %err, "could not send to upstream");
             self.fail_pending(upstream_id, err);
         }
+    }
+
+    /// Host calls waiting on this connection.
+    fn host_calls(&self) -> usize {
+        (self.pending.values())
+            .filter(|p| matches!(p.origin, CallOrigin::Host { .. }))
+            .count()
     }
 
     fn fail_pending(&mut self, upstream_id: u64, error: UpstreamError) {

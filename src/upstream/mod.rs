@@ -3,11 +3,13 @@
 
 mod connection;
 mod handshake;
+mod health;
 mod http;
 mod http_endpoint;
 mod http_sse;
 mod inbound;
 mod listen;
+pub mod state;
 mod stdio;
 pub mod supervisor;
 
@@ -138,6 +140,8 @@ pub enum Command {
         upstream_id: RequestId,
         payload: ResponsePayload,
     },
+    /// Give the connection up (it stopped answering): pending calls fail with this reason.
+    Abandon(String),
 }
 
 struct HandleInner {
@@ -378,6 +382,14 @@ impl UpstreamHandle {
             upstream_id,
             ResponsePayload::Error(error_object(code, message, None)),
         );
+    }
+
+    /// Give the connection up because it misbehaves: every pending call fails at once with
+    /// `reason`, the transport closes and (for a shared connection) the supervisor restarts it.
+    pub fn abandon(&self, reason: String) {
+        if self.inner.commands.try_send(Command::Abandon(reason)).is_err() {
+            self.shutdown();
+        }
     }
 
     /// Stop the connection (its task closes the transport and exits).

@@ -202,9 +202,23 @@ async fn read_frames(
                         }
                     }
                 }
-                Frame::Overlong { len } => tracing::warn!(
-                    upstream = %name, len, max_line, "skipping a stdout line longer than the limit"
-                ),
+                Frame::Overlong { len, id } => {
+                    tracing::warn!(upstream = %name, len, max_line, "skipping a stdout line longer than the limit");
+                    // A reply too large to pass: its call fails now rather than at its timeout.
+                    if let Some(upstream_id) = id {
+                        let error = UpstreamError::Protocol {
+                            name: name.to_string(),
+                            detail: format!("its reply of {len} bytes is over max_line_bytes ({max_line})"),
+                        };
+                        if inbound
+                            .send(Inbound::PostFailed { upstream_id, error })
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
             }
         }
     };

@@ -2,6 +2,7 @@
 //! catalog, re-fetch on list_changed (debounced) and tell every session once per burst, and
 //! restart a shared connection with backoff when it dies.
 
+use super::state::{Phase, CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW};
 use super::{spawn_connection, CallFailure, ConnectionEvent, ServerFacts, Status, UpstreamHandle};
 use crate::catalog::ListKind;
 use crate::config::Isolation;
@@ -37,11 +38,14 @@ pub async fn supervise(
     let mut first_attempt = true;
     let mut backoff = RESTART_MIN;
     loop {
+        slot.state.starting();
         let handle = spawn_connection(hub.connection_context(index, None));
         let ready = handle.wait_ready(READY_WAIT).await;
         let up_since = Instant::now();
+        let mut failure = None;
         match ready {
             Ok(facts) => {
+                slot.state.ready();
                 slot.facts.store(Some(facts.clone()));
                 slot.down_reason.store(None);
                 refresh_all(&hub, index, &handle, &facts).await;
@@ -55,6 +59,7 @@ pub async fn supervise(
             Err(err) => {
                 tracing::error!(upstream = %slot.server.name, %err, "upstream failed to start");
                 slot.down_reason.store(Some(Arc::new(err.to_string())));
+                failure = Some(err.to_string());
                 handle.shutdown();
             }
         }
@@ -74,9 +79,11 @@ pub async fn supervise(
         if hub.shutdown.is_cancelled() {
             handle.shutdown();
             handle.closed().await;
+            slot.state.stopped();
             return;
         }
         if let Status::Down(reason) = handle.status() {
+            failure.get_or_insert_with(|| reason.clone());
             slot.down_reason.store(Some(Arc::new(reason)));
         }
         slot.shared.store(None);
@@ -86,11 +93,25 @@ pub async fn supervise(
         if up_since.elapsed() > STABLE_AFTER {
             backoff = RESTART_MIN;
         }
+        let reason = failure.unwrap_or_else(|| "connection ended".into());
+        if slot.state.failed(&reason, Instant::now()) == Phase::CrashLoop {
+            backoff = RESTART_MAX;
+            tracing::error!(
+                upstream = %slot.server.name,
+                %reason,
+                "upstream is crash-looping ({CRASH_LOOP_FAILURES} failures within {} s); next attempt in {} s",
+                CRASH_LOOP_WINDOW.as_secs(),
+                backoff.as_secs()
+            );
+        }
         let jitter = Duration::from_millis(rand::random::<u64>() % 250);
         tracing::warn!(upstream = %slot.server.name, delay_ms = (backoff + jitter).as_millis() as u64, "restarting upstream");
         tokio::select! {
             _ = tokio::time::sleep(backoff + jitter) => {}
-            _ = hub.shutdown.cancelled() => return,
+            _ = hub.shutdown.cancelled() => {
+                slot.state.stopped();
+                return;
+            }
         }
         backoff = (backoff * 2).min(RESTART_MAX);
     }

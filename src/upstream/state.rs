@@ -1,0 +1,163 @@
+//! What mcpmux reports of one configured upstream (`/status`, `mcpmux status`): its phase, how
+//! often it was restarted and why it last failed; and crash-loop detection: too many failures
+//! in a short window put it in the `crash-loop` phase, where restarts wait the longest backoff.
+
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Failures within [`CRASH_LOOP_WINDOW`] that make a crash loop.
+pub const CRASH_LOOP_FAILURES: usize = 5;
+pub const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(120);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Starting,
+    Ready,
+    /// Down, waiting for the next start attempt.
+    Restarting,
+    /// Down after failing again and again; restarts wait the longest backoff.
+    CrashLoop,
+    Stopped,
+}
+
+/// A copy of the state for reporting.
+#[derive(Clone, Debug, Serialize)]
+pub struct StateReport {
+    pub phase: Phase,
+    pub restarts: u64,
+    pub last_error: Option<String>,
+    /// Seconds since the phase began.
+    pub for_secs: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    phase: Phase,
+    since: Instant,
+    restarts: u64,
+    last_error: Option<String>,
+    failures: VecDeque<Instant>,
+}
+
+#[derive(Debug)]
+pub struct UpstreamState {
+    inner: Mutex<Inner>,
+}
+
+impl Default for UpstreamState {
+    fn default() -> Self {
+        UpstreamState {
+            inner: Mutex::new(Inner {
+                phase: Phase::Starting,
+                since: Instant::now(),
+                restarts: 0,
+                last_error: None,
+                failures: VecDeque::new(),
+            }),
+        }
+    }
+}
+
+impl UpstreamState {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn enter(inner: &mut Inner, phase: Phase, now: Instant) {
+        if inner.phase != phase {
+            inner.phase = phase;
+            inner.since = now;
+        }
+    }
+
+    /// A start attempt begins (the first, or a restart).
+    pub fn starting(&self) {
+        let mut inner = self.lock();
+        if inner.phase != Phase::Starting {
+            inner.restarts += 1;
+        }
+        Self::enter(&mut inner, Phase::Starting, Instant::now());
+    }
+
+    pub fn ready(&self) {
+        Self::enter(&mut self.lock(), Phase::Ready, Instant::now());
+    }
+
+    pub fn stopped(&self) {
+        Self::enter(&mut self.lock(), Phase::Stopped, Instant::now());
+    }
+
+    /// The upstream failed to start or its connection ended; returns the phase it is now in
+    /// (`crash-loop` once [`CRASH_LOOP_FAILURES`] failures fall within [`CRASH_LOOP_WINDOW`]).
+    pub fn failed(&self, reason: &str, now: Instant) -> Phase {
+        let mut inner = self.lock();
+        inner.last_error = Some(reason.to_string());
+        inner.failures.push_back(now);
+        while inner
+            .failures
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > CRASH_LOOP_WINDOW)
+        {
+            inner.failures.pop_front();
+        }
+        let phase = if inner.failures.len() >= CRASH_LOOP_FAILURES {
+            Phase::CrashLoop
+        } else {
+            Phase::Restarting
+        };
+        Self::enter(&mut inner, phase, now);
+        phase
+    }
+
+    pub fn report(&self) -> StateReport {
+        let inner = self.lock();
+        StateReport {
+            phase: inner.phase,
+            restarts: inner.restarts,
+            last_error: inner.last_error.clone(),
+            for_secs: inner.since.elapsed().as_secs(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn five_failures_in_two_minutes_are_a_crash_loop() {
+        let state = UpstreamState::default();
+        let t0 = Instant::now();
+        for i in 0..4 {
+            state.starting();
+            assert_eq!(
+                state.failed("exit 1", t0 + Duration::from_secs(i * 10)),
+                Phase::Restarting
+            );
+        }
+        state.starting();
+        assert_eq!(
+            state.failed("exit 1", t0 + Duration::from_secs(40)),
+            Phase::CrashLoop
+        );
+        let report = state.report();
+        assert_eq!(report.phase, Phase::CrashLoop);
+        assert_eq!(report.last_error.as_deref(), Some("exit 1"));
+        assert_eq!(report.restarts, 4);
+    }
+
+    #[test]
+    fn failures_spread_out_are_not_a_crash_loop() {
+        let state = UpstreamState::default();
+        let t0 = Instant::now();
+        for i in 0..10 {
+            let at = t0 + Duration::from_secs(i * 60);
+            assert_eq!(state.failed("exit 1", at), Phase::Restarting);
+        }
+        state.ready();
+        assert_eq!(state.report().phase, Phase::Ready);
+    }
+}
