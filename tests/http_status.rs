@@ -216,6 +216,19 @@ async fn batches_from_2025_03_26_clients_are_served() {
     assert!(got.iter().any(|m| m["error"]["code"] == -32600));
     let new = RawSession::open(&gw.url(), json!({})).await;
     assert_eq!(new.post(batch).await.status(), 400);
+    // A batch over the length limit is refused whole, naming the limit.
+    let pings: Vec<Value> = (0..=mcpmux::downstream::http::MAX_BATCH_LEN)
+        .map(|i| json!({"jsonrpc":"2.0","id":i,"method":"ping"}))
+        .collect();
+    let resp = old.post(Value::Array(pings)).await;
+    assert_eq!(resp.status(), 400);
+    let body = body_json(resp).await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limit")),
+        "{body}"
+    );
     gw.stop().await;
 }
 

@@ -28,6 +28,8 @@ use std::time::Duration;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
+/// The most messages one JSON-RPC batch (2025-03-26) may hold.
+pub const MAX_BATCH_LEN: usize = 256;
 /// Comment lines that keep idle GET streams from being cut by proxies.
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 
@@ -239,6 +241,12 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
             if !version::allows_batches(&negotiated) && !version::allows_batches(&session.protocol_version) {
                 return Err(DownstreamError::BadRequest(format!(
                     "JSON-RPC batches are not allowed in {negotiated}"
+                )));
+            }
+            if items.len() > MAX_BATCH_LEN {
+                return Err(DownstreamError::BadRequest(format!(
+                    "a batch of {} messages is over the limit of {MAX_BATCH_LEN}",
+                    items.len()
                 )));
             }
             Ok(batch(hub, &session, items).await)
