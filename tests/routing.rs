@@ -50,11 +50,11 @@ async fn pagination_walks_every_upstream_page_and_serves_its_own_cursors() {
     let env = two_upstreams("page_size = 7").await;
     let s = RawSession::open(&env.gw.url(), caps()).await;
     let (tools, pages) = s.list_all("tools/list", "tools").await;
-    // 21 fixed + 25 generated tools per upstream, fetched upstream in pages of 10.
-    assert_eq!(tools.len(), 92, "tools: {tools:?}");
-    assert_eq!(pages, 92usize.div_ceil(7));
+    // 22 fixed + 25 generated tools per upstream, fetched upstream in pages of 10.
+    assert_eq!(tools.len(), 94, "tools: {tools:?}");
+    assert_eq!(pages, 94usize.div_ceil(7));
     let names: std::collections::HashSet<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names.len(), 92);
+    assert_eq!(names.len(), 94);
     for n in ["alpha__echo", "alpha__gen_024", "beta__echo", "beta__gen_000"] {
         assert!(names.contains(n), "{n} missing");
     }
