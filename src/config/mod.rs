@@ -10,7 +10,9 @@ use std::time::Duration;
 use toml::Spanned;
 
 mod raw;
+mod transport;
 use raw::{line_col, parse_error, Ordered, RawConfig, RawGateway, RawServer};
+pub use transport::HttpMode;
 
 const MIB_16: usize = 16 * 1024 * 1024;
 
@@ -134,6 +136,7 @@ pub enum TransportConfig {
     Http {
         url: String,
         headers: Vec<(String, Secret)>,
+        mode: HttpMode,
     },
 }
 
@@ -457,6 +460,7 @@ impl ServerCtx<'_> {
                 "`headers` is only valid for `url` (Streamable HTTP) servers",
             ));
         }
+        self.http_mode(raw)?;
         let cmd = self.expand(command, "command")?;
         if cmd.is_empty() {
             return Err(self.fail(Some(&command.span()), "`command` must not be empty"));
@@ -501,7 +505,12 @@ impl ServerCtx<'_> {
             return Err(self.fail(Some(&url.span()), msg));
         }
         let headers = self.secrets(&raw.headers, "headers", is_header_name)?;
-        Ok(TransportConfig::Http { url: u, headers })
+        let mode = self.http_mode(raw)?;
+        Ok(TransportConfig::Http {
+            url: u,
+            headers,
+            mode,
+        })
     }
 }
 

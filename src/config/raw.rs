@@ -42,6 +42,7 @@ pub(super) struct RawServer {
     pub(super) namespace: Option<Spanned<String>>,
     pub(super) isolation: Option<Spanned<String>>,
     pub(super) era: Option<Spanned<String>>,
+    pub(super) transport: Option<Spanned<String>>,
     pub(super) request_timeout_secs: Option<Spanned<u64>>,
     pub(super) max_line_bytes: Option<Spanned<usize>>,
 }

@@ -6,7 +6,7 @@ use super::handshake::{
     discover_request, initialize_request, initialized_notification, modern_params, read_discover_result,
     read_initialize_result,
 };
-use super::http::HttpTransport;
+use super::legacy_sse::LegacySseTransport;
 use super::stdio::StdioTransport;
 use super::{
     CallEvent, CallFailure, CallOrigin, Command, OutboundCall, ServerFacts, Status, UpstreamHandle,
@@ -71,7 +71,8 @@ pub struct ConnectionContext {
 
 pub(super) enum Transport {
     Stdio(StdioTransport),
-    Http(Box<HttpTransport>),
+    Http(Box<super::http::HttpTransport>),
+    LegacySse(Box<LegacySseTransport>),
 }
 
 impl Transport {
@@ -79,6 +80,7 @@ impl Transport {
         match self {
             Transport::Stdio(t) => t.send(frame),
             Transport::Http(t) => t.send(frame, upstream_id),
+            Transport::LegacySse(t) => t.send(frame, upstream_id),
         }
     }
 
@@ -92,6 +94,7 @@ impl Transport {
         match self {
             Transport::Stdio(t) => t.send(frame),
             Transport::Http(t) => t.send_with(frame, Some(upstream_id), headers),
+            Transport::LegacySse(t) => t.send(frame, Some(upstream_id)),
         }
     }
 
@@ -99,6 +102,7 @@ impl Transport {
         match self {
             Transport::Stdio(t) => t.stop().await,
             Transport::Http(t) => (*t).stop().await,
+            Transport::LegacySse(t) => (*t).stop().await,
         }
     }
 }
@@ -158,14 +162,9 @@ impl Actor {
                 inbound_tx,
             )
             .map(Transport::Stdio),
-            TransportConfig::Http { url, headers } => HttpTransport::new(
-                self.handle.name().into(),
-                url,
-                headers,
-                self.ctx.server.max_line_bytes,
-                inbound_tx,
-            )
-            .map(|t| Transport::Http(Box::new(t))),
+            TransportConfig::Http { .. } => {
+                super::legacy_link::http_transport(self.handle.name().into(), &self.ctx.server, inbound_tx)
+            }
         };
         let mut transport = match transport {
             Ok(t) => t,
@@ -186,7 +185,10 @@ impl Actor {
                     Some(cmd) = commands.recv() => self.on_command(&mut transport, cmd),
                     item = inbound.recv() => match item {
                         Some(Inbound::Closed(reason)) => {
-                            break self.describe_exit(&mut transport, reason);
+                            let lost = self.reconnect_legacy(&mut transport, &mut inbound, &mut commands, reason);
+                            if let Err(reason) = lost.await {
+                                break self.describe_exit(&mut transport, reason);
+                            }
                         }
                         Some(Inbound::SessionExpired { frame, upstream_id, generation }) => {
                             self.recover_session(&mut transport, frame, upstream_id, generation).await
@@ -218,7 +220,7 @@ impl Actor {
                 Some(status) => format!("{reason}; process {status}"),
                 None => reason,
             },
-            Transport::Http(_) => reason,
+            Transport::Http(_) | Transport::LegacySse(_) => reason,
         }
     }
 
@@ -273,10 +275,7 @@ impl Actor {
     ) -> Result<(), String> {
         let probe = self.ctx.server.era == Era::Auto;
         let facts = match transport {
-            Transport::Http(t) => {
-                let probe_id = probe.then(|| self.handle.next_id());
-                t.establish(probe_id, self.handle.next_id()).await?
-            }
+            Transport::Http(_) | Transport::LegacySse(_) => self.open_http(transport, inbound, probe).await?,
             Transport::Stdio(_) => {
                 let discovered = match probe {
                     true => self.discover(transport, inbound).await,
@@ -319,7 +318,7 @@ impl Actor {
     }
 
     /// Send `initialize`, wait for the answer, send `initialized`.
-    async fn handshake(
+    pub(super) async fn handshake(
         &mut self,
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
@@ -359,8 +358,12 @@ impl Actor {
                 Some(Inbound::Closed(reason)) => {
                     return Err(self.describe_exit(transport, format!("{reason} during {method}")))
                 }
-                Some(Inbound::PostFailed { error, .. }) => return Err(error.to_string()),
-                Some(Inbound::SessionExpired { .. } | Inbound::Paused { .. }) => {}
+                Some(Inbound::PostFailed { upstream_id, error }) if upstream_id == id => {
+                    return Err(error.to_string())
+                }
+                Some(
+                    Inbound::SessionExpired { .. } | Inbound::Paused { .. } | Inbound::PostFailed { .. },
+                ) => {}
                 Some(Inbound::Message {
                     msg:
                         Message::Response {
@@ -484,7 +487,7 @@ impl Actor {
         }
     }
 
-    fn fail_origin(&self, origin: CallOrigin, error: UpstreamError) {
+    pub(super) fn fail_origin(&self, origin: CallOrigin, error: UpstreamError) {
         match origin {
             CallOrigin::Internal(tx) => {
                 let _ = tx.send(Err(CallFailure::Upstream(error)));
@@ -493,7 +496,7 @@ impl Actor {
         }
     }
 
-    fn fail_all(&mut self, reason: &str) {
+    pub(super) fn fail_all(&mut self, reason: &str) {
         let error = self.closed_error(reason);
         for (_, p) in self.pending.drain().collect::<Vec<_>>() {
             self.fail_origin(p.origin, error.clone());
