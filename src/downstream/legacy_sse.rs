@@ -370,6 +370,33 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_host_that_stops_reading_loses_its_session() {
+        let config = crate::Config::from_toml_str("", "test.toml", &|_| None).unwrap();
+        let (hub, _events, _started) = Hub::new(Arc::new(config), CancellationToken::new());
+        let legacy = Legacy {
+            access: AccessPolicy::from_config(&hub.config.gateway),
+            hub: hub.clone(),
+            message_path: "/message".into(),
+            links: Mutex::default(),
+        };
+        let (out, _unread) = mpsc::channel(1);
+        let link = Arc::new(Link {
+            id: "l1".into(),
+            out,
+            session: OnceLock::new(),
+            closed: CancellationToken::new(),
+            calls: AtomicUsize::new(0),
+        });
+        legacy.lock().insert(link.id.clone(), link.clone());
+        let session = Session::new("l1".into(), "2025-11-25".into(), Default::default());
+        hub.sessions.insert(session.clone());
+        assert!(legacy.push(&link, "{}".into()));
+        assert!(!legacy.push(&link, "{}".into()));
+        assert!(link.closed.is_cancelled() && session.closed.is_cancelled());
+        assert!(legacy.lock().is_empty() && hub.sessions.get("l1").is_none());
+    }
+
     #[test]
     fn message_events_are_named_and_never_split() {
         let event = message_event("{\"a\":\r\n1}");
