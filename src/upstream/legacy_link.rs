@@ -62,8 +62,8 @@ impl Actor {
                     Err(err) if self.auto_detects() && err.suggests_legacy_sse() => err,
                     Err(err) => return Err(err.to_string()),
                 };
-                let status = refusal.refused_with.map(|s| s.as_u16());
-                tracing::info!(upstream = %self.name(), ?status, "initialize refused; trying legacy HTTP+SSE");
+                let status = refusal.refused_with.map_or(0, |s| s.as_u16());
+                tracing::info!(upstream = %self.name(), status, "initialize refused; trying legacy HTTP+SSE");
                 let TransportConfig::Http { url, headers, .. } = &self.ctx.server.transport else {
                     return Err(refusal.to_string());
                 };
