@@ -29,6 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Messages queued for one host's stream; a host that lets it fill loses its session.
 pub const OUT_QUEUE: usize = 1024;
+/// Host messages accepted (202) and waiting to be served, per link; beyond it POSTs get 503.
+pub const INBOX: usize = 256;
 /// Legacy streams open at once.
 pub const MAX_STREAMS: usize = 4096;
 /// Comment lines that keep idle streams from being cut by proxies.
@@ -49,6 +51,8 @@ pub fn legacy_paths(mcp_path: &str) -> (String, String) {
 struct Link {
     id: String,
     out: mpsc::Sender<Arc<str>>,
+    /// Host messages in the order POSTed, served one at a time by the link's worker.
+    inbox: mpsc::Sender<Message>,
     session: OnceLock<Arc<Session>>,
     /// Cancelled when the link ends (stream closed, queue overflow, session ended).
     closed: CancellationToken,
@@ -123,14 +127,17 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>, headers: HeaderMap) -> R
         return refuse(DownstreamError::Unavailable("too many legacy SSE streams"));
     }
     let (tx, mut rx) = mpsc::channel(OUT_QUEUE);
+    let (inbox, queued) = mpsc::channel(INBOX);
     let link = Arc::new(Link {
         id: new_session_id(),
         out: tx,
+        inbox,
         session: OnceLock::new(),
         closed: CancellationToken::new(),
         calls: AtomicUsize::new(0),
     });
     legacy.lock().insert(link.id.clone(), link.clone());
+    tokio::spawn(serve_in_order(legacy.clone(), link.clone(), queued));
     tracing::debug!(session = %link.id, "legacy SSE stream opened");
     let endpoint = format!("{}?sessionId={}", legacy.message_path, link.id);
     let first = Bytes::from(format!("event: endpoint\ndata: {endpoint}\n\n"));
@@ -197,8 +204,9 @@ fn session_param(uri: &http::Uri) -> Option<&str> {
         .find_map(|pair| pair.strip_prefix("sessionId="))
 }
 
-/// `POST /message?sessionId=…`: one message or a batch, served in order; 202 at once, replies
-/// on the stream.
+/// `POST /message?sessionId=…`: one message or a batch, queued for the link's worker and
+/// answered 202 at once (answers to server requests are delivered at once); replies go out on
+/// the stream.
 async fn message(
     State(legacy): State<Arc<Legacy>>,
     uri: http::Uri,
@@ -248,9 +256,29 @@ async fn accept_message(
                 continue;
             }
         };
-        serve(legacy, &link, msg).await;
+        if matches!(msg, Message::Response { .. }) {
+            serve(legacy, &link, msg).await;
+        } else if link.inbox.try_send(msg).is_err() {
+            return Err(DownstreamError::Unavailable(
+                "too many messages waiting for this session",
+            ));
+        }
     }
     Ok(())
+}
+
+/// The link's worker: its host messages served one at a time, in the order they were POSTed
+/// (a cancellation never overtakes its request), until the link ends.
+async fn serve_in_order(legacy: Arc<Legacy>, link: Arc<Link>, mut queued: mpsc::Receiver<Message>) {
+    loop {
+        tokio::select! {
+            msg = queued.recv() => match msg {
+                Some(msg) => serve(&legacy, &link, msg).await,
+                None => return,
+            },
+            _ = link.closed.cancelled() => return,
+        }
+    }
 }
 
 /// Serve one host message on a link: `initialize` opens the session, anything else goes to the
@@ -381,9 +409,11 @@ mod tests {
             links: Mutex::default(),
         };
         let (out, _unread) = mpsc::channel(1);
+        let (inbox, _queued) = mpsc::channel(1);
         let link = Arc::new(Link {
             id: "l1".into(),
             out,
+            inbox,
             session: OnceLock::new(),
             closed: CancellationToken::new(),
             calls: AtomicUsize::new(0),
