@@ -138,7 +138,8 @@ async fn losing_a_legacy_sse_upstream_fails_its_calls_at_once_and_it_reconnects(
     );
 
     let _everything = start_everything_sse(port).await;
-    let deadline = Instant::now() + Duration::from_secs(40);
+    let restarted = Instant::now();
+    let deadline = restarted + Duration::from_secs(40);
     loop {
         let resp = s
             .call(
@@ -147,6 +148,10 @@ async fn losing_a_legacy_sse_upstream_fails_its_calls_at_once_and_it_reconnects(
             )
             .await;
         if resp["result"]["content"][0]["text"] == "Echo: two" {
+            eprintln!(
+                "pending call failed {waited:?} after the kill; calls work again {:?} after the restart",
+                restarted.elapsed()
+            );
             break;
         }
         assert!(
