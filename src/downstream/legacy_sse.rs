@@ -123,9 +123,6 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>, headers: HeaderMap) -> R
     if let Err(err) = legacy.access.check(&headers) {
         return refuse(err);
     }
-    if legacy.lock().len() >= MAX_STREAMS {
-        return refuse(DownstreamError::Unavailable("too many legacy SSE streams"));
-    }
     let (tx, mut rx) = mpsc::channel(OUT_QUEUE);
     let (inbox, queued) = mpsc::channel(INBOX);
     let link = Arc::new(Link {
@@ -136,7 +133,13 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>, headers: HeaderMap) -> R
         closed: CancellationToken::new(),
         calls: AtomicUsize::new(0),
     });
-    legacy.lock().insert(link.id.clone(), link.clone());
+    {
+        let mut links = legacy.lock();
+        if links.len() >= MAX_STREAMS {
+            return refuse(DownstreamError::Unavailable("too many legacy SSE streams"));
+        }
+        links.insert(link.id.clone(), link.clone());
+    }
     tokio::spawn(serve_in_order(legacy.clone(), link.clone(), queued));
     tracing::debug!(session = %link.id, "legacy SSE stream opened");
     let endpoint = format!("{}?sessionId={}", legacy.message_path, link.id);
