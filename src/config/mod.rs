@@ -11,8 +11,10 @@ use toml::Spanned;
 
 mod raw;
 mod server;
+mod transport;
 use raw::{line_col, parse_error, RawConfig, RawGateway};
 use server::build_server;
+pub use transport::HttpMode;
 
 const MIB_16: usize = 16 * 1024 * 1024;
 
@@ -158,6 +160,7 @@ pub enum TransportConfig {
     Http {
         url: String,
         headers: Vec<(String, Secret)>,
+        mode: HttpMode,
     },
 }
 

@@ -45,6 +45,7 @@ pub(super) struct RawServer {
     pub(super) namespace: Option<Spanned<String>>,
     pub(super) isolation: Option<Spanned<String>>,
     pub(super) era: Option<Spanned<String>>,
+    pub(super) transport: Option<Spanned<String>>,
     pub(super) request_timeout_secs: Option<Spanned<u64>>,
     pub(super) timeout_resets_on_progress: Option<Spanned<bool>>,
     pub(super) max_in_flight: Option<Spanned<usize>>,

@@ -41,7 +41,7 @@ fn is_header_name(name: &str) -> bool {
 const NS_RULE: &str = "1 to 64 characters of A-Z a-z 0-9 _ . -";
 
 /// Validation context for one `[servers.NAME]` table.
-struct ServerCtx<'a> {
+pub(super) struct ServerCtx<'a> {
     ctx: &'a Ctx<'a>,
     name: &'a str,
     path: String,
@@ -49,7 +49,7 @@ struct ServerCtx<'a> {
 }
 
 impl ServerCtx<'_> {
-    fn fail(&self, span: Option<&Range<usize>>, msg: impl fmt::Display) -> ConfigError {
+    pub(super) fn fail(&self, span: Option<&Range<usize>>, msg: impl fmt::Display) -> ConfigError {
         let span = span.unwrap_or(&self.key_span);
         self.ctx.invalid(span, format!("server {:?}: {msg}", self.name))
     }
@@ -59,7 +59,7 @@ impl ServerCtx<'_> {
     }
 
     /// One of a fixed set of values; absent means the first.
-    fn choice<T: Copy>(
+    pub(super) fn choice<T: Copy>(
         &self,
         value: Option<&Spanned<String>>,
         key: &str,
@@ -117,6 +117,7 @@ impl ServerCtx<'_> {
                 "`headers` is only valid for `url` (Streamable HTTP) servers",
             ));
         }
+        self.http_mode(raw)?;
         let cmd = self.expand(command, "command")?;
         if cmd.is_empty() {
             return Err(self.fail(Some(&command.span()), "`command` must not be empty"));
@@ -161,7 +162,12 @@ impl ServerCtx<'_> {
             return Err(self.fail(Some(&url.span()), msg));
         }
         let headers = self.secrets(&raw.headers, "headers", is_header_name)?;
-        Ok(TransportConfig::Http { url: u, headers })
+        let mode = self.http_mode(raw)?;
+        Ok(TransportConfig::Http {
+            url: u,
+            headers,
+            mode,
+        })
     }
 }
 

@@ -43,7 +43,7 @@ fn stdio(server: &ServerConfig) -> Stdio<'_> {
 
 fn http(server: &ServerConfig) -> (&str, &[(String, Secret)]) {
     match &server.transport {
-        TransportConfig::Http { url, headers } => (url, headers),
+        TransportConfig::Http { url, headers, .. } => (url, headers),
         other => panic!("expected http, got {other:?}"),
     }
 }
@@ -504,4 +504,32 @@ fn limits_timeouts_and_health_checks_have_defaults_and_bounds() {
     assert!(e.contains("config.toml:2"), "{e}");
     let e = err("[servers.a]\ncommand = \"x\"\nmax_in_flight = 0\n");
     assert!(e.contains("servers.a.max_in_flight must be at least 1"), "{e}");
+}
+
+#[test]
+fn transport_values() {
+    let mode = |v: &str| {
+        parse(&format!(
+            "[servers.s]\nurl = \"http://x/sse\"\ntransport = \"{v}\"\n"
+        ))
+        .map(|c| match &c.servers[0].transport {
+            TransportConfig::Http { mode, .. } => *mode,
+            other => panic!("expected http, got {other:?}"),
+        })
+    };
+    assert_eq!(mode("sse").unwrap(), HttpMode::LegacySse);
+    assert_eq!(mode("streamable-http").unwrap(), HttpMode::StreamableHttp);
+    assert_eq!(mode("auto").unwrap(), HttpMode::Auto);
+    match &parse("[servers.s]\nurl = \"http://x\"\n").unwrap().servers[0].transport {
+        TransportConfig::Http { mode, .. } => assert_eq!(*mode, HttpMode::Auto),
+        other => panic!("expected http, got {other:?}"),
+    }
+    let e = mode("websocket").unwrap_err().to_string();
+    assert!(e.starts_with("config.toml:3:"), "{e}");
+    assert!(
+        e.contains("transport") && e.contains("\"websocket\"") && e.contains("\"sse\""),
+        "{e}"
+    );
+    let e = err("[servers.s]\ncommand = \"x\"\ntransport = \"sse\"\n");
+    assert!(e.contains("server \"s\"") && e.contains("`transport`"), "{e}");
 }

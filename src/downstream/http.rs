@@ -38,20 +38,20 @@ struct Endpoint {
     access: AccessPolicy,
 }
 
-/// The axum router serving the configured MCP path.
+/// The axum router serving the configured MCP path (and the legacy SSE endpoints next to it).
 pub fn router(hub: Arc<Hub>) -> axum::Router {
     let path = hub.config.gateway.path.clone();
     let limit = hub.config.gateway.max_body_bytes;
-    let endpoint = Arc::new(Endpoint {
-        access: AccessPolicy::from_config(&hub.config.gateway),
-        hub,
-    });
-    let operator = super::status::router(endpoint.hub.clone());
+    let access = AccessPolicy::from_config(&hub.config.gateway);
+    let legacy = super::legacy_sse::router(hub.clone(), access.clone());
+    let operator = super::status::router(hub.clone());
+    let endpoint = Arc::new(Endpoint { access, hub });
     axum::Router::new()
         .route(&path, any(handle))
-        .layer(DefaultBodyLimit::max(limit))
         .with_state(endpoint)
+        .merge(legacy)
         .merge(operator)
+        .layer(DefaultBodyLimit::max(limit))
 }
 
 async fn handle(
@@ -84,7 +84,7 @@ fn modern_only(headers: &HeaderMap) -> bool {
 }
 
 /// The HTTP answer for a refused request: its status and an id-less JSON-RPC error body.
-fn refuse(err: DownstreamError) -> Response {
+pub(super) fn refuse(err: DownstreamError) -> Response {
     let status = err.status();
     let body = error_response(None, err.code(), &err.to_string()).to_json();
     let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
@@ -140,7 +140,7 @@ fn claimed_version(headers: &HeaderMap) -> Result<String, DownstreamError> {
     }
 }
 
-fn new_session_id() -> String {
+pub(super) fn new_session_id() -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     bytes.iter().map(|b| format!("{b:02x}")).collect()

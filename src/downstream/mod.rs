@@ -1,9 +1,11 @@
-//! The host-facing side: the Streamable HTTP endpoint, sessions and their streams, routing.
+//! The host-facing side: the Streamable HTTP endpoint (and the legacy HTTP+SSE endpoints),
+//! sessions and their streams, routing.
 
 pub mod forward;
 pub mod http;
 pub mod input_bridge;
 pub mod input_required;
+pub mod legacy_sse;
 pub mod listen;
 pub mod origin;
 pub mod registry;

@@ -2,35 +2,25 @@
 //! itself (ids come from the handle), keeps the pending map, routes replies, notifications and
 //! server-to-client requests to the right host call or session, and stops the transport.
 
-use super::handshake::{
-    discover_request, initialize_request, initialized_notification, modern_params, read_discover_result,
-    read_initialize_result,
-};
-use super::http::HttpTransport;
+use super::handshake::modern_params;
+use super::legacy_sse::LegacySseTransport;
 use super::stdio::StdioTransport;
 use super::{
-    CallEvent, CallFailure, CallOrigin, Command, OutboundCall, ServerFacts, Status, UpstreamHandle,
-    COMMAND_QUEUE,
+    CallEvent, CallFailure, CallOrigin, Command, OutboundCall, Status, UpstreamHandle, COMMAND_QUEUE,
 };
 use crate::catalog::{ListKind, Naming};
 use crate::config::{Era, ServerConfig, TransportConfig};
 use crate::downstream::session::{cancelled_notification, ClientCaps, Session};
 use crate::downstream::SessionRegistry;
-use crate::error::{codes, UpstreamError};
-use crate::protocol::message::{error_object, raw};
+use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-/// How long an upstream may take to answer `initialize`.
-const INIT_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a stdio server may take to answer `server/discover` before it is taken for a
-/// session-era server (some ignore unknown methods before `initialize`).
-const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Capacity of the queue of frames arriving from the transport.
 const INBOUND_QUEUE: usize = 1024;
 
@@ -71,7 +61,8 @@ pub struct ConnectionContext {
 
 pub(super) enum Transport {
     Stdio(StdioTransport),
-    Http(Box<HttpTransport>),
+    Http(Box<super::http::HttpTransport>),
+    LegacySse(Box<LegacySseTransport>),
 }
 
 impl Transport {
@@ -79,6 +70,7 @@ impl Transport {
         match self {
             Transport::Stdio(t) => t.send(frame),
             Transport::Http(t) => t.send(frame, upstream_id),
+            Transport::LegacySse(t) => t.send(frame, upstream_id),
         }
     }
 
@@ -92,6 +84,7 @@ impl Transport {
         match self {
             Transport::Stdio(t) => t.send(frame),
             Transport::Http(t) => t.send_with(frame, Some(upstream_id), headers),
+            Transport::LegacySse(t) => t.send(frame, Some(upstream_id)),
         }
     }
 
@@ -99,6 +92,7 @@ impl Transport {
         match self {
             Transport::Stdio(t) => t.stop().await,
             Transport::Http(t) => (*t).stop().await,
+            Transport::LegacySse(t) => (*t).stop().await,
         }
     }
 }
@@ -158,14 +152,9 @@ impl Actor {
                 inbound_tx,
             )
             .map(Transport::Stdio),
-            TransportConfig::Http { url, headers } => HttpTransport::new(
-                self.handle.name().into(),
-                url,
-                headers,
-                self.ctx.server.max_line_bytes,
-                inbound_tx,
-            )
-            .map(|t| Transport::Http(Box::new(t))),
+            TransportConfig::Http { .. } => {
+                super::legacy_link::http_transport(self.handle.name().into(), &self.ctx.server, inbound_tx)
+            }
         };
         let mut transport = match transport {
             Ok(t) => t,
@@ -189,7 +178,10 @@ impl Actor {
                     },
                     item = inbound.recv() => match item {
                         Some(Inbound::Closed(reason)) => {
-                            break self.describe_exit(&mut transport, reason);
+                            let lost = self.reconnect_legacy(&mut transport, &mut inbound, &mut commands, reason);
+                            if let Err(reason) = lost.await {
+                                break self.describe_exit(&mut transport, reason);
+                            }
                         }
                         Some(Inbound::SessionExpired { frame, upstream_id, generation }) => {
                             self.recover_session(&mut transport, frame, upstream_id, generation).await
@@ -215,13 +207,13 @@ impl Actor {
         self.status.send_replace(Status::Down(reason));
     }
 
-    fn describe_exit(&self, transport: &mut Transport, reason: String) -> String {
+    pub(super) fn describe_exit(&self, transport: &mut Transport, reason: String) -> String {
         match transport {
             Transport::Stdio(t) => match t.exit_status() {
                 Some(status) => format!("{reason}; process {status}"),
                 None => reason,
             },
-            Transport::Http(_) => reason,
+            Transport::Http(_) | Transport::LegacySse(_) => reason,
         }
     }
 
@@ -276,10 +268,7 @@ impl Actor {
     ) -> Result<(), String> {
         let probe = self.ctx.server.era == Era::Auto;
         let facts = match transport {
-            Transport::Http(t) => {
-                let probe_id = probe.then(|| self.handle.next_id());
-                t.establish(probe_id, self.handle.next_id()).await?
-            }
+            Transport::Http(_) | Transport::LegacySse(_) => self.open_http(transport, inbound, probe).await?,
             Transport::Stdio(_) if probe => self.discover_or_handshake(transport, inbound).await?,
             Transport::Stdio(_) => self.handshake(transport, inbound, None).await?,
         };
@@ -291,119 +280,6 @@ impl Actor {
         super::health::watch(self.handle.clone(), &self.ctx.server);
         self.status.send_replace(Status::Ready(Arc::new(facts)));
         Ok(())
-    }
-
-    /// Probe a stdio server with `server/discover`; an error or an answer without 2026-07-28
-    /// means it speaks the session era (`initialize`). After 5 s of silence `initialize` is sent
-    /// too, and whichever answer comes first decides: a slow-starting modern server may still
-    /// answer the probe (and then refuse `initialize`).
-    async fn discover_or_handshake(
-        &mut self,
-        transport: &mut Transport,
-        inbound: &mut mpsc::Receiver<Inbound>,
-    ) -> Result<ServerFacts, String> {
-        let id = self.handle.next_id();
-        self.send_early(transport, discover_request(id), id)?;
-        let deadline = tokio::time::Instant::now() + DISCOVER_TIMEOUT;
-        match self.await_answer(transport, inbound, &[id], deadline).await {
-            Ok((_, payload)) => match read_discover_result(payload) {
-                Some(facts) => Ok(facts),
-                None => self.handshake(transport, inbound, None).await,
-            },
-            Err(reason) => {
-                tracing::debug!(upstream = %self.name(), %reason, "no answer to server/discover yet; trying initialize");
-                self.handshake(transport, inbound, Some(id)).await
-            }
-        }
-    }
-
-    /// Send `initialize`, wait for the answer, send `initialized`; a late answer to the
-    /// discover probe `late_discover` that says 2026-07-28 wins instead.
-    async fn handshake(
-        &mut self,
-        transport: &mut Transport,
-        inbound: &mut mpsc::Receiver<Inbound>,
-        late_discover: Option<u64>,
-    ) -> Result<ServerFacts, String> {
-        let id = self.handle.next_id();
-        self.send_early(transport, initialize_request(id), id)?;
-        let deadline = tokio::time::Instant::now() + INIT_TIMEOUT;
-        let mut waiting: Vec<u64> = std::iter::once(id).chain(late_discover).collect();
-        loop {
-            let (answered, payload) = self.await_answer(transport, inbound, &waiting, deadline).await?;
-            if answered == id {
-                let facts = read_initialize_result(payload)?;
-                transport
-                    .send(initialized_notification().to_json(), None)
-                    .map_err(|e| e.to_string())?;
-                return Ok(facts);
-            }
-            if let Some(facts) = read_discover_result(payload) {
-                return Ok(facts);
-            }
-            waiting.retain(|w| *w == id);
-        }
-    }
-
-    fn send_early(&self, transport: &mut Transport, request: Message, id: u64) -> Result<(), String> {
-        transport
-            .send(request.to_json(), Some(id))
-            .map_err(|e| e.to_string())
-    }
-
-    /// Wait for the answer to one of `ids` before the connection is open (answering pings,
-    /// refusing other server requests meanwhile).
-    async fn await_answer(
-        &mut self,
-        transport: &mut Transport,
-        inbound: &mut mpsc::Receiver<Inbound>,
-        ids: &[u64],
-        deadline: tokio::time::Instant,
-    ) -> Result<(u64, ResponsePayload), String> {
-        let method = "the opening handshake";
-        loop {
-            let item = tokio::time::timeout_at(deadline, inbound.recv())
-                .await
-                .map_err(|_| format!("no answer to {method} in time"))?;
-            match item {
-                None => return Err(format!("transport ended during {method}")),
-                Some(Inbound::Closed(reason)) => {
-                    return Err(self.describe_exit(transport, format!("{reason} during {method}")))
-                }
-                Some(Inbound::PostFailed { error, .. }) => return Err(error.to_string()),
-                Some(Inbound::SessionExpired { .. } | Inbound::Paused { .. }) => {}
-                Some(Inbound::Message {
-                    msg:
-                        Message::Response {
-                            id: Some(rid),
-                            payload,
-                        },
-                    ..
-                }) if rid.as_u64().is_some_and(|r| ids.contains(&r)) => {
-                    return Ok((rid.as_u64().unwrap_or_default(), payload))
-                }
-                Some(Inbound::Message {
-                    msg: Message::Request { id, method, .. },
-                    ..
-                }) => {
-                    let payload = if method == "ping" {
-                        ResponsePayload::Result(raw("{}".into()))
-                    } else {
-                        ResponsePayload::Error(error_object(
-                            codes::INVALID_REQUEST,
-                            "not initialized yet",
-                            None,
-                        ))
-                    };
-                    let reply = Message::Response {
-                        id: Some(id),
-                        payload,
-                    };
-                    let _ = transport.send(reply.to_json(), None);
-                }
-                Some(Inbound::Message { .. }) => {}
-            }
-        }
     }
 
     fn on_command(&mut self, transport: &mut Transport, cmd: Command) {
@@ -515,7 +391,7 @@ impl Actor {
         }
     }
 
-    fn fail_origin(&self, origin: CallOrigin, error: UpstreamError) {
+    pub(super) fn fail_origin(&self, origin: CallOrigin, error: UpstreamError) {
         match origin {
             CallOrigin::Internal(tx) => {
                 let _ = tx.send(Err(CallFailure::Upstream(error)));
@@ -524,7 +400,7 @@ impl Actor {
         }
     }
 
-    fn fail_all(&mut self, reason: &str) {
+    pub(super) fn fail_all(&mut self, reason: &str) {
         let error = self.closed_error(reason);
         for (_, p) in self.pending.drain().collect::<Vec<_>>() {
             self.fail_origin(p.origin, error.clone());

@@ -50,6 +50,37 @@ pub struct HttpTransport {
 /// Extra headers of one request (the 2026-07-28 request metadata).
 type RequestHeaders = Vec<(String, String)>;
 
+/// Why an upstream session could not be opened.
+#[derive(Debug)]
+pub struct EstablishError {
+    pub reason: String,
+    /// The HTTP status that refused the `initialize` POST, when that is what failed.
+    pub refused_with: Option<StatusCode>,
+}
+
+impl EstablishError {
+    /// The spec's cue to try legacy HTTP+SSE: `initialize` refused with 400, 404 or 405.
+    pub fn suggests_legacy_sse(&self) -> bool {
+        self.refused_with
+            .is_some_and(|s| matches!(s.as_u16(), 400 | 404 | 405))
+    }
+}
+
+impl From<String> for EstablishError {
+    fn from(reason: String) -> Self {
+        EstablishError {
+            reason,
+            refused_with: None,
+        }
+    }
+}
+
+impl std::fmt::Display for EstablishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
 impl HttpTransport {
     pub fn new(
         name: Arc<str>,
@@ -75,6 +106,11 @@ impl HttpTransport {
         })
     }
 
+    /// Where this transport reports to its actor (a legacy SSE transport taking over uses it too).
+    pub fn inbound(&self) -> mpsc::Sender<Inbound> {
+        self.inbound.clone()
+    }
+
     /// Which upstream session requests are being sent in.
     pub fn generation(&self) -> u64 {
         self.generation
@@ -82,7 +118,11 @@ impl HttpTransport {
 
     /// Open the upstream: a `server/discover` probe first unless `probe_id` is `None` (a
     /// 2026-07-28 server needs nothing more), else a session.
-    pub async fn establish(&mut self, probe_id: Option<u64>, init_id: u64) -> Result<ServerFacts, String> {
+    pub async fn establish(
+        &mut self,
+        probe_id: Option<u64>,
+        init_id: u64,
+    ) -> Result<ServerFacts, EstablishError> {
         let discovered = match probe_id {
             Some(id) => self.probe_modern(id).await,
             None => None,
@@ -125,7 +165,7 @@ impl HttpTransport {
     /// `initialized` acknowledged by the server. Only then may requests follow, so a server that
     /// registers tools when it sees `initialized` lists them all, and any list_changed it sends
     /// has a stream to arrive on.
-    pub async fn establish_session(&mut self, id: u64) -> Result<ServerFacts, String> {
+    pub async fn establish_session(&mut self, id: u64) -> Result<ServerFacts, EstablishError> {
         self.endpoint = Arc::new(self.base.clone());
         if let Some(old) = self.get_stream.take() {
             old.cancel();
@@ -146,12 +186,14 @@ impl HttpTransport {
         self.endpoint = Arc::new(self.base.in_session(sid.as_deref(), &facts.protocol_version)?);
         self.generation += 1;
         self.open_get_stream().await;
-        self.post_now(initialized_notification().to_json()).await?;
+        self.post_now(initialized_notification().to_json())
+            .await
+            .map_err(|e| EstablishError::from(e.reason))?;
         Ok(facts)
     }
 
-    /// POST one frame and wait for the response head; non-2xx is an error.
-    async fn post_now(&self, frame: String) -> Result<reqwest::Response, String> {
+    /// POST one frame and wait for the response head; non-2xx is an error carrying the status.
+    async fn post_now(&self, frame: String) -> Result<reqwest::Response, EstablishError> {
         let resp = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.endpoint.post(frame).send())
             .await
             .map_err(|_| "no HTTP answer in time".to_string())?
@@ -159,7 +201,10 @@ impl HttpTransport {
         if !resp.status().is_success() {
             let status = resp.status();
             let body = read_limited(resp, 500).await;
-            return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
+            return Err(EstablishError {
+                reason: format!("HTTP {status}: {}", String::from_utf8_lossy(&body)),
+                refused_with: Some(status),
+            });
         }
         Ok(resp)
     }

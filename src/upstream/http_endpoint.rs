@@ -61,6 +61,15 @@ impl Endpoint {
         Ok(next)
     }
 
+    /// The same client and headers at another URL (the POST endpoint a legacy SSE server names).
+    pub fn at(&self, url: reqwest::Url) -> Self {
+        Endpoint { url, ..self.clone() }
+    }
+
+    pub fn url(&self) -> &reqwest::Url {
+        &self.url
+    }
+
     pub fn has_session(&self) -> bool {
         self.session_id.is_some()
     }

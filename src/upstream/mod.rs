@@ -1,5 +1,5 @@
-//! Upstream MCP servers: one actor task per connection (stdio child or Streamable HTTP client)
-//! that owns its pending map and id counter, and a supervisor per configured server.
+//! Upstream MCP servers: one actor task per connection (stdio child, Streamable HTTP or legacy
+//! HTTP+SSE client) that owns its pending map and id counter, and a supervisor per configured server.
 
 mod connection;
 mod handshake;
@@ -8,7 +8,10 @@ mod http;
 mod http_endpoint;
 mod http_sse;
 mod inbound;
+mod legacy_link;
+mod legacy_sse;
 mod listen;
+mod opening;
 pub mod state;
 mod stdio;
 pub mod supervisor;

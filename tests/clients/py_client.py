@@ -2,9 +2,11 @@
 """MCP test client built on the Python SDK (mcp 2.3.0), used by mcpmux's integration tests.
 
 Usage:
-    python py_client.py URL SCENARIO [ARGS...] [--mode legacy|auto] [--prefix PREFIX] [--timeout SECS] [--no-roots] [--resource-prefix P]
+    python py_client.py URL SCENARIO [ARGS...] [--mode legacy|auto] [--transport http|sse] [--prefix PREFIX] [--timeout SECS] [--no-roots] [--resource-prefix P]
 
 --mode defaults to "auto" (the SDK default: probe server/discover, fall back to initialize).
+--transport sse connects with the SDK's legacy HTTP+SSE client (`mcp.client.sse.sse_client`): URL is
+           then the SSE endpoint (e.g. http://127.0.0.1:8080/sse). Default: Streamable HTTP.
 --resource-prefix P (everything only): read the first listed resource whose URI starts with P
            (default: the first one listed).
 --no-roots (everything only): still call get-roots-list, but do not require the roots round trip
@@ -41,6 +43,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import Client, MCPDeprecationWarning
+from mcp.client.sse import sse_client
 
 # Roots, logging and sampling are deprecated at 2026-07-28; the tests still exercise them on purpose.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
@@ -52,6 +55,14 @@ ELICIT_NAME = "mcpmux-py-elicit"
 
 class CheckFailed(Exception):
     pass
+
+
+TRANSPORT = "http"
+
+
+def server(url: str) -> Any:
+    """What Client connects to: the URL (Streamable HTTP) or a legacy SSE transport for it."""
+    return sse_client(url) if TRANSPORT == "sse" else url
 
 
 def log(msg: str) -> None:
@@ -126,7 +137,7 @@ def conn_info(client: Client) -> dict[str, Any]:
 
 
 async def scenario_smoke(url: str, mode: str, prefix: str, _args: list[str], obs: dict[str, Any]) -> None:
-    async with Client(url, mode=mode, cache=None) as client:
+    async with Client(server(url), mode=mode, cache=None) as client:
         obs.update(conn_info(client))
         tools = await list_all_tools(client)
         names = [t.name for t in tools]
@@ -206,7 +217,7 @@ async def scenario_everything(url: str, mode: str, prefix: str, _args: list[str]
 
     modern = mode not in ("legacy", "auto")
     async with Client(
-        url,
+        server(url),
         mode=mode,
         cache=None,
         # 2026-07-28 has no logging/setLevel: the level travels with every request.
@@ -326,7 +337,7 @@ async def scenario_concurrent(url: str, mode: str, prefix: str, args: list[str],
 
     async def one(i: int) -> dict[str, Any]:
         ok = 0
-        async with Client(url, mode=mode, cache=None) as client:
+        async with Client(server(url), mode=mode, cache=None) as client:
             for j in range(calls):
                 msg = f"py-{run_id}-s{i}-c{j}"
                 r = await client.call_tool(echo, {"message": msg})
@@ -358,7 +369,7 @@ async def scenario_call(url: str, mode: str, _prefix: str, args: list[str], obs:
             raise CheckFailed(f"call {name}: arguments are not JSON: {exc}") from exc
         check(isinstance(arguments, dict), f"call {name}: arguments must be a JSON object")
         calls.append((name, arguments))
-    async with Client(url, mode=mode, cache=None) as client:
+    async with Client(server(url), mode=mode, cache=None) as client:
         obs.update(conn_info(client))
         names = [t.name for t in await list_all_tools(client)]
         obs["tools"] = names
@@ -397,14 +408,18 @@ def main() -> int:
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     ap.add_argument("args", nargs="*")
     ap.add_argument("--mode", default="auto", choices=["legacy", "auto", "2026-07-28"])
+    ap.add_argument("--transport", default="http", choices=["http", "sse"])
     ap.add_argument("--prefix", default="")
     ap.add_argument("--timeout", type=float, default=90.0, help="overall deadline in seconds")
     ap.add_argument("--no-roots", action="store_true", help="everything: do not require the roots round trip")
     ap.add_argument("--resource-prefix", default="",
                     help="everything: read the first listed resource whose URI starts with this")
     opts = ap.parse_intermixed_args()
+    global TRANSPORT
+    TRANSPORT = opts.transport
 
-    obs: dict[str, Any] = {"scenario": opts.scenario, "mode": opts.mode, "prefix": opts.prefix, "client": "python-mcp-2.3.0"}
+    obs: dict[str, Any] = {"scenario": opts.scenario, "mode": opts.mode, "transport": opts.transport,
+                           "prefix": opts.prefix, "client": "python-mcp-2.3.0"}
     if opts.no_roots:
         obs["no_roots"] = True
     if opts.resource_prefix:

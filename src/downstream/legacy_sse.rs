@@ -1,0 +1,438 @@
+//! Legacy HTTP+SSE for hosts (protocol 2024-11-05), next to the configured endpoint path:
+//! `GET {prefix}/sse` opens a stream whose first event names the message endpoint
+//! (`{prefix}/message?sessionId=…`); each POST there is served by the same router and sessions
+//! as `/mcp` and answered 202, and everything for the session (responses, notifications,
+//! server-to-client requests) goes out on the stream through one bounded queue. A host that
+//! stops reading, or closes the stream, ends its session.
+
+use super::http::{new_session_id, refuse, sse_response};
+use super::origin::AccessPolicy;
+use super::resume;
+use super::router::{self, Dispatch};
+use super::session::Session;
+use crate::error::{codes, DownstreamError};
+use crate::hub::Hub;
+use crate::protocol::message::{error_response, result_response};
+use crate::protocol::{parse_body, Body, Message, RawObject, RequestId};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{header, HeaderMap, StatusCode};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Messages queued for one host's stream; a host that lets it fill loses its session.
+pub const OUT_QUEUE: usize = 1024;
+/// Host messages accepted (202) and waiting to be served, per link; beyond it POSTs get 503.
+pub const INBOX: usize = 256;
+/// Legacy streams open at once.
+pub const MAX_STREAMS: usize = 4096;
+/// Comment lines that keep idle streams from being cut by proxies.
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
+/// How often a stream checks, once shutdown began, whether its calls have finished.
+const DRAIN_CHECK: Duration = Duration::from_millis(50);
+/// The version a legacy host asking for it gets (it is not served on `/mcp`).
+const LEGACY_VERSION: &str = "2024-11-05";
+
+/// The legacy SSE and message paths that sit next to `mcp_path` (`/mcp` gives `/sse` and
+/// `/message`; `/api/mcp` gives `/api/sse` and `/api/message`).
+pub fn legacy_paths(mcp_path: &str) -> (String, String) {
+    let prefix = mcp_path.rsplit_once('/').map_or("", |(head, _)| head);
+    (format!("{prefix}/sse"), format!("{prefix}/message"))
+}
+
+/// One open legacy stream and, once the host sent `initialize`, its session.
+struct Link {
+    id: String,
+    out: mpsc::Sender<Arc<str>>,
+    /// Host messages in the order POSTed, served one at a time by the link's worker.
+    inbox: mpsc::Sender<Message>,
+    session: OnceLock<Arc<Session>>,
+    /// Cancelled when the link ends (stream closed, queue overflow, session ended).
+    closed: CancellationToken,
+    /// Forwarded calls whose frames are still being pumped to the stream.
+    calls: AtomicUsize,
+}
+
+/// The legacy endpoints' state: the open links by session id.
+struct Legacy {
+    hub: Arc<Hub>,
+    access: AccessPolicy,
+    message_path: String,
+    links: Mutex<HashMap<String, Arc<Link>>>,
+}
+
+impl Legacy {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Link>>> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// End a link and its session (idempotent).
+    fn end(&self, link: &Link, why: &str) {
+        if link.closed.is_cancelled() {
+            return;
+        }
+        link.closed.cancel();
+        self.lock().remove(&link.id);
+        if self.hub.sessions.remove(&link.id).is_some() {
+            tracing::info!(session = %link.id, why, "legacy SSE session ended");
+        }
+    }
+
+    /// Queue a message on the link's stream; a full queue ends the link.
+    fn push(&self, link: &Link, json: Arc<str>) -> bool {
+        match link.out.try_send(json) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(session = %link.id, "legacy SSE host is not reading its stream");
+                self.end(link, "the host stopped reading its stream");
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// The routes of the legacy endpoints (none when they would collide with the MCP path).
+pub fn router(hub: Arc<Hub>, access: AccessPolicy) -> axum::Router {
+    let (sse_path, message_path) = legacy_paths(&hub.config.gateway.path);
+    if hub.config.gateway.path == sse_path || hub.config.gateway.path == message_path {
+        tracing::warn!(path = %hub.config.gateway.path, "legacy SSE endpoints disabled: they would share the MCP path");
+        return axum::Router::new();
+    }
+    let state = Arc::new(Legacy {
+        hub,
+        access,
+        message_path: message_path.clone(),
+        links: Mutex::default(),
+    });
+    axum::Router::new()
+        .route(&sse_path, get(open_stream))
+        .route(&message_path, post(message))
+        .with_state(state)
+}
+
+/// `GET /sse`: a new link, its `endpoint` event first.
+async fn open_stream(State(legacy): State<Arc<Legacy>>, headers: HeaderMap) -> Response {
+    if let Err(err) = legacy.access.check(&headers) {
+        return refuse(err);
+    }
+    let (tx, mut rx) = mpsc::channel(OUT_QUEUE);
+    let (inbox, queued) = mpsc::channel(INBOX);
+    let link = Arc::new(Link {
+        id: new_session_id(),
+        out: tx,
+        inbox,
+        session: OnceLock::new(),
+        closed: CancellationToken::new(),
+        calls: AtomicUsize::new(0),
+    });
+    {
+        let mut links = legacy.lock();
+        if links.len() >= MAX_STREAMS {
+            return refuse(DownstreamError::Unavailable("too many legacy SSE streams"));
+        }
+        links.insert(link.id.clone(), link.clone());
+    }
+    tokio::spawn(serve_in_order(legacy.clone(), link.clone(), queued));
+    tracing::debug!(session = %link.id, "legacy SSE stream opened");
+    let endpoint = format!("{}?sessionId={}", legacy.message_path, link.id);
+    let first = Bytes::from(format!("event: endpoint\ndata: {endpoint}\n\n"));
+    let shutdown = legacy.hub.shutdown.clone();
+    let init_deadline = tokio::time::Instant::now() + legacy.hub.config.gateway.session_idle_timeout;
+    let guard = EndOnDrop {
+        legacy: legacy.clone(),
+        link: link.clone(),
+    };
+    let frames = async_stream::stream! {
+        let _guard = guard;
+        yield first;
+        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
+        keepalive.tick().await;
+        let mut drain = tokio::time::interval(DRAIN_CHECK);
+        let mut draining = false;
+        loop {
+            tokio::select! {
+                biased;
+                msg = rx.recv() => match msg {
+                    Some(json) => yield message_event(&json),
+                    None => break,
+                },
+                _ = link.closed.cancelled() => break,
+                _ = shutdown.cancelled(), if !draining => draining = true,
+                _ = drain.tick(), if draining => {
+                    if link.calls.load(Ordering::Acquire) == 0 {
+                        break;
+                    }
+                }
+                _ = tokio::time::sleep_until(init_deadline), if link.session.get().is_none() => break,
+                _ = keepalive.tick() => yield Bytes::from_static(b": keepalive\n\n"),
+            }
+        }
+    };
+    sse_response(frames.boxed())
+}
+
+/// Ends the link when its stream is dropped (the host closed it, or it ended).
+struct EndOnDrop {
+    legacy: Arc<Legacy>,
+    link: Arc<Link>,
+}
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.legacy.end(&self.link, "the stream closed");
+    }
+}
+
+/// One SSE `message` event (CR/LF in the JSON, only ever insignificant whitespace, become spaces).
+fn message_event(json: &str) -> Bytes {
+    let data = resume::event_bytes(None, None, json);
+    let mut out = Vec::with_capacity(data.len() + 15);
+    out.extend_from_slice(b"event: message\n");
+    out.extend_from_slice(&data);
+    Bytes::from(out)
+}
+
+/// The `sessionId` query parameter (session ids are plain hex, so nothing is percent-decoded).
+fn session_param(uri: &http::Uri) -> Option<&str> {
+    uri.query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("sessionId="))
+}
+
+/// `POST /message?sessionId=…`: one message or a batch, queued for the link's worker and
+/// answered 202 at once (answers to server requests are delivered at once); replies go out on
+/// the stream.
+async fn message(
+    State(legacy): State<Arc<Legacy>>,
+    uri: http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match accept_message(&legacy, &uri, &headers, body).await {
+        Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
+        Err(err) => refuse(err),
+    }
+}
+
+async fn accept_message(
+    legacy: &Arc<Legacy>,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<(), DownstreamError> {
+    legacy.access.check(headers)?;
+    let id = session_param(uri)
+        .ok_or_else(|| DownstreamError::BadRequest("the sessionId query parameter is required".into()))?;
+    let link = legacy
+        .lock()
+        .get(id)
+        .cloned()
+        .ok_or(DownstreamError::UnknownSession)?;
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("application/json"));
+    if !json_type {
+        return Err(DownstreamError::UnsupportedMediaType);
+    }
+    let text = std::str::from_utf8(&body).map_err(|_| DownstreamError::Parse("body is not UTF-8".into()))?;
+    let items = match parse_body(text) {
+        Ok(Body::Single(msg)) => vec![Ok(msg)],
+        Ok(Body::Batch(items)) => items,
+        Err(err) if err.code() == codes::PARSE_ERROR => return Err(DownstreamError::Parse(err.to_string())),
+        Err(err) => vec![Err(err)],
+    };
+    for item in items {
+        let msg = match item {
+            Ok(msg) => msg,
+            Err(err) => {
+                let reply = error_response(err.id().cloned(), err.code(), &err.to_string());
+                legacy.push(&link, reply.to_json().into());
+                continue;
+            }
+        };
+        if matches!(msg, Message::Response { .. }) {
+            serve(legacy, &link, msg).await;
+        } else if link.inbox.try_send(msg).is_err() {
+            return Err(DownstreamError::Unavailable(
+                "too many messages waiting for this session",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The link's worker: its host messages served one at a time, in the order they were POSTed
+/// (a cancellation never overtakes its request), until the link ends.
+async fn serve_in_order(legacy: Arc<Legacy>, link: Arc<Link>, mut queued: mpsc::Receiver<Message>) {
+    loop {
+        tokio::select! {
+            msg = queued.recv() => match msg {
+                Some(msg) => serve(&legacy, &link, msg).await,
+                None => return,
+            },
+            _ = link.closed.cancelled() => return,
+        }
+    }
+}
+
+/// Serve one host message on a link: `initialize` opens the session, anything else goes to the
+/// router once it is open.
+async fn serve(legacy: &Arc<Legacy>, link: &Arc<Link>, msg: Message) {
+    let refusal = match (link.session.get(), msg) {
+        (None, Message::Request { id, method, params }) if method == "initialize" => {
+            return initialize(legacy, link, id, params.as_deref()).await;
+        }
+        (Some(session), msg) if msg.method() != Some("initialize") => {
+            let session = session.clone();
+            return dispatch(legacy, link, &session, msg).await;
+        }
+        (Some(_), Message::Request { id, .. }) => (id, "the session is already initialized"),
+        (None, Message::Request { id, .. }) => (id, "send initialize first"),
+        (_, _) => return,
+    };
+    let (id, why) = refusal;
+    let reply = error_response(Some(id), codes::INVALID_REQUEST, why);
+    legacy.push(link, reply.to_json().into());
+}
+
+/// Route one message of an initialized link; replies and forwarded calls' frames go to its stream.
+async fn dispatch(legacy: &Arc<Legacy>, link: &Arc<Link>, session: &Arc<Session>, msg: Message) {
+    match router::dispatch(&legacy.hub, session, msg).await {
+        Dispatch::Accepted => {}
+        Dispatch::Reply(reply) => {
+            legacy.push(link, reply.to_json().into());
+        }
+        Dispatch::Forward(call) => {
+            link.calls.fetch_add(1, Ordering::AcqRel);
+            let (legacy, link) = (legacy.clone(), link.clone());
+            tokio::spawn(async move {
+                let frames = call.into_frames();
+                futures_util::pin_mut!(frames);
+                loop {
+                    tokio::select! {
+                        frame = frames.next() => match frame {
+                            Some(frame) => {
+                                let json = frame.into_json();
+                                if json.is_some_and(|json| !legacy.push(&link, json)) {
+                                    break;
+                                }
+                            }
+                            None => break,
+                        },
+                        _ = link.closed.cancelled() => break,
+                    }
+                }
+                link.calls.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+    }
+}
+
+/// Open the link's session with the router's `initialize` (a host asking for 2024-11-05 gets
+/// it), and route the session's standalone messages to the stream.
+async fn initialize(
+    legacy: &Arc<Legacy>,
+    link: &Arc<Link>,
+    id: RequestId,
+    params: Option<&serde_json::value::RawValue>,
+) {
+    let params = RawObject::parse_opt(params);
+    let (mut session, mut result) = router::initialize(&legacy.hub, params.as_ref(), link.id.clone()).await;
+    let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
+    if asked.as_deref() == Some(LEGACY_VERSION) {
+        session = Session::new(link.id.clone(), LEGACY_VERSION.into(), session.caps);
+        if let Ok(mut obj) = RawObject::parse(result.get()) {
+            obj.set_str("protocolVersion", LEGACY_VERSION);
+            result = obj.to_raw();
+        }
+    }
+    if link.closed.is_cancelled() || link.session.set(session.clone()).is_err() {
+        return;
+    }
+    let Some(mut standalone) = session.open_get_stream() else {
+        return;
+    };
+    legacy.hub.sessions.insert(session.clone());
+    if link.closed.is_cancelled() {
+        legacy.hub.sessions.remove(&session.id);
+        return;
+    }
+    tracing::info!(session = %session.id, version = %session.protocol_version, "legacy SSE session opened");
+    legacy.push(link, result_response(id, result).to_json().into());
+    let (legacy, link) = (legacy.clone(), link.clone());
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                msg = standalone.recv() => match msg {
+                    Some(json) => {
+                        if !legacy.push(&link, json) {
+                            return;
+                        }
+                    }
+                    None => break,
+                },
+                _ = link.closed.cancelled() => return,
+            }
+        }
+        legacy.end(&link, "the session ended");
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_paths_sit_next_to_the_mcp_path() {
+        assert_eq!(legacy_paths("/mcp"), ("/sse".into(), "/message".into()));
+        assert_eq!(legacy_paths("/"), ("/sse".into(), "/message".into()));
+        assert_eq!(
+            legacy_paths("/api/v1/mcp"),
+            ("/api/v1/sse".into(), "/api/v1/message".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_host_that_stops_reading_loses_its_session() {
+        let config = crate::Config::from_toml_str("", "test.toml", &|_| None).unwrap();
+        let (hub, _events, _started) = Hub::new(Arc::new(config), CancellationToken::new());
+        let legacy = Legacy {
+            access: AccessPolicy::from_config(&hub.config.gateway),
+            hub: hub.clone(),
+            message_path: "/message".into(),
+            links: Mutex::default(),
+        };
+        let (out, _unread) = mpsc::channel(1);
+        let (inbox, _queued) = mpsc::channel(1);
+        let link = Arc::new(Link {
+            id: "l1".into(),
+            out,
+            inbox,
+            session: OnceLock::new(),
+            closed: CancellationToken::new(),
+            calls: AtomicUsize::new(0),
+        });
+        legacy.lock().insert(link.id.clone(), link.clone());
+        let session = Session::new("l1".into(), "2025-11-25".into(), Default::default());
+        hub.sessions.insert(session.clone());
+        assert!(legacy.push(&link, "{}".into()));
+        assert!(!legacy.push(&link, "{}".into()));
+        assert!(link.closed.is_cancelled() && session.closed.is_cancelled());
+        assert!(legacy.lock().is_empty() && hub.sessions.get("l1").is_none());
+    }
+
+    #[test]
+    fn message_events_are_named_and_never_split() {
+        let event = message_event("{\"a\":\r\n1}");
+        assert_eq!(&event[..], b"event: message\ndata: {\"a\":  1}\n\n");
+    }
+}

@@ -1,0 +1,183 @@
+//! How a connection actor opens and keeps a `url` upstream that may speak legacy HTTP+SSE: the
+//! transport the config asks for, the spec's fallback from Streamable HTTP (an `initialize`
+//! refused with 400, 404 or 405, then a GET whose first event is `endpoint`), and reconnecting
+//! with backoff when a legacy stream is lost (no resumption exists: initialize again).
+
+use super::connection::{Actor, ConnectionEvent, Inbound, Transport};
+use super::http::HttpTransport;
+use super::legacy_sse::LegacySseTransport;
+use super::{Command, ServerFacts, Status, UpstreamError};
+use crate::catalog::ListKind;
+use crate::config::{HttpMode, ServerConfig, TransportConfig};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Backoff between reconnection attempts after a legacy stream is lost.
+const RECONNECT_MIN: Duration = Duration::from_millis(250);
+const RECONNECT_MAX: Duration = Duration::from_secs(8);
+/// Attempts before the connection is given up (its supervisor then restarts it).
+const RECONNECT_ATTEMPTS: u32 = 8;
+
+/// The transport of a `url` server: legacy HTTP+SSE when configured, else Streamable HTTP
+/// (which [`Actor::open_http`] may still swap for legacy SSE).
+pub(super) fn http_transport(
+    name: Arc<str>,
+    server: &ServerConfig,
+    inbound: mpsc::Sender<Inbound>,
+) -> Result<Transport, UpstreamError> {
+    let TransportConfig::Http { url, headers, mode } = &server.transport else {
+        return Err(UpstreamError::Unavailable {
+            name: name.to_string(),
+            reason: "not a url server".into(),
+        });
+    };
+    let max = server.max_line_bytes;
+    Ok(match mode {
+        HttpMode::LegacySse => {
+            let t = LegacySseTransport::new(name, url, headers, max, inbound)?;
+            Transport::LegacySse(Box::new(t))
+        }
+        HttpMode::Auto | HttpMode::StreamableHttp => {
+            Transport::Http(Box::new(HttpTransport::new(name, url, headers, max, inbound)?))
+        }
+    })
+}
+
+impl Actor {
+    /// Open an HTTP upstream: Streamable HTTP (a `server/discover` probe when `probe`, else
+    /// or then a session); in auto mode an `initialize` refused with 400, 404 or 405 sends
+    /// mcpmux to legacy HTTP+SSE on the same URL, for the rest of this connection.
+    pub(super) async fn open_http(
+        &mut self,
+        transport: &mut Transport,
+        inbound: &mut mpsc::Receiver<Inbound>,
+        probe: bool,
+    ) -> Result<ServerFacts, String> {
+        match transport {
+            Transport::Http(t) => {
+                let probe_id = probe.then(|| self.handle.next_id());
+                let refusal = match t.establish(probe_id, self.handle.next_id()).await {
+                    Ok(facts) => return Ok(facts),
+                    Err(err) if self.auto_detects() && err.suggests_legacy_sse() => err,
+                    Err(err) => return Err(err.to_string()),
+                };
+                let status = refusal.refused_with.map_or(0, |s| s.as_u16());
+                tracing::info!(upstream = %self.name(), status, "initialize refused; trying legacy HTTP+SSE");
+                let TransportConfig::Http { url, headers, .. } = &self.ctx.server.transport else {
+                    return Err(refusal.to_string());
+                };
+                let max = self.ctx.server.max_line_bytes;
+                let mut legacy =
+                    LegacySseTransport::new(self.handle.name().into(), url, headers, max, t.inbound())
+                        .map_err(|e| e.to_string())?;
+                legacy
+                    .connect()
+                    .await
+                    .map_err(|why| format!("{refusal}; no legacy SSE stream either: {why}"))?;
+                let legacy = Transport::LegacySse(Box::new(legacy));
+                if let Transport::Http(old) = std::mem::replace(transport, legacy) {
+                    old.stop().await;
+                }
+                tracing::info!(upstream = %self.name(), "upstream speaks legacy HTTP+SSE");
+            }
+            Transport::LegacySse(t) => t.connect().await?,
+            Transport::Stdio(_) => return Err("not an HTTP upstream".into()),
+        }
+        self.handshake(transport, inbound, None).await
+    }
+
+    fn auto_detects(&self) -> bool {
+        matches!(
+            self.ctx.server.transport,
+            TransportConfig::Http {
+                mode: HttpMode::Auto,
+                ..
+            }
+        )
+    }
+
+    /// A transport reported `Closed`: for a legacy SSE upstream, fail every pending request at
+    /// once, then reconnect with backoff and initialize again (calls arriving meanwhile fail
+    /// fast). `Err` is why the connection ends (at once for other transports).
+    pub(super) async fn reconnect_legacy(
+        &mut self,
+        transport: &mut Transport,
+        inbound: &mut mpsc::Receiver<Inbound>,
+        commands: &mut mpsc::Receiver<Command>,
+        reason: String,
+    ) -> Result<(), String> {
+        if !matches!(transport, Transport::LegacySse(_)) {
+            return Err(reason);
+        }
+        tracing::warn!(upstream = %self.name(), %reason, "legacy SSE stream lost; reconnecting");
+        self.fail_all(&reason);
+        let mut delay = RECONNECT_MIN;
+        let mut last = reason;
+        for _ in 0..RECONNECT_ATTEMPTS {
+            let Transport::LegacySse(t) = transport else {
+                return Err(last);
+            };
+            let connected = {
+                let attempt = async {
+                    tokio::time::sleep(delay).await;
+                    t.connect().await
+                };
+                tokio::pin!(attempt);
+                loop {
+                    tokio::select! {
+                        r = &mut attempt => break r,
+                        Some(cmd) = commands.recv() => self.refuse(cmd, &last),
+                    }
+                }
+            };
+            let opened = match connected {
+                Ok(()) => self.handshake(transport, inbound, None).await,
+                Err(why) => Err(why),
+            };
+            match opened {
+                Ok(facts) => {
+                    tracing::info!(upstream = %self.name(), "legacy SSE upstream reconnected");
+                    self.reopened(facts);
+                    return Ok(());
+                }
+                Err(why) => {
+                    tracing::debug!(upstream = %self.name(), %why, "legacy SSE reconnect failed");
+                    last = why;
+                }
+            }
+            delay = (delay * 2).min(RECONNECT_MAX);
+        }
+        Err(format!("reconnecting failed: {last}"))
+    }
+
+    /// A call arriving while the stream is being reopened fails at once.
+    fn refuse(&mut self, cmd: Command, reason: &str) {
+        if let Command::Call(call) = cmd {
+            let error = UpstreamError::Unavailable {
+                name: self.name().to_string(),
+                reason: format!("reconnecting after: {reason}"),
+            };
+            self.fail_origin(call.origin, error);
+        }
+    }
+
+    /// Ready again after a reconnect: new facts, and every list fetched anew (the server may
+    /// have restarted with other tools).
+    fn reopened(&mut self, facts: ServerFacts) {
+        let kinds: Vec<ListKind> = ListKind::ALL
+            .into_iter()
+            .filter(|k| facts.has(k.capability()))
+            .collect();
+        self.status.send_replace(Status::Ready(Arc::new(facts)));
+        for kind in kinds {
+            let event = ConnectionEvent::ListChanged {
+                kind,
+                via: self.handle.clone(),
+            };
+            if self.ctx.events.try_send(event).is_err() {
+                tracing::debug!(upstream = %self.name(), "list refresh already queued");
+            }
+        }
+    }
+}
