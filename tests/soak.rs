@@ -90,14 +90,14 @@ async fn twenty_sessions_thousand_calls_while_an_upstream_is_killed_again_and_ag
     let servers: Vec<String> = UPSTREAMS.iter().map(|n| test_server_toml(n, &[], None)).collect();
     let gw = boot_gateway(&servers.join("\n"), "").await;
     let url = gw.url();
+
+    // Warm up (every upstream answering, allocator, connection pools), then take the baselines.
+    let warm = RawSession::open(&url, json!({})).await;
+    for i in 0..201 {
+        assert!(checked_call(&warm, json!(i), UPSTREAMS[i % 3], &format!("warm-{i}")).await);
+    }
     let baseline_processes = upstream_processes().len();
     assert_eq!(baseline_processes, 3, "{:?}", upstream_processes());
-
-    // Warm up (allocator, connection pools), then take the memory baseline.
-    let warm = RawSession::open(&url, json!({})).await;
-    for i in 0..200 {
-        checked_call(&warm, json!(i), UPSTREAMS[i % 2], &format!("warm-{i}")).await;
-    }
     let rss_before = rss_kib();
 
     let stop_killing = Arc::new(AtomicBool::new(false));
