@@ -10,6 +10,7 @@ REPS times, the order of the systems alternating (ABC CBA ABC); tables show medi
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -79,6 +80,14 @@ class Sut:
     def pid(self):
         return self.proc.pid
 
+    def cpu_seconds(self):
+        """User + system CPU time of the main process so far (not of its children)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
     def peak_rss(self):
         try:
             for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -102,18 +111,31 @@ class Sut:
             pass
 
 
-def drive(url, *args, timeout=900):
-    """Run the driver on core 1; its JSON line, or {"fatal": why}."""
+def drive(url, *args, sut=None, timeout=900):
+    """Run the driver on core 1; its JSON line (with the CPU share the driver and the system
+    under test's main process used while it ran), or {"fatal": why}."""
     cmd = pinned(1, [str(DRIVER), url, "--json", *map(str, args)])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sut_before = sut.cpu_seconds() if sut else None
+    t0 = time.monotonic()
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"fatal": f"driver timed out after {timeout} s"}
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     for line in reversed(out.stdout.strip().splitlines()):
         try:
-            return json.loads(line)
+            r = json.loads(line)
         except ValueError:
             continue
+        if not url.startswith("stdio:"):  # a stdio driver's children count as its own
+            used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            r["driver_cpu"] = round(used / wall, 3)
+        sut_after = sut.cpu_seconds() if sut else None
+        if sut_before is not None and sut_after is not None:
+            r["sut_cpu"] = round((sut_after - sut_before) / wall, 3)
+        return r
     return {"fatal": (out.stderr.strip() or f"driver exited {out.returncode}")[-400:]}
 
 
@@ -170,6 +192,11 @@ def start_direct():
     return [sut], f"http://127.0.0.1:{port}/mcp", "echo"
 
 
+def start_direct_stdio():
+    # The driver starts the child itself; taskset keeps it on the system-under-test core.
+    return [], f"stdio:{'taskset -c 0 ' if PIN else ''}node {RAWECHO} stdio", "echo"
+
+
 def start_mcpmux_http():
     echo, echo_port = rawecho_http("mcpmux-http")
     mux, port = start_mcpmux("mcpmux-http", {"e": {"url": f"http://127.0.0.1:{echo_port}/mcp"}})
@@ -216,6 +243,7 @@ def start_fastmcp():
 
 CALL_TARGETS = {
     "direct HTTP": start_direct,
+    "direct stdio": start_direct_stdio,
     "mcpmux → HTTP": start_mcpmux_http,
     "mcpmux → stdio": start_mcpmux_stdio,
 }
@@ -253,7 +281,8 @@ def call_scenarios(cfg, targets, results):
     for rep in range(cfg.reps):
         for name in (names if rep % 2 == 0 else names[::-1]):
             is_peer = name in PEER_TARGETS
-            ks = [k for k in cfg.sessions if not is_peer or k <= cfg.peer_max_sessions]
+            limit = 1 if name == "direct stdio" else cfg.peer_max_sessions if is_peer else None
+            ks = [k for k in cfg.sessions if limit is None or k <= limit]
             log(f"rep {rep + 1}: {name}: sessions {ks}")
             try:
                 suts, url, tool = targets[name]()
@@ -265,8 +294,8 @@ def call_scenarios(cfg, targets, results):
                 for k in ks:
                     n = cfg.calls[k]
                     r = drive(url, "--sessions", k, "--calls", n, "--warmup", cfg.warmup, "--tool", tool,
-                              "--wait-secs", 30, "--label", f"{name} K={k}")
-                    r["peak_rss_bytes"] = suts[0].peak_rss()
+                              "--wait-secs", 30, "--label", f"{name} K={k}", sut=suts[0] if suts else None)
+                    r["peak_rss_bytes"] = suts[0].peak_rss() if suts else None
                     results.setdefault("call", {}).setdefault(name, {}).setdefault(str(k), []).append(r)
                     log(f"  K={k}: {r.get('calls_per_s')} calls/s p50 {r.get('p50_ms')} ms errors {r.get('errors')}"
                         + (f" fatal {r['fatal']}" if "fatal" in r else ""))

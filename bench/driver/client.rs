@@ -1,6 +1,8 @@
-//! A minimal Streamable HTTP MCP client for the load driver: open a session (initialize and
-//! `notifications/initialized`), sequential requests answered as JSON or SSE, the GET stream, DELETE.
+//! A minimal MCP client for the load driver: open a session (initialize and
+//! `notifications/initialized`), sequential requests answered as JSON or SSE, the GET stream,
+//! DELETE; or, for a `stdio:COMMAND` endpoint, the same over a child process's pipes.
 
+use crate::stdio::StdioLink;
 use futures_util::StreamExt;
 use http::{header, StatusCode};
 use mcpmux::protocol::sse::{SseDecoder, SseEvent};
@@ -15,11 +17,13 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 /// Largest SSE event the driver accepts (a 10,000-tool list is a few MiB).
 const MAX_EVENT_BYTES: usize = 64 << 20;
 
-/// Where the sessions go: one shared HTTP client (keep-alive pool) and the endpoint URL.
+/// Where the sessions go: one shared HTTP client (keep-alive pool) and the endpoint URL, or the
+/// command that starts a stdio server (one child per session).
 #[derive(Clone)]
 pub struct Endpoint {
     http: reqwest::Client,
     url: Arc<str>,
+    stdio: Option<Arc<str>>,
     timeout: Duration,
 }
 
@@ -33,6 +37,8 @@ pub struct Reply {
 pub struct Session {
     endpoint: Endpoint,
     id: Option<String>,
+    /// The child process of a stdio session.
+    stdio: Option<tokio::sync::Mutex<StdioLink>>,
 }
 
 fn short(text: &str) -> String {
@@ -44,7 +50,7 @@ fn short(text: &str) -> String {
 }
 
 impl Endpoint {
-    /// `timeout` bounds every exchange (a request and its reply).
+    /// `timeout` bounds every exchange (a request and its reply). A `stdio:` URL names a command.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, String> {
         let http = reqwest::Client::builder()
             .no_proxy()
@@ -56,6 +62,7 @@ impl Endpoint {
         Ok(Endpoint {
             http,
             url: url.into(),
+            stdio: url.strip_prefix("stdio:").map(Into::into),
             timeout,
         })
     }
@@ -80,6 +87,9 @@ impl Endpoint {
             "capabilities": {},
             "clientInfo": {"name": client_name, "version": env!("CARGO_PKG_VERSION")},
         });
+        if let Some(command) = &self.stdio {
+            return self.open_stdio(command, &params).await;
+        }
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params});
         let exchange = async {
             let resp = self
@@ -106,9 +116,27 @@ impl Endpoint {
         let session = Session {
             endpoint: self.clone(),
             id: sid,
+            stdio: None,
         };
         session.notify("notifications/initialized").await?;
         Ok(session)
+    }
+
+    async fn open_stdio(&self, command: &str, params: &Value) -> Result<Session, String> {
+        let mut link = StdioLink::spawn(command)?;
+        let (init, _) = tokio::time::timeout(self.timeout, link.request(0, "initialize", params))
+            .await
+            .map_err(|_| format!("initialize: no reply within {:?}", self.timeout))??;
+        if init.get("result").is_none() {
+            return Err(format!("initialize failed: {}", short(&init.to_string())));
+        }
+        link.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
+        Ok(Session {
+            endpoint: self.clone(),
+            id: None,
+            stdio: Some(tokio::sync::Mutex::new(link)),
+        })
     }
 
     /// Keep trying to open a session until one opens or `wait` has passed (a server starting).
@@ -133,6 +161,16 @@ impl Session {
     /// Send a request and return the response with the same `id` (checked), from JSON or SSE.
     /// A JSON-RPC error response is an `Err`.
     pub async fn request(&self, id: u64, method: &str, params: &Value) -> Result<Reply, String> {
+        if let Some(link) = &self.stdio {
+            let mut link = link.lock().await;
+            let (msg, at) = tokio::time::timeout(self.endpoint.timeout, link.request(id, method, params))
+                .await
+                .map_err(|_| format!("{method} id {id}: no reply within {:?}", self.endpoint.timeout))??;
+            if let Some(err) = msg.get("error") {
+                return Err(format!("{method} id {id}: error {}", short(&err.to_string())));
+            }
+            return Ok(Reply { msg, at });
+        }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let exchange = async {
             let resp = self
@@ -154,6 +192,13 @@ impl Session {
 
     /// Send a notification; the server must answer 202 (or another 2xx).
     pub async fn notify(&self, method: &str) -> Result<(), String> {
+        if let Some(link) = &self.stdio {
+            return link
+                .lock()
+                .await
+                .send(&json!({"jsonrpc": "2.0", "method": method}))
+                .await;
+        }
         let body = json!({"jsonrpc": "2.0", "method": method}).to_string();
         let send = self.endpoint.post(self.id(), body).send();
         let resp = tokio::time::timeout(self.endpoint.timeout, send)
@@ -172,6 +217,9 @@ impl Session {
 
     /// Open the standalone GET stream; resolves once the server answered with an event stream.
     pub async fn listen(&self) -> Result<reqwest::Response, String> {
+        if self.stdio.is_some() {
+            return Err("a stdio server has no GET stream".into());
+        }
         let mut req = self
             .endpoint
             .http
@@ -193,6 +241,10 @@ impl Session {
     /// End the session with DELETE (a server without sessions, or one that refuses DELETE with
     /// 405 as the spec allows, is fine).
     pub async fn close(self) -> Result<(), String> {
+        if let Some(link) = self.stdio {
+            link.into_inner().close().await;
+            return Ok(());
+        }
         let Some(sid) = self.id.as_deref() else {
             return Ok(());
         };
@@ -218,8 +270,9 @@ impl Session {
 }
 
 /// The JSON-RPC response to `id` in a POST reply: a JSON body, or the first SSE event holding it
-/// (priming events with empty data, notifications and server requests are skipped). The rest of
-/// an SSE stream is read to its end so the connection can be reused.
+/// (priming events with empty data, notifications and server requests are skipped). Its time is
+/// when its bytes arrived, before decoding. The rest of an SSE stream is read to its end so the
+/// connection can be reused.
 async fn read_reply(resp: reqwest::Response, id: u64) -> Result<Reply, String> {
     let status = resp.status();
     let content_type = resp
@@ -263,19 +316,19 @@ async fn read_sse_reply(resp: reqwest::Response, id: u64) -> Result<Reply, Strin
             return Err(format!("SSE reply ended without a response to id {id}"));
         };
         let chunk = chunk.map_err(|e| format!("SSE reply broke: {e}"))?;
+        let arrived = Instant::now();
         decoder
             .push(&chunk, &mut events)
             .map_err(|e| format!("SSE reply: {e}"))?;
         for event in events.drain(..) {
             if found.is_none() {
-                found = response_in(&event, id)?;
+                found = response_in(&event, id)?.map(|msg| (msg, arrived));
             }
         }
     }
-    let at = Instant::now();
     // The stream should end right after the response; a broken tail does not undo the answer.
     while let Some(Ok(_)) = stream.next().await {}
-    let msg = found.ok_or_else(|| format!("no response to id {id}"))?;
+    let (msg, at) = found.ok_or_else(|| format!("no response to id {id}"))?;
     Ok(Reply { msg, at })
 }
 

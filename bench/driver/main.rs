@@ -6,6 +6,7 @@ mod client;
 mod fanout;
 mod idle;
 mod stats;
+mod stdio;
 
 use clap::{Parser, ValueEnum};
 use serde_json::{json, Map, Value};
@@ -36,7 +37,8 @@ pub enum Check {
 #[derive(Parser, Debug)]
 #[command(name = "mcpmux-bench", version)]
 pub struct Opts {
-    /// The endpoint, e.g. http://127.0.0.1:8080/mcp
+    /// The endpoint, e.g. http://127.0.0.1:8080/mcp, or `stdio:COMMAND ARGS` for a stdio server
+    /// spoken to directly (one child process per session)
     pub url: String,
     #[arg(long, value_enum, default_value_t = Mode::Call)]
     pub mode: Mode,
