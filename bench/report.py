@@ -107,6 +107,8 @@ def table(header, rows):
 def method(res):
     c = res["config"]
     calls = ", ".join(f"K={k}: {n}" for k, n in c["calls"].items())
+    peer_calls = ", ".join(f"K={k}: {n}" for k, n in c.get("peer_calls", {}).items())
+    warmup = ", ".join(f"K={k}: {n}" for k, n in c["warmup"].items())
     pin = ("every system under test (with its upstream children) runs under `taskset -c 0`, the driver "
            "under `taskset -c 1`" if res["pinned"] else "taskset was not available: nothing is pinned")
     return f"""## Method
@@ -119,9 +121,9 @@ def method(res):
   the median over the repetitions. Errors are summed.
 - The upstream is the same everywhere: `bench/rawecho.mjs` (node, dependency-free, tools `echo` and
   `sleep`), over stdio behind mcpmux and every peer, over HTTP for the direct path and mcpmux → HTTP.
-- Calls: each session does initialize → `notifications/initialized` → {c['warmup']} warm-up calls → N
-  measured sequential `tools/call echo` → DELETE ({calls}); every reply's id is checked and its text must
-  end with the call's unique message. Latency is from sending the POST to having read the response (an SSE
+- Calls: each session does initialize → `notifications/initialized` → W warm-up calls ({warmup}) → N
+  measured sequential `tools/call echo` → DELETE (N = {calls}; for peers {peer_calls}); every reply's id is
+  checked and its text must end with the call's unique message. Latency is from sending the POST to having read the response (an SSE
   reply's stream is then read to its end). calls/s = measured calls ÷ the span of the measured phase.
 - Ratios are against the direct HTTP path (the driver talking to rawecho over HTTP) in the same run.
 - Catalog: mcpmux in front of `mcpmux-test-server --only-generated` upstreams, `page_size = 100000` (one
@@ -247,8 +249,8 @@ def markdown(res):
         rows = []
         for shape, runs in res["catalog"].items():
             ups, per = shape.split("x")
-            rows.append([f"{ups} × {per}", med(runs, "tools"), f(med(runs, "startup_ms"), 1),
-                         f(med(runs, "p50_ms")), f(med(runs, "p99_ms")), med(runs, "pages"),
+            rows.append([f"{ups} × {per}", f(med(runs, "tools"), 0), f(med(runs, "startup_ms"), 1),
+                         f(med(runs, "p50_ms")), f(med(runs, "p99_ms")), f(med(runs, "pages"), 0),
                          mib(med(runs, "peak_rss_bytes")), errors(runs)])
         out.append(table(["upstreams × tools", "tools", "startup ms", "tools/list p50 ms", "p99 ms", "pages",
                           "peak RSS MiB", "errors"], rows))
@@ -275,7 +277,8 @@ def markdown(res):
         last = med(runs, "last_ms_median")
         out.append(table(["listeners", "rounds", "notified (median)", "first ms", "p50 ms", "last ms",
                           "trigger reply ms", "errors"],
-                         [[med(runs, "listeners"), len(rounds), med(rounds, "notified"), f(med(rounds, "first_ms")),
+                         [[f(med(runs, "listeners"), 0), len(rounds), f(med(rounds, "notified"), 0),
+                           f(med(rounds, "first_ms")),
                            f(med(rounds, "p50_ms")), f(last), f(med(rounds, "trigger_ms")), errors(runs)]]))
         goals.append(("list_changed to 1k sessions < 50 ms (last session)", f(last) + " ms",
                       last is not None and last < 50))

@@ -21,7 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import report
+sys.dont_write_bytecode = True  # no __pycache__ in bench/
+import report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / "target" / "release"
@@ -292,8 +293,8 @@ def call_scenarios(cfg, targets, results):
                 continue
             try:
                 for k in ks:
-                    n = cfg.calls[k]
-                    r = drive(url, "--sessions", k, "--calls", n, "--warmup", cfg.warmup, "--tool", tool,
+                    n = (cfg.peer_calls if is_peer else cfg.calls)[k]
+                    r = drive(url, "--sessions", k, "--calls", n, "--warmup", cfg.warmup[k], "--tool", tool,
                               "--wait-secs", 30, "--label", f"{name} K={k}", sut=suts[0] if suts else None)
                     r["peak_rss_bytes"] = suts[0].peak_rss() if suts else None
                     results.setdefault("call", {}).setdefault(name, {}).setdefault(str(k), []).append(r)
@@ -319,7 +320,7 @@ def catalog(cfg, results):
             mux, port = start_mcpmux(f"catalog-{upstreams}x{per}", servers, page_size=100_000)
             try:
                 r = drive(f"http://127.0.0.1:{port}/mcp", "--mode", "list", "--calls", cfg.list_calls,
-                          "--warmup", min(cfg.warmup, 20), "--expect-tools", total, "--started-at-ns",
+                          "--warmup", cfg.warmup[1] // 10, "--expect-tools", total, "--started-at-ns",
                           mux.started_ns, "--wait-secs", 120)
                 r["peak_rss_bytes"] = mux.peak_rss()
             finally:
@@ -391,8 +392,11 @@ def parse_args():
     cfg.reps = cfg.reps or (1 if cfg.quick else 3)
     q = cfg.quick
     cfg.sessions = [1] + ([8, 32, 256] if "throughput" in cfg.run or "peers" in cfg.run else [])
+    # Measured calls per session (peers are 10 to 50 times slower: fewer calls, still thousands
+    # of samples), and unmeasured warm-up calls per session.
     cfg.calls = {1: 300, 8: 100, 32: 30, 256: 8} if q else {1: 3000, 8: 1000, 32: 400, 256: 60}
-    cfg.warmup = 20 if q else 200
+    cfg.peer_calls = {1: 100, 8: 25, 32: 8} if q else {1: 1000, 8: 250, 32: 60}
+    cfg.warmup = {1: 20, 8: 10, 32: 5, 256: 2} if q else {1: 200, 8: 50, 32: 20, 256: 5}
     cfg.list_calls = 50 if q else 1000
     cfg.catalogs = [(100, 10), (10, 1000)]
     cfg.idle_levels = [1000, 10000]
@@ -409,7 +413,7 @@ def main():
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     results = {"started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "quick": cfg.quick, "reps": cfg.reps,
                "pinned": PIN, "scenarios": sorted(cfg.run), "config": {
-                   "sessions": cfg.sessions, "calls": cfg.calls, "warmup": cfg.warmup,
+                   "sessions": cfg.sessions, "calls": cfg.calls, "peer_calls": cfg.peer_calls, "warmup": cfg.warmup,
                    "list_calls": cfg.list_calls, "catalogs": cfg.catalogs, "idle_levels": cfg.idle_levels,
                    "listeners": cfg.listeners, "peer_max_sessions": cfg.peer_max_sessions}}
     results["machine"] = report.machine()
