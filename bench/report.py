@@ -224,13 +224,16 @@ def markdown(res):
                 rate = med(runs, "calls_per_s")
                 rows.append([name, k, f(rate, 0), x(ratio(rate, med(direct.get(str(k), []), "calls_per_s"))),
                              f(med(runs, "p50_ms")), f(med(runs, "p99_ms")), pct(med(runs, "sut_cpu")),
+                             pct(med(runs, "sut_tree_cpu")),
                              pct(med(runs, "driver_cpu")), mib(med(runs, "peak_rss_bytes")), errors(runs)])
         out.append(table(["system", "sessions", "calls/s", "× direct HTTP", "p50 ms", "p99 ms", "main process CPU",
-                          "driver CPU", "peak RSS MiB", "errors"], rows))
+                          "with upstreams CPU", "driver CPU", "peak RSS MiB", "errors"], rows))
         out.append("\nThe main process is mcpmux (not its upstream), rawecho for the direct path, a peer's main "
                    "process (not its per-session children); its CPU is the share of one core it used while the "
-                   "driver ran, and peak RSS its `VmHWM`. A driver near 100% CPU means the driver, not the "
-                   "system, set the pace.\n")
+                   "driver ran, and peak RSS its `VmHWM`; \"with upstreams\" adds every live process of the "
+                   "system (the upstream rawecho, a peer's children that outlived the run). Everything of the "
+                   "system shares core 0: near 100% there means the system was CPU-bound; a driver near 100% "
+                   "means the driver set the pace.\n")
         for k in (8, 32) if any(str(k) in by_k for by_k in call.values()) else ():
             rate = lambda name: med(call.get(name, {}).get(str(k), []), "calls_per_s")
             dk = rate(DIRECT)

@@ -83,11 +83,7 @@ class Sut:
 
     def cpu_seconds(self):
         """User + system CPU time of the main process so far (not of its children)."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            return None
+        return proc_cpu(self.pid)
 
     def peak_rss(self):
         try:
@@ -112,12 +108,42 @@ class Sut:
             pass
 
 
-def drive(url, *args, sut=None, timeout=900):
-    """Run the driver on core 1; its JSON line (with the CPU share the driver and the system
-    under test's main process used while it ran), or {"fatal": why}."""
+def proc_cpu(pid):
+    """User + system CPU seconds of one live process, from /proc/PID/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def tree_cpu(roots):
+    """CPU seconds of the live processes under `roots` (the roots included): {pid: seconds}."""
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, frontier = set(roots), list(roots)
+    while frontier:
+        pid = frontier.pop()
+        kids = [p for p, pp in parent.items() if pp == pid and p not in tree]
+        tree.update(kids)
+        frontier += kids
+    return {pid: cpu for pid in tree if (cpu := proc_cpu(pid)) is not None}
+
+
+def drive(url, *args, suts=(), timeout=900):
+    """Run the driver on core 1; its JSON line, or {"fatal": why}. Adds the CPU share (of one core)
+    the driver, the system's main process and all of the system's processes (its upstreams too)
+    used while the driver ran."""
     cmd = pinned(1, [str(DRIVER), url, "--json", *map(str, args)])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sut = suts[0] if suts else None
     sut_before = sut.cpu_seconds() if sut else None
+    tree_before = tree_cpu([s.pid for s in suts])
     t0 = time.monotonic()
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -136,6 +162,10 @@ def drive(url, *args, sut=None, timeout=900):
         sut_after = sut.cpu_seconds() if sut else None
         if sut_before is not None and sut_after is not None:
             r["sut_cpu"] = round((sut_after - sut_before) / wall, 3)
+        tree_after = tree_cpu([s.pid for s in suts])
+        if tree_after:
+            used = sum(cpu - tree_before.get(pid, 0.0) for pid, cpu in tree_after.items())
+            r["sut_tree_cpu"] = round(used / wall, 3)
         return r
     return {"fatal": (out.stderr.strip() or f"driver exited {out.returncode}")[-400:]}
 
@@ -295,7 +325,7 @@ def call_scenarios(cfg, targets, results):
                 for k in ks:
                     n = (cfg.peer_calls if is_peer else cfg.calls)[k]
                     r = drive(url, "--sessions", k, "--calls", n, "--warmup", cfg.warmup[k], "--tool", tool,
-                              "--wait-secs", 30, "--label", f"{name} K={k}", sut=suts[0] if suts else None)
+                              "--wait-secs", 30, "--label", f"{name} K={k}", suts=suts)
                     r["peak_rss_bytes"] = suts[0].peak_rss() if suts else None
                     results.setdefault("call", {}).setdefault(name, {}).setdefault(str(k), []).append(r)
                     log(f"  K={k}: {r.get('calls_per_s')} calls/s p50 {r.get('p50_ms')} ms errors {r.get('errors')}"
