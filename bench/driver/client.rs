@@ -368,3 +368,35 @@ pub fn messages_in(events: &[SseEvent]) -> impl Iterator<Item = Value> + '_ {
 pub fn stream_decoder() -> SseDecoder {
     SseDecoder::new(MAX_EVENT_BYTES)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(data: &str) -> SseEvent {
+        SseEvent {
+            data: data.into(),
+            ..SseEvent::default()
+        }
+    }
+
+    #[test]
+    fn priming_events_and_notifications_are_skipped_and_ids_checked() {
+        assert!(matches!(response_in(&event(""), 5), Ok(None)));
+        let note = event(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#);
+        assert!(matches!(response_in(&note, 5), Ok(None)));
+        let ping = event(r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#);
+        assert!(
+            matches!(response_in(&ping, 5), Ok(None)),
+            "a server request is not the response"
+        );
+        let ok = event(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+        assert!(matches!(response_in(&ok, 5), Ok(Some(_))));
+        assert!(response_in(&ok, 6).is_err(), "another id is an error");
+        assert!(response_in(&event("{not json"), 5).is_err());
+        assert!(
+            check_id(&serde_json::json!({"id": "5"}), 5).is_err(),
+            "a string id is not the number sent"
+        );
+    }
+}
