@@ -455,8 +455,8 @@ def main():
         except (subprocess.CalledProcessError, OSError) as e:
             results["peers_error"] = str(e)
             log(f"peers could not be installed: {e}")
-        if not targets.keys() & CALL_TARGETS.keys():
-            targets = {"direct HTTP": start_direct, **targets}
+        if not targets.keys() & CALL_TARGETS.keys():  # peers alone: still against the same baselines
+            targets = {n: CALL_TARGETS[n] for n in ("direct HTTP", "direct stdio", "mcpmux → stdio")} | targets
     results["versions"] = report.versions(PEERS, DRIVER)
     started = time.monotonic()
     if targets:
