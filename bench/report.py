@@ -125,7 +125,9 @@ def method(res):
   measured sequential `tools/call echo` → DELETE (N = {calls}; for peers {peer_calls}); every reply's id is
   checked and its text must end with the call's unique message. Latency is from sending the POST to having read the response (an SSE
   reply's stream is then read to its end). calls/s = measured calls ÷ the span of the measured phase.
-- Ratios are against the direct HTTP path (the driver talking to rawecho over HTTP) in the same run.
+- Ratios are against the direct HTTP path (the driver talking to rawecho over HTTP) in the same run. The
+  upstream belongs to the system under test: on the direct path rawecho has core 0 to itself, through
+  mcpmux (or a peer) it shares core 0 with the gateway, so a CPU-bound upstream caps every ratio below 1×.
 - Catalog: mcpmux in front of `mcpmux-test-server --only-generated` upstreams, `page_size = 100000` (one
   page); startup = from launching mcpmux until a `tools/list` has every tool; then {c['list_calls']}
   sequential `tools/list` on one session.
