@@ -1,0 +1,482 @@
+#!/usr/bin/env python3
+"""The whole benchmark comparison in one run (python3 standard library only; `bench/run.sh` builds
+the release binaries first and then runs this). Writes docs/benchmarks.md and the raw figures to
+target/bench-run/results.json.
+
+Every system under test (mcpmux and its upstreams, the upstream alone, each peer gateway) runs
+pinned to core 0 with taskset, the driver (target/release/mcpmux-bench) to core 1. Scenarios run
+REPS times, the order of the systems alternating (ABC CBA ABC); tables show medians.
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.dont_write_bytecode = True  # no __pycache__ in bench/
+import report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RELEASE = ROOT / "target" / "release"
+MCPMUX, DRIVER, TEST_SERVER = (RELEASE / n for n in ("mcpmux", "mcpmux-bench", "mcpmux-test-server"))
+RAWECHO = ROOT / "bench" / "rawecho.mjs"
+FM_AGG = ROOT / "bench" / "fm_agg.py"
+PEERS = ROOT / "target" / "bench-peers"
+RUN_DIR = ROOT / "target" / "bench-run"
+SCENARIOS = ["overhead", "throughput", "catalog", "memory", "fanout", "peers", "micro"]
+PEER_VERSIONS = {"mcp-proxy": "6.7.19", "supergateway": "4.0.0", "fastmcp": "4.1.2"}
+PIN = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
+
+
+def log(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def pinned(core, cmd):
+    return ["taskset", "-c", str(core), *cmd] if PIN else cmd
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def toml_str(s):
+    return json.dumps(str(s)).replace("$", "$$")
+
+
+class Sut:
+    """A process group started on core 0; stopped by its own id (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, name, cmd, env=None):
+        self.name = name
+        logfile = open(RUN_DIR / f"{name}.log", "ab")
+        self.started_ns = time.time_ns()
+        self.proc = subprocess.Popen(pinned(0, cmd), cwd=ROOT, env={**os.environ, **(env or {})},
+                                     stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile,
+                                     start_new_session=True)
+        logfile.close()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def cpu_seconds(self):
+        """User + system CPU time of the main process so far (not of its children)."""
+        return proc_cpu(self.pid)
+
+    def peak_rss(self):
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def stop(self, grace=15.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        try:  # whatever is left of the group this run created (children of a peer)
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds of one live process, from /proc/PID/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def tree_cpu(roots):
+    """CPU seconds of the live processes under `roots` (the roots included): {pid: seconds}."""
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, frontier = set(roots), list(roots)
+    while frontier:
+        pid = frontier.pop()
+        kids = [p for p, pp in parent.items() if pp == pid and p not in tree]
+        tree.update(kids)
+        frontier += kids
+    return {pid: cpu for pid in tree if (cpu := proc_cpu(pid)) is not None}
+
+
+def drive(url, *args, suts=(), timeout=900):
+    """Run the driver on core 1; its JSON line, or {"fatal": why}. Adds the CPU share (of one core)
+    the driver, the system's main process and all of the system's processes (its upstreams too)
+    used while the driver ran."""
+    cmd = pinned(1, [str(DRIVER), url, "--json", *map(str, args)])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sut = suts[0] if suts else None
+    sut_before = sut.cpu_seconds() if sut else None
+    tree_before = tree_cpu([s.pid for s in suts])
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"fatal": f"driver timed out after {timeout} s"}
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for line in reversed(out.stdout.strip().splitlines()):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if not url.startswith("stdio:"):  # a stdio driver's children count as its own
+            used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            r["driver_cpu"] = round(used / wall, 3)
+        sut_after = sut.cpu_seconds() if sut else None
+        if sut_before is not None and sut_after is not None:
+            r["sut_cpu"] = round((sut_after - sut_before) / wall, 3)
+        tree_after = tree_cpu([s.pid for s in suts])
+        if tree_after:
+            used = sum(cpu - tree_before.get(pid, 0.0) for pid, cpu in tree_after.items())
+            r["sut_tree_cpu"] = round(used / wall, 3)
+        return r
+    return {"fatal": (out.stderr.strip() or f"driver exited {out.returncode}")[-400:]}
+
+
+def mcpmux_config(servers, page_size=None):
+    """Write a config with `servers` (name -> dict of TOML values) and return (path, port)."""
+    port = free_port()
+    lines = ["[gateway]", f'listen = "127.0.0.1:{port}"']
+    if page_size:
+        lines.append(f"page_size = {page_size}")
+    for name, keys in servers.items():
+        lines += ["", f"[servers.{name}]"]
+        for k, v in keys.items():
+            val = "[" + ", ".join(toml_str(x) for x in v) + "]" if isinstance(v, list) else toml_str(v)
+            lines.append(f"{k} = {val}")
+    fd, path = tempfile.mkstemp(prefix="mcpmux-", suffix=".toml", dir=RUN_DIR)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path, port
+
+
+def start_mcpmux(name, servers, page_size=None):
+    path, port = mcpmux_config(servers, page_size)
+    sut = Sut(name, [str(MCPMUX), "serve", "--config", path], {"RUST_LOG": "warn"})
+    return sut, port
+
+
+def wait_ready(port, timeout=120.0):
+    """mcpmux's /readyz answers 200 once every upstream had its first start attempt."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+# ------------------------------------------------------------------------------------------------
+# Systems under test for the call scenarios: name -> start() returning (suts, url, tool)
+
+def rawecho_http(tag):
+    port = free_port()
+    sut = Sut(f"{tag}-rawecho", ["node", str(RAWECHO), "http"], {"PORT": str(port)})
+    if not wait_port(port):
+        raise RuntimeError("rawecho did not start")
+    return sut, port
+
+
+def start_direct():
+    sut, port = rawecho_http("direct")
+    return [sut], f"http://127.0.0.1:{port}/mcp", "echo"
+
+
+def start_direct_stdio():
+    # The driver starts the child itself; taskset keeps it on the system-under-test core.
+    return [], f"stdio:{'taskset -c 0 ' if PIN else ''}node {RAWECHO} stdio", "echo"
+
+
+def start_mcpmux_http():
+    echo, echo_port = rawecho_http("mcpmux-http")
+    mux, port = start_mcpmux("mcpmux-http", {"e": {"url": f"http://127.0.0.1:{echo_port}/mcp"}})
+    if not wait_ready(port):
+        raise RuntimeError("mcpmux did not become ready")
+    return [mux, echo], f"http://127.0.0.1:{port}/mcp", "e__echo"
+
+
+def start_mcpmux_stdio():
+    mux, port = start_mcpmux("mcpmux-stdio", {"e": {"command": "node", "args": [str(RAWECHO), "stdio"]}})
+    if not wait_ready(port):
+        raise RuntimeError("mcpmux did not become ready")
+    return [mux], f"http://127.0.0.1:{port}/mcp", "e__echo"
+
+
+def start_mcp_proxy():
+    port = free_port()
+    exe = PEERS / "mcp-proxy" / "node_modules" / ".bin" / "mcp-proxy"
+    sut = Sut("mcp-proxy", [str(exe), "--host", "127.0.0.1", "--port", str(port), "--server", "stream",
+                            "--", "node", str(RAWECHO), "stdio"])
+    if not wait_port(port):
+        raise RuntimeError("mcp-proxy did not start")
+    return [sut], f"http://127.0.0.1:{port}/mcp", "echo"
+
+
+def start_supergateway():
+    port = free_port()
+    exe = PEERS / "supergateway" / "node_modules" / ".bin" / "supergateway"
+    sut = Sut("supergateway", [str(exe), "--stdio", f"node {RAWECHO} stdio", "--outputTransport",
+                               "streamableHttp", "--stateful", "--port", str(port), "--logLevel", "none"])
+    if not wait_port(port):
+        raise RuntimeError("supergateway did not start")
+    return [sut], f"http://127.0.0.1:{port}/mcp", "echo"
+
+
+def start_fastmcp():
+    port = free_port()
+    py = PEERS / "fastmcp" / "bin" / "python"
+    sut = Sut("fastmcp", [str(py), str(FM_AGG), str(port), f"echo=node,{RAWECHO},stdio"])
+    if not wait_port(port, 120):
+        raise RuntimeError("the FastMCP aggregator did not start")
+    return [sut], f"http://127.0.0.1:{port}/mcp", "echo_echo"
+
+
+CALL_TARGETS = {
+    "direct HTTP": start_direct,
+    "direct stdio": start_direct_stdio,
+    "mcpmux → HTTP": start_mcpmux_http,
+    "mcpmux → stdio": start_mcpmux_stdio,
+}
+PEER_TARGETS = {
+    "mcp-proxy 6.7.19 → stdio": start_mcp_proxy,
+    "supergateway 4.0.0 → stdio": start_supergateway,
+    "FastMCP 4 → stdio": start_fastmcp,
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# Peers: installed once under target/bench-peers with pinned versions
+
+def install_peers():
+    PEERS.mkdir(parents=True, exist_ok=True)
+    for pkg in ("mcp-proxy", "supergateway"):
+        if not (PEERS / pkg / "node_modules" / ".bin" / pkg).exists():
+            log(f"installing {pkg}@{PEER_VERSIONS[pkg]}")
+            subprocess.run(["npm", "install", "--prefix", str(PEERS / pkg), "--no-audit", "--no-fund", "--loglevel=error",
+                            f"{pkg}@{PEER_VERSIONS[pkg]}"], check=True, stdout=subprocess.DEVNULL)
+    venv = PEERS / "fastmcp"
+    if not (venv / "bin" / "fastmcp").exists():
+        log(f"installing fastmcp=={PEER_VERSIONS['fastmcp']} in a venv")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"fastmcp=={PEER_VERSIONS['fastmcp']}"],
+                       check=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Scenarios
+
+def call_scenarios(cfg, targets, results):
+    """Overhead (K=1) and throughput (every K) for each target, in alternating order per rep."""
+    names = list(targets)
+    for rep in range(cfg.reps):
+        for name in (names if rep % 2 == 0 else names[::-1]):
+            is_peer = name in PEER_TARGETS
+            limit = 1 if name == "direct stdio" else cfg.peer_max_sessions if is_peer else None
+            ks = [k for k in cfg.sessions if limit is None or k <= limit]
+            log(f"rep {rep + 1}: {name}: sessions {ks}")
+            try:
+                suts, url, tool = targets[name]()
+            except Exception as e:  # a peer that cannot start is reported, not fatal
+                results.setdefault("call", {}).setdefault(name, {}).setdefault("fatal", str(e))
+                log(f"  {name} did not start: {e}")
+                continue
+            try:
+                for k in ks:
+                    n = (cfg.peer_calls if is_peer else cfg.calls)[k]
+                    r = drive(url, "--sessions", k, "--calls", n, "--warmup", cfg.warmup[k], "--tool", tool,
+                              "--wait-secs", 30, "--label", f"{name} K={k}", suts=suts)
+                    r["peak_rss_bytes"] = suts[0].peak_rss() if suts else None
+                    results.setdefault("call", {}).setdefault(name, {}).setdefault(str(k), []).append(r)
+                    log(f"  K={k}: {r.get('calls_per_s')} calls/s p50 {r.get('p50_ms')} ms errors {r.get('errors')}"
+                        + (f" fatal {r['fatal']}" if "fatal" in r else ""))
+            finally:
+                for s in suts:
+                    s.stop()
+
+
+def test_server_args(tools, name):
+    return ["--tools", str(tools), "--only-generated", "--resources", "0", "--prompts", "0",
+            "--templates", "0", "--page-size", "0", "--name", name]
+
+
+def catalog(cfg, results):
+    for rep in range(cfg.reps):
+        for upstreams, per in (cfg.catalogs if rep % 2 == 0 else cfg.catalogs[::-1]):
+            total = upstreams * per
+            log(f"rep {rep + 1}: catalog {upstreams} × {per}")
+            servers = {f"s{i}": {"command": str(TEST_SERVER), "args": test_server_args(per, f"s{i}")}
+                       for i in range(upstreams)}
+            mux, port = start_mcpmux(f"catalog-{upstreams}x{per}", servers, page_size=100_000)
+            try:
+                r = drive(f"http://127.0.0.1:{port}/mcp", "--mode", "list", "--calls", cfg.list_calls,
+                          "--warmup", cfg.warmup[1] // 10, "--expect-tools", total, "--started-at-ns",
+                          mux.started_ns, "--wait-secs", 120)
+                r["peak_rss_bytes"] = mux.peak_rss()
+            finally:
+                mux.stop()
+            results.setdefault("catalog", {}).setdefault(f"{upstreams}x{per}", []).append(r)
+            log(f"  startup {r.get('startup_ms')} ms, tools/list p50 {r.get('p50_ms')} ms, errors {r.get('errors')}"
+                + (f" fatal {r['fatal']}" if "fatal" in r else ""))
+
+
+def memory(cfg, results):
+    for rep in range(cfg.reps):
+        for level in (cfg.idle_levels if rep % 2 == 0 else cfg.idle_levels[::-1]):
+            log(f"rep {rep + 1}: memory with {level} idle sessions")
+            mux, port = start_mcpmux("memory", {"e": {"command": "node", "args": [str(RAWECHO), "stdio"]}})
+            try:
+                wait_ready(port)
+                r = drive(f"http://127.0.0.1:{port}/mcp", "--mode", "idle", "--sessions", level,
+                          "--rss-pid", mux.pid, "--concurrency", 32, "--wait-secs", 30)
+            finally:
+                mux.stop()
+            results.setdefault("memory", {}).setdefault(str(level), []).append(r)
+            log(f"  {r.get('bytes_per_session')} bytes/session, errors {r.get('errors')}"
+                + (f" fatal {r['fatal']}" if "fatal" in r else ""))
+
+
+def fanout(cfg, results):
+    for rep in range(cfg.reps):
+        log(f"rep {rep + 1}: list_changed fan-out to {cfg.listeners} sessions")
+        mux, port = start_mcpmux("fanout", {"t": {"command": str(TEST_SERVER),
+                                                  "args": ["--tools", "0", "--resources", "0", "--prompts", "0",
+                                                           "--templates", "0"]}})
+        try:
+            wait_ready(port)
+            r = drive(f"http://127.0.0.1:{port}/mcp", "--mode", "fanout", "--sessions", cfg.listeners,
+                      "--tool", "t__add_tool", "--args", '{"name":"dyn"}', "--unique-arg", "name",
+                      "--check", "result", "--rounds", 3, "--timeout-secs", 10, "--wait-secs", 30)
+        finally:
+            mux.stop()
+        results.setdefault("fanout", []).append(r)
+        log(f"  last notified after {r.get('last_ms_median')} ms (median of rounds), errors {r.get('errors')}"
+            + (f" fatal {r['fatal']}" if "fatal" in r else ""))
+
+
+def micro(cfg, results):
+    log("microbenchmarks: cargo bench --bench envelope")
+    # Build on both cores first; only the measuring runs pinned.
+    subprocess.run(["cargo", "bench", "--locked", "--bench", "envelope", "--no-run"], cwd=ROOT,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = pinned(0, ["cargo", "bench", "--locked", "--bench", "envelope", "--", *cfg.micro_args])
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    results["micro"] = out.stdout if out.returncode == 0 else f"failed ({out.returncode}):\n{out.stderr[-2000:]}"
+
+
+# ------------------------------------------------------------------------------------------------
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="small N and one repetition, to check it all works")
+    p.add_argument("--reps", type=int, help="repetitions (default 3; 1 with --quick)")
+    p.add_argument("--skip", default="", help=f"comma-separated scenarios to skip: {','.join(SCENARIOS)}")
+    p.add_argument("--only", default="", help="comma-separated scenarios to run (default: all)")
+    p.add_argument("--peer-max-sessions", type=int, default=32,
+                   help="largest session count run against peers (supergateway spawns a child per session)")
+    p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    cfg = p.parse_args()
+    wanted = set(filter(None, cfg.only.split(","))) or set(SCENARIOS)
+    skipped = set(filter(None, cfg.skip.split(",")))
+    unknown = (wanted | skipped) - set(SCENARIOS)
+    if unknown:
+        p.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    cfg.run = wanted - skipped
+    cfg.reps = cfg.reps or (1 if cfg.quick else 3)
+    q = cfg.quick
+    cfg.sessions = [1] + ([8, 32, 256] if "throughput" in cfg.run or "peers" in cfg.run else [])
+    # Measured calls per session (peers are 10 to 50 times slower: fewer calls, still thousands
+    # of samples), and unmeasured warm-up calls per session.
+    cfg.calls = {1: 300, 8: 100, 32: 30, 256: 8} if q else {1: 3000, 8: 1000, 32: 400, 256: 60}
+    cfg.peer_calls = {1: 100, 8: 25, 32: 8} if q else {1: 1000, 8: 250, 32: 60}
+    cfg.warmup = {1: 20, 8: 10, 32: 5, 256: 2} if q else {1: 200, 8: 50, 32: 20, 256: 5}
+    cfg.list_calls = 50 if q else 1000
+    cfg.catalogs = [(100, 10), (10, 1000)]
+    cfg.idle_levels = [1000, 10000]
+    cfg.listeners = 1000
+    cfg.micro_args = ["--sample-count", "20"] if q else []
+    return cfg
+
+
+def main():
+    cfg = parse_args()
+    for exe in (MCPMUX, DRIVER, TEST_SERVER):
+        if not exe.exists():
+            sys.exit(f"{exe} is missing: run bench/run.sh (it builds the release binaries first)")
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    results = {"started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "quick": cfg.quick, "reps": cfg.reps,
+               "pinned": PIN, "scenarios": sorted(cfg.run), "config": {
+                   "sessions": cfg.sessions, "calls": cfg.calls, "peer_calls": cfg.peer_calls, "warmup": cfg.warmup,
+                   "list_calls": cfg.list_calls, "catalogs": cfg.catalogs, "idle_levels": cfg.idle_levels,
+                   "listeners": cfg.listeners, "peer_max_sessions": cfg.peer_max_sessions}}
+    results["machine"] = report.machine()
+    targets = dict(CALL_TARGETS) if cfg.run & {"overhead", "throughput"} else {}
+    if "peers" in cfg.run:
+        try:
+            install_peers()
+            targets.update(PEER_TARGETS)
+        except (subprocess.CalledProcessError, OSError) as e:
+            results["peers_error"] = str(e)
+            log(f"peers could not be installed: {e}")
+        if not targets.keys() & CALL_TARGETS.keys():  # peers alone: still against the same baselines
+            targets = {n: CALL_TARGETS[n] for n in ("direct HTTP", "direct stdio", "mcpmux → stdio")} | targets
+    results["versions"] = report.versions(PEERS, DRIVER)
+    started = time.monotonic()
+    if targets:
+        call_scenarios(cfg, targets, results)
+    if "catalog" in cfg.run:
+        catalog(cfg, results)
+    if "memory" in cfg.run:
+        memory(cfg, results)
+    if "fanout" in cfg.run:
+        fanout(cfg, results)
+    if "micro" in cfg.run:
+        micro(cfg, results)
+    results["duration_s"] = round(time.monotonic() - started)
+    (RUN_DIR / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
+    Path(cfg.out).write_text(report.markdown(results))
+    log(f"wrote {cfg.out} and {RUN_DIR / 'results.json'} in {results['duration_s']} s")
+
+
+if __name__ == "__main__":
+    main()
