@@ -37,7 +37,11 @@ fn check_valid(config: &Config) {
     assert!(!gw.separator.is_empty());
     assert!(gw.page_size >= 1 && gw.max_body_bytes >= 1);
     assert!(!gw.session_idle_timeout.is_zero() && !gw.request_timeout.is_zero());
-    assert!(gw.allowed_hosts.iter().chain(&gw.allowed_origins).all(|h| !h.is_empty()));
+    assert!(gw
+        .allowed_hosts
+        .iter()
+        .chain(&gw.allowed_origins)
+        .all(|h| !h.is_empty()));
     for (i, server) in config.servers.iter().enumerate() {
         assert!(!server.name.is_empty());
         let ns = &server.namespace;
@@ -46,22 +50,34 @@ fn check_valid(config: &Config) {
                 || (ns.len() <= 64 && ns.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))),
             "namespace {ns:?}"
         );
-        let clash = config.servers[..i].iter().any(|s| !ns.is_empty() && s.namespace == *ns);
+        let clash = config.servers[..i]
+            .iter()
+            .any(|s| !ns.is_empty() && s.namespace == *ns);
         assert!(!clash, "namespace {ns:?} used twice");
         assert!(server.max_line_bytes >= 1);
         assert!(server.request_timeout.is_none_or(|t| !t.is_zero()));
         match &server.transport {
-            TransportConfig::Stdio { command, env, cwd, .. } => {
+            TransportConfig::Stdio {
+                command, env, cwd, ..
+            } => {
                 assert!(!command.is_empty());
-                assert!(env.iter().all(|(k, v)| !k.is_empty() && !k.contains('=') && !v.expose().contains('\0')));
+                assert!(env
+                    .iter()
+                    .all(|(k, v)| !k.is_empty() && !k.contains('=') && !v.expose().contains('\0')));
                 assert!(cwd.as_ref().is_none_or(|d| !d.as_os_str().is_empty()));
             }
             TransportConfig::Http { url, headers } => {
                 let lower = url.to_ascii_lowercase();
-                assert!(lower.starts_with("http://") || lower.starts_with("https://"), "{url:?}");
+                assert!(
+                    lower.starts_with("http://") || lower.starts_with("https://"),
+                    "{url:?}"
+                );
                 for (name, value) in headers {
                     assert!(!name.is_empty());
-                    assert!(!value.expose().chars().any(|c| c.is_control() && c != '\t'), "{name}");
+                    assert!(
+                        !value.expose().chars().any(|c| c.is_control() && c != '\t'),
+                        "{name}"
+                    );
                 }
             }
         }

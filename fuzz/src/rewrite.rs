@@ -87,11 +87,17 @@ fn check_uri(text: &str) {
 /// always a legal header value (visible ASCII, no surrounding whitespace).
 fn check_header_codec(text: &str) {
     let encoded = modern::encode_header_value(text);
-    assert!(encoded.bytes().all(|b| (0x20..=0x7e).contains(&b) || b == b'\t'), "{encoded:?}");
+    assert!(
+        encoded.bytes().all(|b| (0x20..=0x7e).contains(&b) || b == b'\t'),
+        "{encoded:?}"
+    );
     assert_eq!(encoded.trim_matches([' ', '\t']), encoded);
     assert_eq!(modern::decode_header_value(&encoded).as_deref(), Ok(text));
     if let Ok(decoded) = modern::decode_header_value(text) {
-        assert_eq!(modern::decode_header_value(&modern::encode_header_value(&decoded)), Ok(decoded));
+        assert_eq!(
+            modern::decode_header_value(&modern::encode_header_value(&decoded)),
+            Ok(decoded)
+        );
     }
 }
 
@@ -101,13 +107,20 @@ fn check_template(template: &str, target: &str) {
     let got = uri::template_matches(template, target);
     let vars = template.matches('{').count();
     if target.len() <= 48 && vars <= 3 {
-        assert_eq!(got, reference::matches(template, target), "{template:?} vs {target:?}");
+        assert_eq!(
+            got,
+            reference::matches(template, target),
+            "{template:?} vs {target:?}"
+        );
     }
     // An exposed template still matches its exposed expansions only through the prefix.
     if got {
         let exposed_t = uri::expose(NS, template);
         let exposed_u = uri::expose(NS, target);
-        assert!(uri::template_matches(&exposed_t, &exposed_u), "{exposed_t:?} vs {exposed_u:?}");
+        assert!(
+            uri::template_matches(&exposed_t, &exposed_u),
+            "{exposed_t:?} vs {exposed_u:?}"
+        );
     }
 }
 
@@ -118,8 +131,7 @@ fn check_envelope(method: &str, params: Option<&RawObject>) {
     if let Ok(meta) = modern::request_meta(params) {
         let headers = modern::request_headers(method, params, &meta.protocol_version);
         let lookup: HashMap<&str, &str> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let has_name = modern::name_field(method)
-            .is_none_or(|f| params.and_then(|p| p.get_str(f)).is_some());
+        let has_name = modern::name_field(method).is_none_or(|f| params.and_then(|p| p.get_str(f)).is_some());
         let result = modern::check_headers(|h| lookup.get(h).copied(), method, params, &meta);
         if has_name && meta.protocol_version.trim() == meta.protocol_version {
             assert_eq!(result, Ok(()), "{headers:?}");
@@ -143,7 +155,9 @@ fn check_envelope(method: &str, params: Option<&RawObject>) {
 /// `Mcp-Param-*` headers computed for `params.arguments` under `params.inputSchema` pass the
 /// gateway's own check of those arguments.
 fn check_param_headers(params: &RawObject) {
-    let schema = params.get("inputSchema").and_then(|s| serde_json::from_str::<Value>(s.get()).ok());
+    let schema = params
+        .get("inputSchema")
+        .and_then(|s| serde_json::from_str::<Value>(s.get()).ok());
     let Some(schema) = schema else { return };
     let arguments = params
         .get("arguments")
@@ -153,14 +167,19 @@ fn check_param_headers(params: &RawObject) {
     let values = modern_params::param_header_values(&annotations, &arguments);
     for (name, value) in &values {
         assert!(name.starts_with("mcp-param-"));
-        assert_eq!(modern::decode_header_value(value).map(|_| ()), Ok(()), "{name}: {value:?}");
+        assert_eq!(
+            modern::decode_header_value(value).map(|_| ()),
+            Ok(()),
+            "{name}: {value:?}"
+        );
     }
     let mut names: Vec<String> = annotations.iter().map(|a| a.header()).collect();
     names.sort();
     names.dedup();
     if names.len() == annotations.len() {
         let lookup: HashMap<&str, &str> = values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let checked = modern_params::check_param_headers(|h| lookup.get(h).copied(), &annotations, &arguments);
+        let checked =
+            modern_params::check_param_headers(|h| lookup.get(h).copied(), &annotations, &arguments);
         assert_eq!(checked, Ok(()), "{values:?}");
     }
 }
@@ -170,14 +189,21 @@ fn check_result(payload: &ResponsePayload) {
     let info = raw(r#"{"name":"mcpmux","version":"0"}"#.into());
     match payload {
         ResponsePayload::Result(result) => {
-            let hint = RawObject::parse(result.get()).ok().map(|r| modern_result::CacheHint::of_result(&r));
+            let hint = RawObject::parse(result.get())
+                .ok()
+                .map(|r| modern_result::CacheHint::of_result(&r));
             let shaped = modern_result::shape_result(result, hint, &info);
             match RawObject::parse(result.get()) {
                 Ok(before) => {
-                    let after = RawObject::parse(shaped.get()).unwrap_or_else(|e| panic!("{}: {e}", shaped.get()));
+                    let after =
+                        RawObject::parse(shaped.get()).unwrap_or_else(|e| panic!("{}: {e}", shaped.get()));
                     assert!(after.contains("resultType"));
                     let meta = after.get_object("_meta");
-                    assert!(meta.is_some_and(|m| m.contains(modern::META_SERVER_INFO)), "{}", shaped.get());
+                    assert!(
+                        meta.is_some_and(|m| m.contains(modern::META_SERVER_INFO)),
+                        "{}",
+                        shaped.get()
+                    );
                     if let Some(hint) = hint {
                         let again = modern_result::CacheHint::of_result(&after);
                         assert_eq!(again, hint, "{}", shaped.get());
@@ -218,7 +244,10 @@ fn check_catalog(result: &RawObject) {
         let Some(items) = result.get_array(kind.field()) else {
             continue;
         };
-        let items: Vec<RawObject> = items.iter().filter_map(|i| RawObject::parse(i.get()).ok()).collect();
+        let items: Vec<RawObject> = items
+            .iter()
+            .filter_map(|i| RawObject::parse(i.get()).ok())
+            .collect();
         store.replace(0, kind, items.clone());
         store.replace(1, kind, items);
         let catalog = store.snapshot();
@@ -230,7 +259,9 @@ fn check_catalog(result: &RawObject) {
                 ListKind::Resources => "uri",
                 ListKind::Templates => "uriTemplate",
             };
-            let shown = exposed.get_str(key).unwrap_or_else(|| panic!("{} lost {key}", item.json));
+            let shown = exposed
+                .get_str(key)
+                .unwrap_or_else(|| panic!("{} lost {key}", item.json));
             let found = list.lookup(&shown).map(|i| (i.upstream, i.original.as_str()));
             assert_eq!(found, Some((item.upstream, item.original.as_str())));
             if item.upstream == 0 && kind == ListKind::Resources {

@@ -23,8 +23,15 @@ pub fn check_sse(data: &[u8]) {
     let bytewise: Vec<&[u8]> = stream.chunks(1).collect();
     assert_eq!(whole, decode(limit, &bytewise), "byte-by-byte changed the result");
     for event in &whole.0 {
-        assert!(event.data.len() <= limit, "event of {} bytes over {limit}", event.data.len());
-        assert!(event.id.as_ref().is_none_or(|id| id.len() <= limit && !id.contains('\0')));
+        assert!(
+            event.data.len() <= limit,
+            "event of {} bytes over {limit}",
+            event.data.len()
+        );
+        assert!(event
+            .id
+            .as_ref()
+            .is_none_or(|id| id.len() <= limit && !id.contains('\0')));
         assert!(event.event.as_ref().is_none_or(|e| e.len() <= limit));
     }
 
