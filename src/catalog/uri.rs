@@ -67,29 +67,67 @@ fn parse_template(template: &str) -> Vec<Part<'_>> {
     parts
 }
 
+/// Match by tracking every position of `uri` the parts seen so far can end at: one pass over
+/// `uri` per part, so O(parts × len). The earlier backtracking matcher took time exponential in
+/// the number of variables (a host's long URI against a template like `x://{a}{b}{c}{d}` hung a
+/// worker) and sliced `uri` inside a UTF-8 character (a panic); the `message` fuzz target found
+/// both. Only character boundaries are ever reached.
 fn match_parts(parts: &[Part<'_>], uri: &str) -> bool {
-    let Some((first, rest)) = parts.split_first() else {
-        return uri.is_empty();
-    };
-    match first {
-        Part::Literal(lit) => uri.strip_prefix(lit).is_some_and(|tail| match_parts(rest, tail)),
-        Part::Simple => {
-            let limit = uri.find(['/', '?', '#']).unwrap_or(uri.len());
-            (1..=limit).rev().any(|n| match_parts(rest, &uri[n..]))
-        }
-        Part::Reserved => (0..=uri.len())
-            .rev()
-            .filter(|n| uri.is_char_boundary(*n))
-            .any(|n| match_parts(rest, &uri[n..])),
-        Part::Query => {
-            if match_parts(rest, uri) {
-                return true;
+    let bytes = uri.as_bytes();
+    let len = bytes.len();
+    let mut reach = vec![false; len + 1];
+    reach[0] = true;
+    for part in parts {
+        let mut next = vec![false; len + 1];
+        match part {
+            Part::Literal(lit) => {
+                for p in (0..=len).filter(|&p| reach[p]) {
+                    if bytes[p..].starts_with(lit.as_bytes()) {
+                        next[p + lit.len()] = true;
+                    }
+                }
             }
-            let limit = uri.find('#').unwrap_or(uri.len());
-            (uri.starts_with('?') || uri.starts_with('&'))
-                && (1..=limit).rev().any(|n| match_parts(rest, &uri[n..]))
+            Part::Simple => {
+                // A non-empty run without `/`, `?` or `#` from a reached position.
+                let mut open = false;
+                for p in 0..len {
+                    open |= reach[p];
+                    if matches!(bytes[p], b'/' | b'?' | b'#') {
+                        open = false;
+                    } else if open {
+                        next[p + 1] = uri.is_char_boundary(p + 1);
+                    }
+                }
+            }
+            Part::Reserved => {
+                // Anything, or nothing, from the first reached position on.
+                let mut open = false;
+                for p in 0..=len {
+                    open |= reach[p];
+                    next[p] = open && uri.is_char_boundary(p);
+                }
+            }
+            Part::Query => {
+                // Nothing, or from a reached `?` or `&` up to the next `#`.
+                let mut open = false;
+                for p in 0..=len {
+                    next[p] |= reach[p];
+                    let Some(&byte) = bytes.get(p) else { break };
+                    open |= reach[p] && matches!(byte, b'?' | b'&');
+                    if byte == b'#' {
+                        open = false;
+                    } else if open {
+                        next[p + 1] = uri.is_char_boundary(p + 1);
+                    }
+                }
+            }
         }
+        if !next.contains(&true) {
+            return false;
+        }
+        reach = next;
     }
+    reach[len]
 }
 
 #[cfg(test)]
@@ -134,5 +172,17 @@ mod tests {
             "test://template/{id}/data",
             "test://template/1/data"
         ));
+    }
+
+    #[test]
+    fn matching_is_linear_and_utf8_safe() {
+        // Found by the `message` fuzz target: slicing inside 'é' panicked.
+        assert!(!template_matches("x://{a}z", "x://éy"));
+        assert!(template_matches("x://{a}z", "x://éz"));
+        assert!(!template_matches("{?q}", "?\u{a0}#"));
+        // Backtracking over several variables used to take time exponential in their number.
+        let long = format!("x://{}", "a".repeat(100_000));
+        assert!(!template_matches("x://{a}{b}{c}{d}{e}{f}{g}/z", &long));
+        assert!(!template_matches("x://{+a}{+b}{+c}{#d}{?e}{&f}z", &long));
     }
 }

@@ -215,7 +215,7 @@ impl Message {
         }
     }
 
-    /// Serialise compactly (never containing a newline when the parts came from JSON text).
+    /// Serialise compactly, always on one line: stdio framing and SSE `data:` lines depend on it.
     pub fn to_json(&self) -> String {
         let mut out = String::with_capacity(64 + self.payload_len());
         out.push_str("{\"jsonrpc\":\"2.0\"");
@@ -242,6 +242,13 @@ impl Message {
             }
         }
         out.push('}');
+        // Raw parts keep the peer's bytes, including the line breaks of pretty-printed JSON (a
+        // POST body may be). In valid JSON a CR or LF can only be whitespace between tokens
+        // (inside strings they are escaped), so a space is equivalent; left as they were, one
+        // request split into broken lines on a stdio upstream's stdin. Found by fuzzing.
+        if out.contains(['\r', '\n']) {
+            out = out.replace(['\r', '\n'], " ");
+        }
         out
     }
 
@@ -384,6 +391,17 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn pretty_printed_parts_serialise_on_one_line() {
+        let text = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\r\n \"a\": [1,\n2]}}";
+        let json = parse_message(text).unwrap().to_json();
+        assert_eq!(
+            json,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{   "a": [1, 2]}}"#
+        );
+        assert!(parse_message(&json).is_ok());
     }
 
     #[test]
