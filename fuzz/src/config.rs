@@ -66,7 +66,7 @@ fn check_valid(config: &Config) {
                     .all(|(k, v)| !k.is_empty() && !k.contains('=') && !v.expose().contains('\0')));
                 assert!(cwd.as_ref().is_none_or(|d| !d.as_os_str().is_empty()));
             }
-            TransportConfig::Http { url, headers } => {
+            TransportConfig::Http { url, headers, .. } => {
                 let lower = url.to_ascii_lowercase();
                 assert!(
                     lower.starts_with("http://") || lower.starts_with("https://"),

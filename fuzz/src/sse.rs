@@ -80,7 +80,7 @@ fn check_lines(limit: usize, stream: &[u8], chunks: &[&[u8]]) {
     for frame in &whole {
         match frame {
             Frame::Line(line) => assert!(line.len() <= limit && !line.contains(&b'\n')),
-            Frame::Overlong { len } => assert!(*len > limit),
+            Frame::Overlong { len, .. } => assert!(*len > limit),
         }
     }
 }
