@@ -177,12 +177,9 @@ pub(super) fn sse_response(frames: BoxStream<'static, Bytes>) -> Response {
     resp
 }
 
-async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Response, DownstreamError> {
-    if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
-        return Err(DownstreamError::NotAcceptable(
-            "Accept must list application/json and text/event-stream",
-        ));
-    }
+/// A POST body's text, once its `Content-Type` says JSON and it is UTF-8 (415 or a parse error
+/// otherwise).
+pub(super) fn json_body<'b>(headers: &HeaderMap, body: &'b Bytes) -> Result<&'b str, DownstreamError> {
     let json_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -190,7 +187,16 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
     if !json_type {
         return Err(DownstreamError::UnsupportedMediaType);
     }
-    let text = std::str::from_utf8(&body).map_err(|_| DownstreamError::Parse("body is not UTF-8".into()))?;
+    std::str::from_utf8(body).map_err(|_| DownstreamError::Parse("body is not UTF-8".into()))
+}
+
+async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Response, DownstreamError> {
+    if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
+        return Err(DownstreamError::NotAcceptable(
+            "Accept must list application/json and text/event-stream",
+        ));
+    }
+    let text = json_body(headers, &body)?;
     let parsed = match parse_body(text) {
         Ok(b) => b,
         Err(err) if err.code() == codes::PARSE_ERROR => return Err(DownstreamError::Parse(err.to_string())),

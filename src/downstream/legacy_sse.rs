@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::{header, HeaderMap, StatusCode};
+use http::{HeaderMap, StatusCode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -236,14 +236,7 @@ async fn accept_message(
         .get(id)
         .cloned()
         .ok_or(DownstreamError::UnknownSession)?;
-    let json_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("application/json"));
-    if !json_type {
-        return Err(DownstreamError::UnsupportedMediaType);
-    }
-    let text = std::str::from_utf8(&body).map_err(|_| DownstreamError::Parse("body is not UTF-8".into()))?;
+    let text = super::http::json_body(headers, &body)?;
     let items = match parse_body(text) {
         Ok(Body::Single(msg)) => vec![Ok(msg)],
         Ok(Body::Batch(items)) => items,

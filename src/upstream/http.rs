@@ -89,10 +89,7 @@ impl HttpTransport {
         max_event_bytes: usize,
         inbound: mpsc::Sender<Inbound>,
     ) -> Result<Self, UpstreamError> {
-        let base = Endpoint::new(url, configured).map_err(|reason| UpstreamError::Unavailable {
-            name: name.to_string(),
-            reason,
-        })?;
+        let base = Endpoint::for_upstream(&name, url, configured)?;
         Ok(HttpTransport {
             name,
             endpoint: Arc::new(base.clone()),

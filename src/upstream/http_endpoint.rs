@@ -3,6 +3,7 @@
 //! stream (optionally resuming after an event id) and DELETE.
 
 use crate::config::Secret;
+use crate::error::UpstreamError;
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use std::time::Duration;
@@ -22,6 +23,18 @@ pub(super) struct Endpoint {
 
 impl Endpoint {
     /// The endpoint before any session: the URL and the configured headers (kept out of logs).
+    /// The endpoint of upstream `name`; a bad URL or header makes the upstream unavailable.
+    pub fn for_upstream(
+        name: &str,
+        url: &str,
+        configured: &[(String, Secret)],
+    ) -> Result<Self, UpstreamError> {
+        Self::new(url, configured).map_err(|reason| UpstreamError::Unavailable {
+            name: name.to_string(),
+            reason,
+        })
+    }
+
     pub fn new(url: &str, configured: &[(String, Secret)]) -> Result<Self, String> {
         let url = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
         let mut headers = HeaderMap::new();

@@ -51,10 +51,7 @@ impl LegacySseTransport {
         max_event_bytes: usize,
         inbound: mpsc::Sender<Inbound>,
     ) -> Result<Self, UpstreamError> {
-        let sse = Endpoint::new(url, configured).map_err(|reason| UpstreamError::Unavailable {
-            name: name.to_string(),
-            reason,
-        })?;
+        let sse = Endpoint::for_upstream(&name, url, configured)?;
         let stop = CancellationToken::new();
         Ok(LegacySseTransport {
             name,
