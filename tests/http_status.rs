@@ -270,3 +270,41 @@ async fn limits_and_idle_reaping() {
     );
     gw.stop().await;
 }
+
+/// A call answered at once, alone, gets a JSON response; one with messages before its response,
+/// or one slower than the reply window, gets an SSE stream (primed for a 2025-11-25 host).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_calls_get_json_and_the_rest_a_stream() {
+    let gw = gateway("").await;
+    let host = RawSession::open_version(&gw.url(), json!({}), "2025-11-25").await;
+    let call = |id: u64, name: &str, args: Value| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name,"arguments":args,"_meta":{"progressToken":id}}});
+    let media = |r: &reqwest::Response| {
+        r.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    let r = host.post(call(1, "t__echo", json!({"message": "hi"}))).await;
+    assert_eq!(media(&r), "application/json");
+    let body = body_json(r).await;
+    assert_eq!(body["id"], 1);
+    assert_eq!(body["result"]["content"][0]["text"], "echo: hi");
+
+    let r = host
+        .post(call(2, "t__progress", json!({"steps": 2, "delay_ms": 1})))
+        .await;
+    assert_eq!(media(&r), "text/event-stream");
+    let text = r.text().await.unwrap();
+    assert!(text.contains("notifications/progress"), "{text}");
+    assert!(text.contains("done 2"), "{text}");
+
+    let r = host.post(call(3, "t__slow", json!({"ms": 400}))).await;
+    assert_eq!(media(&r), "text/event-stream");
+    let text = r.text().await.unwrap();
+    let first = text.lines().find(|l| !l.is_empty()).unwrap_or_default();
+    assert!(first.starts_with("id: "), "a priming event comes first: {text}");
+    assert!(text.contains("slept 400"), "{text}");
+    gw.stop().await;
+}

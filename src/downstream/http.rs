@@ -147,16 +147,15 @@ pub(super) fn new_session_id() -> String {
 }
 
 fn json_reply(msg: &Message, session: Option<&str>) -> Response {
-    let mut resp = (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        msg.to_json(),
-    )
-        .into_response();
+    let mut resp = json_text_reply(msg.to_json());
     if let Some(sid) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
         resp.headers_mut().insert(SESSION_HEADER, sid);
     }
     resp
+}
+
+fn json_text_reply(json: String) -> Response {
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
 /// One SSE event without an id.
@@ -238,7 +237,10 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
             Ok(match router::dispatch(hub, &session, msg).await {
                 Dispatch::Accepted => StatusCode::ACCEPTED.into_response(),
                 Dispatch::Reply(reply) => json_reply(&reply, None),
-                Dispatch::Forward(call) => sse_response(resume::start(call, session, hub.shutdown.clone())),
+                Dispatch::Forward(call) => match resume::start(call, session, hub.shutdown.clone()).await {
+                    resume::Reply::Json(json) => json_text_reply(json.to_string()),
+                    resume::Reply::Stream(frames) => sse_response(frames),
+                },
             })
         }
         Body::Batch(items) => {

@@ -5,6 +5,9 @@
 //! a host of protocol 2025-11-25 or later is asked to poll too: its stream ends after an event
 //! carrying the upstream's `retry` delay, and the rest arrives on its resuming GET.
 //!
+//! A call answered within [`JSON_REPLY_WINDOW`] with nothing before its response gets a plain
+//! JSON response instead: no stream to number, keep or frame (most tool calls are this fast).
+//!
 //! A frame is dropped once a host acknowledges it by resuming after it, or with its stream when
 //! a host has been sent the whole stream. Bounded: a session keeps at most [`MAX_STREAMS`]
 //! streams (the oldest is dropped first), a finished one at most [`KEEP_FINISHED`], and a stream
@@ -31,6 +34,9 @@ pub const MAX_KEPT_BYTES: usize = 16 << 20;
 pub const KEEP_FINISHED: Duration = Duration::from_secs(60);
 /// Reconnection delay announced to hosts in the priming event.
 pub const ANNOUNCED_RETRY_MS: u64 = 1000;
+/// How long a POST waits for its call's first frame before committing to an SSE stream. A
+/// host whose connection breaks inside it cannot resume the call (it has no event id yet).
+pub const JSON_REPLY_WINDOW: Duration = Duration::from_millis(100);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -201,7 +207,12 @@ impl Driver {
         let Some(frames) = self.frames.as_mut() else {
             return std::future::pending().await;
         };
-        match frames.next().await {
+        let next = frames.next().await;
+        self.record(next);
+    }
+
+    fn record(&mut self, frame: Option<Frame>) {
+        match frame {
             Some(frame) => self.stream.push(entry(frame)),
             None => {
                 self.frames = None;
@@ -231,20 +242,42 @@ impl Drop for Driver {
     }
 }
 
-/// Run `call` to its end whatever happens to the host's connection, and return the body of
-/// the POST response that streams it.
-pub fn start(
-    call: ForwardedCall,
-    session: Arc<Session>,
-    shutdown: CancellationToken,
-) -> BoxStream<'static, Bytes> {
+/// How a POST that forwarded a call answers its host.
+pub enum Reply {
+    /// The call's response, answered within [`JSON_REPLY_WINDOW`] and alone.
+    Json(Arc<str>),
+    /// The body of an SSE response that streams the call.
+    Stream(BoxStream<'static, Bytes>),
+}
+
+/// Run `call` to its end whatever happens to the host's connection: its response if it came
+/// first and within [`JSON_REPLY_WINDOW`], else a stream of its frames.
+pub async fn start(call: ForwardedCall, session: Arc<Session>, shutdown: CancellationToken) -> Reply {
     let stream = session.streams.open();
-    let driver = Driver {
+    let mut driver = Driver {
         frames: Some(call.into_frames().boxed()),
         stream: stream.clone(),
     };
+    if let Some(frames) = driver.frames.as_mut() {
+        let first = tokio::select! {
+            first = tokio::time::timeout(JSON_REPLY_WINDOW, frames.next()) => first.ok(),
+            _ = session.closed.cancelled() => None,
+            _ = shutdown.cancelled() => None,
+        };
+        match first {
+            Some(Some(Frame::Response(json))) => {
+                // Nothing follows a response: the call is over (ending it clears its in-flight
+                // entry before the host can send its next request).
+                driver.frames = None;
+                session.streams.remove(stream.id);
+                return Reply::Json(json);
+            }
+            Some(frame) => driver.record(frame),
+            None => {}
+        }
+    }
     let priming = may_poll(&session.protocol_version);
-    frames_after(stream, 0, priming, Some(driver), session, shutdown)
+    Reply::Stream(frames_after(stream, 0, priming, Some(driver), session, shutdown))
 }
 
 /// The frames of `stream` after sequence number `after` (a host resuming it), live until the

@@ -9,13 +9,13 @@ use super::handshake::{
     read_initialize_result,
 };
 use super::http_endpoint::{error_chain, read_limited, Endpoint};
+use super::http_reply::Reply;
 use super::http_sse::{GetStream, SseMessages};
 use super::ServerFacts;
 use crate::config::Secret;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::{parse_body, Body, Message, ParseError, ResponsePayload};
-use reqwest::header::CONTENT_TYPE;
 use reqwest::StatusCode;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -342,14 +342,10 @@ impl Post {
     }
 
     async fn exchange(&self, frame: String) {
-        let mut req = self.endpoint.post(frame.clone());
-        for (name, value) in &self.headers {
-            req = req.header(name.as_str(), value);
-        }
-        let resp = match req.send().await {
+        let resp = match self.endpoint.send_post(frame.clone(), &self.headers).await {
             Ok(resp) => resp,
             Err(err) => {
-                let reason = format!("request failed: {}", error_chain(&err));
+                let reason = format!("request failed: {err}");
                 let error = UpstreamError::Unavailable {
                     name: self.name.to_string(),
                     reason,
@@ -358,15 +354,10 @@ impl Post {
                 return;
             }
         };
-        let status = resp.status();
-        let content_type = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_ascii_lowercase();
+        let status = resp.status;
+        let content_type = resp.content_type();
         if !status.is_success() {
-            let body = read_limited(resp, 4096).await;
+            let body = resp.read_limited(4096).await;
             if self.endpoint.has_session() && session_expired(status, &body) {
                 let item = Inbound::SessionExpired {
                     frame,
@@ -446,7 +437,7 @@ impl Post {
 
     /// Read an SSE reply until the response to this request arrives, resuming the stream (GET
     /// with `Last-Event-ID`) if the server ends it before that.
-    async fn read_sse(&self, resp: reqwest::Response) {
+    async fn read_sse(&self, resp: Reply) {
         let mut messages = SseMessages::new(self.name.clone(), resp, self.max_event_bytes);
         let Some(upstream_id) = self.upstream_id else {
             // A notification or a response to the server: nothing is owed on this stream.
@@ -508,11 +499,8 @@ async fn read_reply(
     id: u64,
     max_event_bytes: usize,
 ) -> Result<ResponsePayload, String> {
-    let is_sse = resp
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
+    let resp = Reply::from(resp);
+    let is_sse = resp.is_sse();
     let answer = |msg: Message| match msg {
         Message::Response {
             id: Some(rid),
@@ -539,8 +527,8 @@ async fn read_reply(
 }
 
 /// The JSON-RPC messages of a JSON body: one message, or the valid entries of a batch.
-async fn json_messages(resp: reqwest::Response, limit: usize) -> Result<Vec<Message>, ParseError> {
-    let body = read_limited(resp, limit).await;
+async fn json_messages(resp: Reply, limit: usize) -> Result<Vec<Message>, ParseError> {
+    let body = resp.read_limited(limit).await;
     Ok(match parse_body(&String::from_utf8_lossy(&body))? {
         Body::Single(msg) => vec![msg],
         Body::Batch(items) => items.into_iter().flatten().collect(),

@@ -5,11 +5,10 @@
 
 use super::connection::Inbound;
 use super::http_endpoint::{error_chain, Endpoint};
+use super::http_reply::{BodyStream, Reply};
 use super::parse_frame;
 use crate::protocol::sse::SseDecoder;
 use crate::protocol::Message;
-use bytes::Bytes;
-use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -32,7 +31,7 @@ const GET_BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub(super) struct SseMessages {
     name: Arc<str>,
     max_event_bytes: usize,
-    body: Option<BoxStream<'static, reqwest::Result<Bytes>>>,
+    body: Option<BodyStream>,
     decoder: SseDecoder,
     ready: VecDeque<Message>,
     last_event_id: Option<String>,
@@ -46,11 +45,11 @@ pub(super) struct SseMessages {
 }
 
 impl SseMessages {
-    pub fn new(name: Arc<str>, resp: reqwest::Response, max_event_bytes: usize) -> Self {
+    pub fn new(name: Arc<str>, resp: impl Into<Reply>, max_event_bytes: usize) -> Self {
         SseMessages {
             name,
             max_event_bytes,
-            body: Some(resp.bytes_stream().boxed()),
+            body: Some(resp.into().into_body()),
             decoder: SseDecoder::new(max_event_bytes),
             ready: VecDeque::new(),
             last_event_id: None,
@@ -72,7 +71,7 @@ impl SseMessages {
             let chunk = match body.next().await {
                 Some(Ok(chunk)) => chunk,
                 Some(Err(err)) => {
-                    tracing::debug!(upstream = %self.name, err = %error_chain(&err), "SSE stream broke");
+                    tracing::debug!(upstream = %self.name, %err, "SSE stream broke");
                     self.body = None;
                     return None;
                 }
@@ -149,7 +148,7 @@ impl SseMessages {
         if !resp.status().is_success() {
             return Err(format!("resuming refused with HTTP {}", resp.status()));
         }
-        self.body = Some(resp.bytes_stream().boxed());
+        self.body = Some(Reply::from(resp).into_body());
         self.decoder = SseDecoder::new(self.max_event_bytes);
         self.ended_cleanly = false;
         Ok(())

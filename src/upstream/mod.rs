@@ -6,6 +6,7 @@ mod handshake;
 mod health;
 mod http;
 mod http_endpoint;
+mod http_reply;
 mod http_sse;
 mod inbound;
 mod legacy_link;
