@@ -11,11 +11,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DIRECT, DIRECT_STDIO = "direct HTTP", "direct stdio"
 MUX_HTTP, MUX_STDIO = "mcpmux → HTTP", "mcpmux → stdio"
+# The same HTTP pair with the upstream on the driver's core: mcpmux has core 0 to itself.
+DIRECT_CORE1, MUX_HTTP_CORE1 = "direct HTTP, upstream on core 1", "mcpmux → HTTP, upstream on core 1"
 
 
 def baseline(name):
-    """The direct path a system is compared with for added latency: the same upstream transport."""
+    """The direct path a system is compared with for added latency: the same upstream transport
+    in the same placement."""
+    if name in (DIRECT_CORE1, MUX_HTTP_CORE1):
+        return DIRECT_CORE1
     return DIRECT if name in (DIRECT, MUX_HTTP) else DIRECT_STDIO
+
+
+def throughput_baseline(name):
+    """The direct HTTP path a system's calls/s are compared with: the one in the same placement."""
+    return DIRECT_CORE1 if name in (DIRECT_CORE1, MUX_HTTP_CORE1) else DIRECT
 
 
 def _cmd(*cmd, cwd=ROOT):
@@ -125,9 +135,17 @@ def method(res):
   measured sequential `tools/call echo` → DELETE (N = {calls}; for peers {peer_calls}); every reply's id is
   checked and its text must end with the call's unique message. Latency is from sending the POST to having read the response (an SSE
   reply's stream is then read to its end). calls/s = measured calls ÷ the span of the measured phase.
-- Ratios are against the direct HTTP path (the driver talking to rawecho over HTTP) in the same run. The
-  upstream belongs to the system under test: on the direct path rawecho has core 0 to itself, through
-  mcpmux (or a peer) it shares core 0 with the gateway, so a CPU-bound upstream caps every ratio below 1×.
+- Ratios are against the direct HTTP path (the driver talking to rawecho over HTTP) in the same run,
+  in two placements of the HTTP upstream:
+  - **upstream on core 0** (`direct HTTP`, `mcpmux → HTTP`, and every stdio system): the upstream
+    belongs to the system under test. Through mcpmux it shares core 0 with the gateway, so throughput
+    there is a CPU split: it cannot pass t_upstream ÷ (t_upstream + t_mcpmux) of the direct path
+    whatever mcpmux does, and a faster upstream makes the ratio worse. Latency compares fairly here:
+    both paths cross between the cores once each way.
+  - **upstream on core 1** (`…, upstream on core 1`): rawecho runs on the driver's core on both paths,
+    so mcpmux has a core of its own, as a gateway deployed on its own host or pod has. The direct path
+    and mcpmux's path then give the upstream and the driver the same CPU, and the ratio says whether the
+    extra hop costs throughput. The throughput goal is read in this placement; the other is shown too.
 - Catalog: mcpmux in front of `mcpmux-test-server --only-generated` upstreams, `page_size = 100000` (one
   page); startup = from launching mcpmux until a `tools/list` has every tool; then {c['list_calls']}
   sequential `tools/list` on one session.
@@ -189,7 +207,6 @@ def markdown(res):
     out.append("".join(f"- {k}: {val}\n" for k, val in v.items()))
     out.append("\n" + method(res))
     goals = []
-    direct = call.get(DIRECT, {})
 
     if call:
         out.append("## 1. Overhead: one session, sequential `tools/call echo`\n")
@@ -224,25 +241,29 @@ def markdown(res):
                 if not runs:
                     continue
                 rate = med(runs, "calls_per_s")
-                rows.append([name, k, f(rate, 0), x(ratio(rate, med(direct.get(str(k), []), "calls_per_s"))),
+                base_runs = call.get(throughput_baseline(name), {}).get(str(k), [])
+                rows.append([name, k, f(rate, 0), x(ratio(rate, med(base_runs, "calls_per_s"))),
                              f(med(runs, "p50_ms")), f(med(runs, "p99_ms")), pct(med(runs, "sut_cpu")),
                              pct(med(runs, "sut_tree_cpu")),
                              pct(med(runs, "driver_cpu")), mib(med(runs, "peak_rss_bytes")), errors(runs)])
-        out.append(table(["system", "sessions", "calls/s", "× direct HTTP", "p50 ms", "p99 ms", "main process CPU",
+        out.append(table(["system", "sessions", "calls/s", "× direct HTTP (same placement)", "p50 ms", "p99 ms", "main process CPU",
                           "with upstreams CPU", "driver CPU", "peak RSS MiB", "errors"], rows))
         out.append("\nThe main process is mcpmux (not its upstream), rawecho for the direct path, a peer's main "
                    "process (not its per-session children); its CPU is the share of one core it used while the "
                    "driver ran, and peak RSS its `VmHWM`; \"with upstreams\" adds every live process of the "
                    "system (the upstream rawecho, a peer's children that outlived the run). Everything of the "
-                   "system shares core 0: near 100% there means the system was CPU-bound; a driver near 100% "
-                   "means the driver set the pace.\n")
+                   "system shares core 0 (but the upstream on core 1 in that placement): near 100% there means "
+                   "the system was CPU-bound; a driver near 100% means the driver set the pace.\n")
         for k in (8, 32) if any(str(k) in by_k for by_k in call.values()) else ():
             rate = lambda name: med(call.get(name, {}).get(str(k), []), "calls_per_s")
-            dk = rate(DIRECT)
-            r = ratio(rate(MUX_HTTP), dk)
-            goals.append((f"throughput ≥ 0.8× direct HTTP at {k} sessions (mcpmux → HTTP)", x(r),
+            r = ratio(rate(MUX_HTTP_CORE1), rate(DIRECT_CORE1))
+            goals.append((f"throughput ≥ 0.8× direct HTTP at {k} sessions (mcpmux with a core of its own, "
+                          "upstream on core 1)", x(r), r is not None and r >= 0.8))
+            r = ratio(rate(MUX_HTTP), rate(DIRECT))
+            goals.append((f"the same, mcpmux sharing core 0 with its upstream (a CPU split, see Method)", x(r),
                           r is not None and r >= 0.8))
-            peers = [(rate(n), n) for n in call if n not in (DIRECT, MUX_HTTP, MUX_STDIO) and rate(n)]
+            own = (DIRECT, MUX_HTTP, MUX_STDIO, DIRECT_STDIO, DIRECT_CORE1, MUX_HTTP_CORE1)
+            peers = [(rate(n), n) for n in call if n not in own and rate(n)]
             if peers:
                 best, who = max(peers)
                 r = ratio(rate(MUX_STDIO), best)

@@ -4,8 +4,9 @@ the release binaries first and then runs this). Writes docs/benchmarks.md and th
 target/bench-run/results.json.
 
 Every system under test (mcpmux and its upstreams, the upstream alone, each peer gateway) runs
-pinned to core 0 with taskset, the driver (target/release/mcpmux-bench) to core 1. Scenarios run
-REPS times, the order of the systems alternating (ABC CBA ABC); tables show medians.
+pinned to core 0 with taskset, the driver (target/release/mcpmux-bench) to core 1; the "upstream on
+core 1" pair runs the HTTP upstream on the driver's core instead, so mcpmux has core 0 to itself.
+Scenarios run REPS times, the order of the systems alternating (ABC CBA ABC); tables show medians.
 """
 import argparse
 import json
@@ -66,13 +67,13 @@ def toml_str(s):
 
 
 class Sut:
-    """A process group started on core 0; stopped by its own id (SIGTERM, then SIGKILL)."""
+    """A process group started on `core`; stopped by its own id (SIGTERM, then SIGKILL)."""
 
-    def __init__(self, name, cmd, env=None):
+    def __init__(self, name, cmd, env=None, core=0):
         self.name = name
         logfile = open(RUN_DIR / f"{name}.log", "ab")
         self.started_ns = time.time_ns()
-        self.proc = subprocess.Popen(pinned(0, cmd), cwd=ROOT, env={**os.environ, **(env or {})},
+        self.proc = subprocess.Popen(pinned(core, cmd), cwd=ROOT, env={**os.environ, **(env or {})},
                                      stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile,
                                      start_new_session=True)
         logfile.close()
@@ -210,9 +211,9 @@ def wait_ready(port, timeout=120.0):
 # ------------------------------------------------------------------------------------------------
 # Systems under test for the call scenarios: name -> start() returning (suts, url, tool)
 
-def rawecho_http(tag):
+def rawecho_http(tag, core=0):
     port = free_port()
-    sut = Sut(f"{tag}-rawecho", ["node", str(RAWECHO), "http"], {"PORT": str(port)})
+    sut = Sut(f"{tag}-rawecho", ["node", str(RAWECHO), "http"], {"PORT": str(port)}, core)
     if not wait_port(port):
         raise RuntimeError("rawecho did not start")
     return sut, port
@@ -228,12 +229,23 @@ def start_direct_stdio():
     return [], f"stdio:{'taskset -c 0 ' if PIN else ''}node {RAWECHO} stdio", "echo"
 
 
-def start_mcpmux_http():
-    echo, echo_port = rawecho_http("mcpmux-http")
+def start_mcpmux_http(echo_core=0):
+    echo, echo_port = rawecho_http("mcpmux-http", echo_core)
     mux, port = start_mcpmux("mcpmux-http", {"e": {"url": f"http://127.0.0.1:{echo_port}/mcp"}})
     if not wait_ready(port):
         raise RuntimeError("mcpmux did not become ready")
     return [mux, echo], f"http://127.0.0.1:{port}/mcp", "e__echo"
+
+
+# The gateway with a core of its own: the HTTP upstream shares core 1 with the driver, on the
+# direct path and behind mcpmux alike.
+def start_direct_core1():
+    sut, port = rawecho_http("direct-core1", 1)
+    return [sut], f"http://127.0.0.1:{port}/mcp", "echo"
+
+
+def start_mcpmux_http_core1():
+    return start_mcpmux_http(echo_core=1)
 
 
 def start_mcpmux_stdio():
@@ -273,10 +285,12 @@ def start_fastmcp():
 
 
 CALL_TARGETS = {
-    "direct HTTP": start_direct,
-    "direct stdio": start_direct_stdio,
-    "mcpmux → HTTP": start_mcpmux_http,
-    "mcpmux → stdio": start_mcpmux_stdio,
+    report.DIRECT: start_direct,
+    report.DIRECT_STDIO: start_direct_stdio,
+    report.MUX_HTTP: start_mcpmux_http,
+    report.MUX_STDIO: start_mcpmux_stdio,
+    report.DIRECT_CORE1: start_direct_core1,
+    report.MUX_HTTP_CORE1: start_mcpmux_http_core1,
 }
 PEER_TARGETS = {
     "mcp-proxy 6.7.19 → stdio": start_mcp_proxy,
@@ -312,7 +326,7 @@ def call_scenarios(cfg, targets, results):
     for rep in range(cfg.reps):
         for name in (names if rep % 2 == 0 else names[::-1]):
             is_peer = name in PEER_TARGETS
-            limit = 1 if name == "direct stdio" else cfg.peer_max_sessions if is_peer else None
+            limit = 1 if name == report.DIRECT_STDIO else cfg.peer_max_sessions if is_peer else None
             ks = [k for k in cfg.sessions if limit is None or k <= limit]
             log(f"rep {rep + 1}: {name}: sessions {ks}")
             try:
@@ -459,7 +473,7 @@ def main():
             results["peers_error"] = str(e)
             log(f"peers could not be installed: {e}")
         if not targets.keys() & CALL_TARGETS.keys():  # peers alone: still against the same baselines
-            targets = {n: CALL_TARGETS[n] for n in ("direct HTTP", "direct stdio", "mcpmux → stdio")} | targets
+            targets = {n: CALL_TARGETS[n] for n in (report.DIRECT, report.DIRECT_STDIO, report.MUX_STDIO)} | targets
     results["versions"] = report.versions(PEERS, DRIVER)
     started = time.monotonic()
     if targets:
