@@ -306,6 +306,34 @@ async fn list_changed_reaches_every_open_session_once_and_the_catalog_follows() 
     env.gw.stop().await;
 }
 
+/// Changes that arrive while mcpmux is re-fetching a list are not lost: they are coalesced into
+/// one more re-fetch, and a host is never told more often than the list changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_list_changes_is_coalesced_and_none_is_lost() {
+    let env = two_upstreams("").await;
+    let host = RawSession::open(&env.gw.url(), json!({})).await;
+    let mut stream = host.get_stream().await;
+    let adds = (0..5).map(|i| host.tool_text("alpha__add_tool", json!({"name": format!("burst{i}")})));
+    for added in futures_util::future::join_all(adds).await {
+        assert_eq!(added, "added");
+    }
+    let mut told = 0;
+    while !none_within(&mut stream, Duration::from_millis(500), |m| {
+        m["method"] == "notifications/tools/list_changed"
+    })
+    .await
+    {
+        told += 1;
+    }
+    assert!((1..=5).contains(&told), "told {told} times of 5 changes");
+    let (tools, _) = host.list_all("tools/list", "tools").await;
+    for i in 0..5 {
+        let name = format!("alpha__burst{i}");
+        assert!(tools.iter().any(|t| t["name"] == name.as_str()), "{name} missing");
+    }
+    env.gw.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resource_uris_are_namespaced_wherever_they_appear() {
     let env = two_upstreams("").await;

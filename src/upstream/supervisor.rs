@@ -1,6 +1,10 @@
 //! One supervisor per configured upstream: connect, initialize, load its lists into the
-//! catalog, re-fetch on list_changed (debounced) and tell every session once per burst, and
-//! restart a shared connection with backoff when it dies.
+//! catalog, re-fetch on list_changed and tell every session, and restart a shared connection
+//! with backoff when it dies.
+//!
+//! A list_changed is acted on at once (no delay to wait for more); the ones that arrive while a
+//! re-fetch runs are coalesced into one more re-fetch per list after it, so a burst costs at most
+//! two and sessions are told only when the list really changed.
 
 use super::state::{Phase, CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW};
 use super::{spawn_connection, CallFailure, ConnectionEvent, ServerFacts, Status, UpstreamHandle};
@@ -15,8 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
-/// How long bursts of list_changed are gathered before re-fetching.
-const DEBOUNCE: Duration = Duration::from_millis(50);
 /// Bounds on walking an upstream's pages.
 const MAX_PAGES: usize = 1000;
 const MAX_ITEMS: usize = 100_000;
@@ -117,10 +119,10 @@ pub async fn supervise(
     }
 }
 
-/// Serve list_changed events (from the shared connection or any per-session one) forever.
+/// Serve list_changed events (from the shared connection or any per-session one) forever: the
+/// first of a burst at once, those that queued up meanwhile together.
 async fn watch_events(hub: &Arc<Hub>, events: &mut mpsc::Receiver<ConnectionEvent>) {
     while let Some(first) = events.recv().await {
-        tokio::time::sleep(DEBOUNCE).await;
         let mut burst = vec![first];
         while let Ok(more) = events.try_recv() {
             burst.push(more);
