@@ -135,7 +135,7 @@ def method(res):
   idle sessions (initialize + initialized, no stream), waits 0.5 s and reads it again.
 - Fan-out: {c['listeners']} sessions hold the GET stream open; another session calls the test server's
   `add_tool`, and the driver times each listener's `notifications/tools/list_changed` from the moment it
-  sent that call (3 rounds per repetition). mcpmux debounces list changes for 50 ms before re-listing.
+  sent that call (3 rounds per repetition). mcpmux re-lists at once on the first change of a burst.
 - Peers are installed with pinned versions under `target/bench-peers`; they are driven at most at
   K={c['peer_max_sessions']} (supergateway `--stateful` starts one child process per session).
 """
