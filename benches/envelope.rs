@@ -1,6 +1,7 @@
 //! Microbenchmarks of the hot codec path (divan, with allocations counted by divan's counting
-//! global allocator): envelope parsing, raw-object edits, and the id/name rewrites of a forwarded
-//! `tools/call` and of its response. `cargo bench --bench envelope`.
+//! global allocator): envelope parsing, raw-object edits, the id/name rewrites of a forwarded
+//! `tools/call` and of its response, and serving a `tools/list` page from a merged catalog.
+//! `cargo bench --bench envelope`.
 
 use divan::black_box;
 use mcpmux::protocol::message::{self, parse_body, parse_message, Message, RequestId, ResponsePayload};
@@ -131,5 +132,74 @@ mod rewrite {
             payload: ResponsePayload::Error(message::error_object(-32001, "timed out", None)),
         };
         msg.to_json()
+    }
+}
+
+mod list {
+    use super::*;
+    use mcpmux::catalog::{CatalogStore, ListKind, Naming};
+    use mcpmux::protocol::modern_result::{own_result_members, CacheHint};
+
+    /// A catalog of `upstreams` × `per` tools shaped like [`tools_list`]'s.
+    fn catalog(upstreams: usize, per: usize) -> CatalogStore {
+        let namings = (0..upstreams)
+            .map(|i| Naming {
+                namespace: format!("s{i}"),
+                separator: "__".into(),
+            })
+            .collect();
+        let store = CatalogStore::new(namings);
+        let text = tools_list(per);
+        let Ok(Message::Response {
+            payload: ResponsePayload::Result(result),
+            ..
+        }) = parse_message(&text)
+        else {
+            panic!("not a result");
+        };
+        let tools = RawObject::parse(result.get())
+            .ok()
+            .and_then(|r| r.get_array("tools"))
+            .unwrap_or_default();
+        for upstream in 0..upstreams {
+            let items = tools
+                .iter()
+                .filter_map(|t| RawObject::parse(t.get()).ok())
+                .collect();
+            store.replace(upstream, ListKind::Tools, items);
+        }
+        store
+    }
+
+    /// One session-era `tools/list` answered from the current snapshot (one page holding every
+    /// tool), serialised as the HTTP body.
+    #[divan::bench(args = [(100, 10), (10, 1000)])]
+    fn tools_list_page(bencher: divan::Bencher, (upstreams, per): (usize, usize)) {
+        let store = catalog(upstreams, per);
+        bencher.bench(|| {
+            let page = store.snapshot().page(ListKind::Tools, black_box(None), 100_000);
+            let result = page.map_or_else(message::null, |r| (*r).to_owned());
+            message::result_response(RequestId::number(7), result).to_json()
+        });
+    }
+
+    /// The same for a modern (2026-07-28) host: the page with `resultType`, cache hints and
+    /// `serverInfo`, written for the request.
+    #[divan::bench(args = [(100, 10), (10, 1000)])]
+    fn modern_tools_list_page(bencher: divan::Bencher, (upstreams, per): (usize, usize)) {
+        let store = catalog(upstreams, per);
+        let info = message::to_raw(&serde_json::json!({"name": "mcpmux", "version": "0"}));
+        bencher.bench(|| {
+            let hint = CacheHint {
+                ttl_ms: 60_000,
+                private: false,
+            };
+            let members = own_result_members(Some(hint), &info);
+            let page = store
+                .snapshot()
+                .page_with(ListKind::Tools, black_box(None), 100_000, &members);
+            let result = page.unwrap_or_else(message::null);
+            message::result_response(RequestId::number(7), result).to_json()
+        });
     }
 }

@@ -253,7 +253,7 @@ fn check_catalog(result: &RawObject) {
         let catalog = store.snapshot();
         let list = catalog.list(kind);
         for item in &list.items {
-            let exposed = RawObject::parse(&item.json).unwrap_or_else(|e| panic!("{}: {e}", item.json));
+            let exposed = RawObject::parse(item.json.get()).unwrap_or_else(|e| panic!("{}: {e}", item.json));
             let key = match kind {
                 ListKind::Tools | ListKind::Prompts => "name",
                 ListKind::Resources => "uri",

@@ -1,12 +1,15 @@
 //! The merged view of every upstream's tools, prompts, resources and templates, swapped
-//! atomically on change; exposed-name and URI resolution; mcpmux's own opaque list cursors.
+//! atomically on change; exposed-name and URI resolution; mcpmux's own opaque list cursors and
+//! the pages served from a snapshot.
 
 pub mod cursor;
 pub mod freshness;
+pub mod pages;
 pub mod uri;
 
 use crate::protocol::RawObject;
 use arc_swap::ArcSwap;
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -83,14 +86,15 @@ pub struct ExposedItem {
     /// The upstream's own name or URI.
     pub original: String,
     /// The serialised item with the exposed name or URI.
-    pub json: Box<str>,
+    pub json: Box<RawValue>,
 }
 
-/// One merged list with its lookup index (exposed key → position).
+/// One merged list with its lookup index (exposed key → position) and the pages served so far.
 #[derive(Debug, Default)]
 pub struct ItemList {
     pub items: Vec<ExposedItem>,
     index: HashMap<String, usize>,
+    pages: pages::PageCache,
 }
 
 impl ItemList {
@@ -214,8 +218,8 @@ impl CatalogStore {
         slot[kind as usize] = items;
         let before = self.snapshot();
         let after = self.rebuild(&parts, before.epoch + 1);
-        let old: Vec<&str> = before.list(kind).items.iter().map(|i| &*i.json).collect();
-        let new: Vec<&str> = after.list(kind).items.iter().map(|i| &*i.json).collect();
+        let old: Vec<&str> = before.list(kind).items.iter().map(|i| i.json.get()).collect();
+        let new: Vec<&str> = after.list(kind).items.iter().map(|i| i.json.get()).collect();
         old != new
     }
 
@@ -264,7 +268,7 @@ impl CatalogStore {
                 list.items.push(ExposedItem {
                     upstream,
                     original,
-                    json: edited.to_json().into_boxed_str(),
+                    json: edited.to_raw(),
                 });
             }
         }
@@ -306,7 +310,7 @@ mod tests {
         let tools = cat.list(ListKind::Tools);
         let item = tools.lookup("a__x__y").unwrap();
         assert_eq!((item.upstream, item.original.as_str()), (0, "x__y"));
-        assert_eq!(&*item.json, r#"{"name":"a__x__y","extra":{"k":1}}"#);
+        assert_eq!(item.json.get(), r#"{"name":"a__x__y","extra":{"k":1}}"#);
         assert_eq!(tools.lookup("plain").unwrap().upstream, 1);
         assert!(tools.lookup("x__y").is_none());
         assert!(!s.replace(1, ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
@@ -334,7 +338,7 @@ mod tests {
         assert_eq!(cat.resolve_uri("demo://t/4"), Some((1, "demo://t/4".into())));
         assert_eq!(cat.resolve_uri("other://x"), Some((1, "other://x".into())));
         assert_eq!(
-            cat.list(ListKind::Resources).items[0].json.as_ref(),
+            cat.list(ListKind::Resources).items[0].json.get(),
             r#"{"uri":"mcpmux://a/test://static/0","name":"s"}"#
         );
     }

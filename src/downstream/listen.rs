@@ -107,7 +107,7 @@ impl Listeners {
         self.len() == 0
     }
 
-    fn send(&self, pick: impl Fn(&Grant) -> bool, make: impl Fn(&RequestId) -> Arc<str>) {
+    fn send(&self, pick: impl Fn(&Grant) -> bool, mut make: impl FnMut(&RequestId) -> Arc<str>) {
         for listener in self.lock().values().filter(|l| pick(&l.grant)) {
             if listener.queue.try_send(make(&listener.subscription)).is_err() {
                 tracing::debug!(subscription = %listener.subscription, "listen stream cannot take a notification");
@@ -115,10 +115,26 @@ impl Listeners {
         }
     }
 
-    /// Tell every listener that asked for it that a list changed.
+    /// Tell every listener that asked for it that a list changed. The notifications differ only
+    /// in the subscription id: each is the same head, the id and the same tail, written in one
+    /// allocation per listener (this runs under the listeners' lock).
     pub fn list_changed(&self, kind: ListKind) {
-        let method = kind.list_changed_notification();
-        self.send(|g| g.wants(kind), |id| tagged(method, None, id));
+        let head = format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":{},\"params\":{{\"_meta\":{{{}:",
+            json_string(kind.list_changed_notification()),
+            json_string(META_SUBSCRIPTION_ID)
+        );
+        let mut buf = String::new();
+        self.send(
+            |g| g.wants(kind),
+            |id| {
+                buf.clear();
+                buf.push_str(&head);
+                buf.push_str(id.as_json());
+                buf.push_str("}}}");
+                Arc::from(buf.as_str())
+            },
+        );
     }
 
     /// Tell listeners subscribed to `uri` (or a resource it contains) that it was updated.
@@ -343,7 +359,8 @@ mod tests {
         listeners.list_changed(ListKind::Prompts);
         let uri = RawObject::parse(r#"{"uri":"mcpmux://a/x/y"}"#).unwrap();
         listeners.resource_updated("mcpmux://a/x/y", &uri);
-        assert!(rx_tools.try_recv().unwrap().contains("tools/list_changed"));
+        let expected = tagged("notifications/tools/list_changed", None, &RequestId::number(1));
+        assert_eq!(rx_tools.try_recv().unwrap(), expected);
         assert!(rx_tools.try_recv().is_err());
         assert!(rx_res.try_recv().unwrap().contains("resources/updated"));
         assert!(rx_res.try_recv().is_err());

@@ -49,7 +49,8 @@ impl SessionRegistry {
         self.len() == 0
     }
 
-    /// Queue a message on every session's GET stream.
+    /// Queue a message on every session's GET stream: one shared string, and the registry's
+    /// lock held only to take the list of sessions, not while pushing.
     pub fn broadcast(&self, json: &Arc<str>) {
         for session in self.all() {
             session.push_get(json.clone());

@@ -6,7 +6,7 @@ use super::forward::{
     error_reply, method_not_found, upstream_error_reply, Deadline, ForwardedCall, ResultShape,
 };
 use super::session::{log_level_rank, ClientCaps, InflightCall, Session, LOG_LEVELS};
-use crate::catalog::{cursor, ListKind};
+use crate::catalog::ListKind;
 use crate::config::Isolation;
 use crate::error::codes;
 use crate::hub::Hub;
@@ -183,32 +183,20 @@ async fn request(
     }
 }
 
+/// A page of a merged list: the snapshot's kept result, copied into the reply (no JSON is
+/// written or parsed per request).
 pub(super) fn list_page(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Message {
-    let catalog = hub.catalog.snapshot();
-    let items = &catalog.list(kind).items;
     let cursor = params.get_str("cursor");
-    let Some((start, end, next)) = cursor::page(items.len(), cursor.as_deref(), hub.config.gateway.page_size)
-    else {
-        return error_reply(id, codes::INVALID_PARAMS, "invalid cursor", None);
-    };
-    let mut out =
-        String::with_capacity(64 + items[start..end].iter().map(|i| i.json.len() + 1).sum::<usize>());
-    out.push_str("{\"");
-    out.push_str(kind.field());
-    out.push_str("\":[");
-    for (n, item) in items[start..end].iter().enumerate() {
-        if n > 0 {
-            out.push(',');
-        }
-        out.push_str(&item.json);
+    let page_size = hub.config.gateway.page_size;
+    match hub.catalog.snapshot().page(kind, cursor.as_deref(), page_size) {
+        Some(result) => result_response(id, (*result).to_owned()),
+        None => invalid_cursor(id),
     }
-    out.push(']');
-    if let Some(next) = next {
-        out.push_str(",\"nextCursor\":");
-        out.push_str(&json_string(&next));
-    }
-    out.push('}');
-    result_response(id, raw(out))
+}
+
+/// The answer to a list request whose cursor this gateway did not issue.
+pub(super) fn invalid_cursor(id: RequestId) -> Message {
+    error_reply(id, codes::INVALID_PARAMS, "invalid cursor", None)
 }
 
 async fn by_name(
@@ -245,7 +233,7 @@ async fn by_name(
         .as_ref()
         .is_some_and(|f| f.is_modern());
     if kind == ListKind::Tools && modern_upstream {
-        if let Some((annotations, arguments)) = annotated_arguments(&item.json, &params) {
+        if let Some((annotations, arguments)) = annotated_arguments(item.json.get(), &params) {
             target.param_headers = modern_params::param_header_values(&annotations, &arguments);
         }
     }

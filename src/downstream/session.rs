@@ -242,18 +242,17 @@ impl Session {
     }
 
     /// Queue a message on the GET stream; false when there is none or it is full.
+    /// (`try_send` never waits, so it runs under the lock instead of on a clone of the sender.)
     pub fn push_get(&self, json: Arc<str>) -> bool {
-        let tx = lock(&self.get_stream).clone();
-        match tx {
-            Some(tx) => match tx.try_send(json) {
-                Ok(()) => true,
-                Err(err) => {
-                    tracing::debug!(session = %self.id, %err, "GET stream cannot take a message");
-                    false
-                }
-            },
-            None => false,
+        let sent = match lock(&self.get_stream).as_ref() {
+            Some(tx) => tx.try_send(json),
+            None => return false,
+        };
+        if let Err(err) = sent {
+            tracing::debug!(session = %self.id, %err, "GET stream cannot take a message");
+            return false;
         }
+        true
     }
 
     /// Record a new in-flight call unless the session already has `limit` of them.

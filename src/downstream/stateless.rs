@@ -11,10 +11,10 @@ use super::session::{log_level_rank, ClientCaps, Session};
 use crate::catalog::ListKind;
 use crate::error::codes;
 use crate::hub::{Hub, UpstreamSlot};
-use crate::protocol::message::{error_object, to_raw};
+use crate::protocol::message::{error_object, result_response, to_raw};
 use crate::protocol::modern::{self, RequestMeta, MODERN_VERSION};
 use crate::protocol::modern_params;
-use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
+use crate::protocol::modern_result::{own_result_members, shape_error, shape_result, CacheHint};
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
 use crate::upstream::ConnectionEvent;
 use axum::response::{IntoResponse, Response};
@@ -182,7 +182,7 @@ fn check_tool_params<'h>(
     let Some(tool) = catalog.list(ListKind::Tools).lookup(&name) else {
         return Ok(());
     };
-    match router::annotated_arguments(&tool.json, params) {
+    match router::annotated_arguments(tool.json.get(), params) {
         Some((annotations, arguments)) => {
             modern_params::check_param_headers(lookup, &annotations, &arguments)
         }
@@ -249,9 +249,20 @@ fn discover(hub: &Hub, id: RequestId) -> Response {
     )
 }
 
+/// A list page as a modern host sees it, written in one pass from the catalog's raw items.
 fn list(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Response {
-    let reply = router::list_page(hub, id, kind, params);
-    json_response(StatusCode::OK, &shape_reply(reply, Some(list_hint(hub, kind))))
+    let members = own_result_members(Some(list_hint(hub, kind)), &to_raw(&server_info()));
+    let cursor = params.get_str("cursor");
+    let page_size = hub.config.gateway.page_size;
+    let reply = match hub
+        .catalog
+        .snapshot()
+        .page_with(kind, cursor.as_deref(), page_size, &members)
+    {
+        Some(result) => result_response(id, result),
+        None => shape_reply(router::invalid_cursor(id), None),
+    };
+    json_response(StatusCode::OK, &reply)
 }
 
 /// A reply mcpmux made itself, as a modern host must see it.

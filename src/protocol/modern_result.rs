@@ -82,6 +82,24 @@ pub fn shape_result(result: &RawValue, cache: Option<CacheHint>, server_info: &R
     obj.to_raw()
 }
 
+/// The members [`shape_result`] adds, for a result mcpmux builds itself that has none of them
+/// yet (a list page): `resultType`, the caching hints when given and `_meta` with `serverInfo`,
+/// in that order.
+pub fn own_result_members(
+    cache: Option<CacheHint>,
+    server_info: &RawValue,
+) -> Vec<(&'static str, Box<RawValue>)> {
+    let mut members = vec![("resultType", raw(json_string(RESULT_COMPLETE)))];
+    if let Some(hint) = cache {
+        members.push(("ttlMs", raw(hint.ttl_ms.to_string())));
+        members.push(("cacheScope", raw(json_string(hint.scope()))));
+    }
+    let mut meta = RawObject::default();
+    meta.set(super::modern::META_SERVER_INFO, server_info.to_owned());
+    members.push(("_meta", meta.to_raw()));
+    members
+}
+
 /// An error object as a modern host must see it: the session era's "resource not found"
 /// (-32002) is invalid params (-32602) since 2026-07-28; the message and data are kept.
 pub fn shape_error(error: &RawValue) -> Box<RawValue> {
@@ -136,6 +154,21 @@ mod tests {
         let out = shape_result(&pending, None, &info());
         assert!(out.get().contains(r#""resultType":"input_required""#));
         assert!(!out.get().contains("ttlMs"));
+    }
+
+    #[test]
+    fn own_members_are_what_shaping_adds() {
+        let page = r#"{"tools":[{"name":"x"}],"nextCursor":"c"}"#;
+        for cache in [None, Some(CacheHint::NONE)] {
+            let mut obj = RawObject::parse(page).unwrap();
+            for (key, value) in own_result_members(cache, &info()) {
+                obj.set(key, value);
+            }
+            assert_eq!(
+                obj.to_json(),
+                shape_result(&raw(page.into()), cache, &info()).get()
+            );
+        }
     }
 
     #[test]

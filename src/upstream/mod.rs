@@ -1,6 +1,7 @@
 //! Upstream MCP servers: one actor task per connection (stdio child, Streamable HTTP or legacy
 //! HTTP+SSE client) that owns its pending map and id counter, and a supervisor per configured server.
 
+mod coalesce;
 mod connection;
 mod handshake;
 mod health;

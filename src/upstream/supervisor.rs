@@ -1,11 +1,9 @@
 //! One supervisor per configured upstream: connect, initialize, load its lists into the
-//! catalog, re-fetch on list_changed and tell every session, and restart a shared connection
-//! with backoff when it dies.
-//!
-//! A list_changed is acted on at once (no delay to wait for more); the ones that arrive while a
-//! re-fetch runs are coalesced into one more re-fetch per list after it, so a burst costs at most
-//! two and sessions are told only when the list really changed.
+//! catalog, re-fetch a list as soon as the upstream says it changed (events arriving during a
+//! re-fetch are coalesced into one more, see [`super::coalesce`]) and tell every session when
+//! what hosts see did change, and restart a shared connection with backoff when it dies.
 
+use super::coalesce;
 use super::state::{Phase, CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW};
 use super::{spawn_connection, CallFailure, ConnectionEvent, ServerFacts, Status, UpstreamHandle};
 use crate::catalog::ListKind;
@@ -120,34 +118,39 @@ pub async fn supervise(
 }
 
 /// Serve list_changed events (from the shared connection or any per-session one) forever: the
-/// first of a burst at once, those that queued up meanwhile together.
+/// first of a burst is re-fetched at once; those arriving meanwhile make one more round, one
+/// fetch per (list, upstream), with the connection that reported last.
 async fn watch_events(hub: &Arc<Hub>, events: &mut mpsc::Receiver<ConnectionEvent>) {
-    while let Some(first) = events.recv().await {
-        let mut burst = vec![first];
-        while let Ok(more) = events.try_recv() {
-            burst.push(more);
-        }
-        let mut seen = HashSet::new();
-        let mut changed = Vec::new();
-        for ConnectionEvent::ListChanged { kind, via } in burst {
-            if !seen.insert((kind, via.index())) {
-                continue;
-            }
-            match fetch_list(&via, kind).await {
-                Ok(FetchedList { items, hint }) => {
-                    let slot = &hub.upstreams[via.index()];
-                    slot.list_freshness.record(kind, hint, Instant::now());
-                    if hub.catalog.replace(via.index(), kind, items) {
-                        changed.push(kind);
-                    }
+    let key = |event: &ConnectionEvent| match event {
+        ConnectionEvent::ListChanged { kind, via } => (*kind, via.index()),
+    };
+    coalesce::serve(events, key, |batch| refetch(hub, batch)).await;
+}
+
+/// Re-fetch the lists of one round together, then tell sessions once about those that changed.
+async fn refetch(hub: &Arc<Hub>, batch: Vec<ConnectionEvent>) {
+    let fetches = batch
+        .into_iter()
+        .map(|ConnectionEvent::ListChanged { kind, via }| async move {
+            let fetched = fetch_list(&via, kind).await;
+            (kind, via, fetched)
+        });
+    let mut changed = Vec::new();
+    for (kind, via, fetched) in futures_util::future::join_all(fetches).await {
+        match fetched {
+            Ok(FetchedList { items, hint }) => {
+                let slot = &hub.upstreams[via.index()];
+                slot.list_freshness.record(kind, hint, Instant::now());
+                if hub.catalog.replace(via.index(), kind, items) {
+                    changed.push(kind);
                 }
-                Err(err) => {
-                    tracing::warn!(upstream = %via.name(), list = kind.method(), %err, "re-fetching a list failed")
-                }
+            }
+            Err(err) => {
+                tracing::warn!(upstream = %via.name(), list = kind.method(), %err, "re-fetching a list failed")
             }
         }
-        notify_sessions(hub, &changed);
     }
+    notify_sessions(hub, &changed);
 }
 
 /// Load every list the server offers into the catalog and tell sessions what changed.
@@ -239,7 +242,7 @@ pub fn notify_sessions(hub: &Hub, changed: &[ListKind]) {
             .to_json()
             .into();
             hub.sessions.broadcast(&json);
+            hub.sessions.listeners.list_changed(*kind);
         }
-        hub.sessions.listeners.list_changed(*kind);
     }
 }

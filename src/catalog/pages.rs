@@ -1,0 +1,182 @@
+//! The pages of the merged lists as hosts are served them, written from items that are already
+//! raw JSON (nothing is parsed or validated again). A snapshot never changes, so the session-era
+//! result of each page is written once per snapshot and a `tools/list` only copies it.
+
+use super::{cursor, Catalog, ExposedItem, ListKind};
+use crate::protocol::message::to_raw;
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The results of one list of one snapshot written so far, by their `[start, end)` slice. Only
+/// pages starting at a multiple of the page size are kept (the only ones mcpmux's cursors point
+/// to), so the cache holds each item at most once.
+#[derive(Debug, Default)]
+pub(super) struct PageCache {
+    pages: Mutex<HashMap<(usize, usize), Arc<RawValue>>>,
+}
+
+impl PageCache {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(usize, usize), Arc<RawValue>>> {
+        self.pages.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Catalog {
+    /// The result `{"<field>":[...],"nextCursor":"..."}` of the page of a list that `cursor`
+    /// points to (the first page without one); `None` for a cursor this gateway did not issue or
+    /// one past the end.
+    pub fn page(&self, kind: ListKind, cursor: Option<&str>, page_size: usize) -> Option<Arc<RawValue>> {
+        let list = self.list(kind);
+        let page_size = page_size.max(1);
+        let (start, end, next) = cursor::page(list.items.len(), cursor, page_size)?;
+        let keep = start % page_size == 0;
+        if keep {
+            if let Some(result) = list.pages.lock().get(&(start, end)) {
+                return Some(result.clone());
+            }
+        }
+        // Written outside the lock: two requests racing for a new page both write it, once.
+        let result: Arc<RawValue> = write(kind, &list.items[start..end], next.as_deref(), &[]).into();
+        if !keep {
+            return Some(result);
+        }
+        Some(list.pages.lock().entry((start, end)).or_insert(result).clone())
+    }
+
+    /// [`Catalog::page`] followed by `extra` members (which must not repeat the list's field or
+    /// `nextCursor`), written for this request alone.
+    pub fn page_with(
+        &self,
+        kind: ListKind,
+        cursor: Option<&str>,
+        page_size: usize,
+        extra: &[(&str, Box<RawValue>)],
+    ) -> Option<Box<RawValue>> {
+        let items = &self.list(kind).items;
+        let (start, end, next) = cursor::page(items.len(), cursor, page_size.max(1))?;
+        Some(write(kind, &items[start..end], next.as_deref(), extra))
+    }
+}
+
+fn write(
+    kind: ListKind,
+    items: &[ExposedItem],
+    next: Option<&str>,
+    extra: &[(&str, Box<RawValue>)],
+) -> Box<RawValue> {
+    to_raw(&PageResult {
+        field: kind.field(),
+        items: Items(items),
+        next,
+        extra,
+    })
+}
+
+/// Items written as a JSON array, each verbatim.
+struct Items<'a>(&'a [ExposedItem]);
+
+impl Serialize for Items<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for item in self.0 {
+            seq.serialize_element(&*item.json)?;
+        }
+        seq.end()
+    }
+}
+
+struct PageResult<'a> {
+    field: &'a str,
+    items: Items<'a>,
+    next: Option<&'a str>,
+    extra: &'a [(&'a str, Box<RawValue>)],
+}
+
+impl Serialize for PageResult<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry(self.field, &self.items)?;
+        if let Some(next) = self.next {
+            map.serialize_entry("nextCursor", next)?;
+        }
+        for (key, value) in self.extra {
+            map.serialize_entry(key, &**value)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{CatalogStore, Naming};
+    use crate::protocol::message::raw;
+    use crate::protocol::RawObject;
+
+    fn store(tools: &[&str]) -> CatalogStore {
+        let store = CatalogStore::new(vec![Naming {
+            namespace: "a".into(),
+            separator: "__".into(),
+        }]);
+        let items = tools.iter().map(|t| RawObject::parse(t).unwrap()).collect();
+        store.replace(0, ListKind::Tools, items);
+        store
+    }
+
+    #[test]
+    fn pages_walk_the_list_and_carry_their_cursor() {
+        let s = store(&[r#"{"name":"x"}"#, r#"{"name":"y","d":[1, 2]}"#, r#"{"name":"z"}"#]);
+        let catalog = s.snapshot();
+        let first = catalog.page(ListKind::Tools, None, 2).unwrap();
+        let next = cursor::encode(2);
+        let expected =
+            format!(r#"{{"tools":[{{"name":"a__x"}},{{"name":"a__y","d":[1, 2]}}],"nextCursor":"{next}"}}"#);
+        assert_eq!(first.get(), expected);
+        let second = catalog.page(ListKind::Tools, Some(&next), 2).unwrap();
+        assert_eq!(second.get(), r#"{"tools":[{"name":"a__z"}]}"#);
+        let extra = [("resultType", raw("\"complete\"".into()))];
+        let modern = catalog
+            .page_with(ListKind::Tools, Some(&next), 2, &extra)
+            .unwrap();
+        assert_eq!(
+            modern.get(),
+            r#"{"tools":[{"name":"a__z"}],"resultType":"complete"}"#
+        );
+        assert!(catalog.page(ListKind::Tools, Some("bogus"), 2).is_none());
+        assert!(catalog
+            .page(ListKind::Tools, Some(&cursor::encode(4)), 2)
+            .is_none());
+        assert!(catalog
+            .page_with(ListKind::Tools, Some("bogus"), 2, &extra)
+            .is_none());
+        let empty = catalog.page(ListKind::Templates, None, 2).unwrap();
+        assert_eq!(empty.get(), r#"{"resourceTemplates":[]}"#);
+    }
+
+    #[test]
+    fn a_snapshot_writes_each_page_once_and_keeps_only_aligned_ones() {
+        let s = store(&[r#"{"name":"x"}"#, r#"{"name":"y"}"#, r#"{"name":"z"}"#]);
+        let catalog = s.snapshot();
+        let first = catalog.page(ListKind::Tools, None, 2).unwrap();
+        assert!(Arc::ptr_eq(
+            &first,
+            &catalog.page(ListKind::Tools, None, 2).unwrap()
+        ));
+        let forged = Some(cursor::encode(1));
+        let odd = catalog.page(ListKind::Tools, forged.as_deref(), 2).unwrap();
+        assert_eq!(odd.get(), r#"{"tools":[{"name":"a__y"},{"name":"a__z"}]}"#);
+        let again = catalog.page(ListKind::Tools, forged.as_deref(), 2).unwrap();
+        assert!(!Arc::ptr_eq(&odd, &again));
+        assert_eq!(catalog.list(ListKind::Tools).pages.lock().len(), 1);
+        // A new snapshot starts with no pages and serves what changed.
+        s.replace(
+            0,
+            ListKind::Tools,
+            vec![RawObject::parse(r#"{"name":"w"}"#).unwrap()],
+        );
+        let page = s.snapshot().page(ListKind::Tools, None, 2).unwrap();
+        assert_eq!(page.get(), r#"{"tools":[{"name":"a__w"}]}"#);
+    }
+}
