@@ -146,6 +146,11 @@ def method(res):
     so mcpmux has a core of its own, as a gateway deployed on its own host or pod has. The direct path
     and mcpmux's path then give the upstream and the driver the same CPU, and the ratio says whether the
     extra hop costs throughput. The throughput goal is read in this placement; the other is shown too.
+    A ratio above 1× there does not mean mcpmux speeds the upstream up: on the direct path the driver
+    and rawecho take turns on core 1, and the CPU columns show both using more CPU per call than when
+    the calls reach rawecho through mcpmux.
+- Where the instructions of a relayed call go, and what the profile changed: `docs/profiling.md`
+  (`bench/callgrind.sh`).
 - Catalog: mcpmux in front of `mcpmux-test-server --only-generated` upstreams, `page_size = 100000` (one
   page); startup = from launching mcpmux until a `tools/list` has every tool; then {c['list_calls']}
   sequential `tools/list` on one session.

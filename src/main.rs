@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 /// mimalloc: a gateway allocates small short-lived buffers for every message it relays, and
 /// measured per relayed call it costs far fewer instructions than the system allocator
-/// (docs/benchmarks.md, "Profile").
+/// (docs/profiling.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Instructions mcpmux executes per relayed `tools/call`, counted by callgrind: a stable figure
+# (unlike wall time it does not move with the machine's load) to compare builds with.
+#   bench/callgrind.sh [http|stdio] [CALLS] [SESSIONS]
+# Builds the release binaries, starts bench/rawecho.mjs (over HTTP on core 1, or as mcpmux's stdio
+# child), runs mcpmux under valgrind, warms up, then counts only the measured calls. The profile is
+# kept as target/callgrind/<transport>.out for `callgrind_annotate --inclusive=yes`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+transport=${1:-http}
+calls=${2:-500}
+sessions=${3:-4}
+command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
+cargo build --release --locked --bins >&2
+dir=target/callgrind
+mkdir -p "$dir"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+config="$dir/$transport.toml"
+printf '[gateway]\nlisten = "127.0.0.1:%s"\n\n[servers.e]\n' "$port" > "$config"
+case "$transport" in
+  http)
+    echo_port=$(free_port)
+    PORT=$echo_port taskset -c 1 node bench/rawecho.mjs http 2>/dev/null &
+    pids+=($!)
+    printf 'url = "http://127.0.0.1:%s/mcp"\n' "$echo_port" >> "$config" ;;
+  stdio)
+    printf 'command = "node"\nargs = ["%s/bench/rawecho.mjs", "stdio"]\n' "$PWD" >> "$config" ;;
+  *) echo "usage: $0 [http|stdio] [CALLS] [SESSIONS]" >&2; exit 2 ;;
+esac
+out="$dir/$transport.out"
+rm -f "$out" "$out".*
+RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
+  target/release/mcpmux serve --config "$config" 2>"$dir/$transport.log" &
+vg=$!
+pids+=($vg)
+for _ in $(seq 240); do
+  curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && break
+  sleep 0.5
+done
+driver=(taskset -c 1 target/release/mcpmux-bench "http://127.0.0.1:$port/mcp" --tool e__echo --json)
+"${driver[@]}" --sessions 1 --calls 50 --warmup 0 >/dev/null
+callgrind_control -z "$vg" >/dev/null
+result=$("${driver[@]}" --sessions "$sessions" --calls "$calls" --warmup 0 | tail -1)
+callgrind_control -d "$vg" >/dev/null
+sleep 1
+dump=$(ls -t "$out".* | head -1)
+mv "$dump" "$out"
+total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+n=$((calls * sessions))
+python3 - "$transport" "$total" "$n" "$result" <<'EOF'
+import json, sys
+transport, total, n, result = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+print(f"mcpmux -> {transport}: {total / n:,.0f} instructions per call "
+      f"({total:,} for {n} calls; {result['ok']} ok, {result['errors']} errors)")
+EOF
