@@ -258,6 +258,14 @@ async fn modern_requests_follow_the_header_and_version_rules() {
         .await;
     assert_eq!(status, 200, "{ok}");
     assert_eq!(ok["result"]["resultType"], "complete", "{ok}");
+    // Answered at once and alone: plain JSON, as for session-era hosts.
+    let resp = m
+        .request("tools/call", call.clone())
+        .header("mcp-name", "t__echo")
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(resp.headers()["content-type"], "application/json");
 
     // Mcp-Name says another tool than the body: 400, -32020.
     let (status, mismatch) = m

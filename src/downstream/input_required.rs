@@ -213,7 +213,8 @@ fn retag_progress(json: Arc<str>, token: Option<&RawValue>) -> Arc<str> {
 }
 
 /// The call's response as a modern host must see it, under the id of the request now waiting.
-fn modern_response(json: &str, id: &RequestId, method: &str, server_info: &RawValue) -> String {
+/// The host's answer to a modern call from the upstream's response frame.
+pub(super) fn modern_response(json: &str, id: &RequestId, method: &str, server_info: &RawValue) -> String {
     let payload = match parse_message(json) {
         Ok(Message::Response { payload, .. }) => payload,
         _ => ResponsePayload::Error(error_object(

@@ -242,6 +242,20 @@ impl Drop for Driver {
     }
 }
 
+/// A call's first frame if it comes within [`JSON_REPLY_WINDOW`] (`Some(None)`: the call ended
+/// without one); `None` once the window passed or the session or mcpmux is ending.
+pub async fn first_frame(
+    frames: &mut BoxStream<'static, Frame>,
+    session: &Session,
+    shutdown: &CancellationToken,
+) -> Option<Option<Frame>> {
+    tokio::select! {
+        first = tokio::time::timeout(JSON_REPLY_WINDOW, frames.next()) => first.ok(),
+        _ = session.closed.cancelled() => None,
+        _ = shutdown.cancelled() => None,
+    }
+}
+
 /// How a POST that forwarded a call answers its host.
 pub enum Reply {
     /// The call's response, answered within [`JSON_REPLY_WINDOW`] and alone.
@@ -259,12 +273,7 @@ pub async fn start(call: ForwardedCall, session: Arc<Session>, shutdown: Cancell
         stream: stream.clone(),
     };
     if let Some(frames) = driver.frames.as_mut() {
-        let first = tokio::select! {
-            first = tokio::time::timeout(JSON_REPLY_WINDOW, frames.next()) => first.ok(),
-            _ = session.closed.cancelled() => None,
-            _ = shutdown.cancelled() => None,
-        };
-        match first {
+        match first_frame(frames, &session, &shutdown).await {
             Some(Some(Frame::Response(json))) => {
                 // Nothing follows a response: the call is over (ending it clears its in-flight
                 // entry before the host can send its next request).

@@ -3,9 +3,10 @@
 //! answered from the catalog; calls run in a throwaway session whose answers are reshaped for a
 //! modern host and whose upstream requests become input-required results.
 
-use super::forward::error_reply;
+use super::forward::{error_reply, Frame};
 use super::input_required::{self, ModernCall};
 use super::request_state::{principal_digest, request_digest, PREFIX as STATE_PREFIX};
+use super::resume;
 use super::router::{self, Dispatch};
 use super::session::{log_level_rank, ClientCaps, Session};
 use crate::catalog::ListKind;
@@ -369,7 +370,7 @@ async fn call(
     };
     match router::dispatch(hub, &session, msg).await {
         Dispatch::Forward(forwarded) => {
-            let call = ModernCall {
+            let mut call = ModernCall {
                 frames: forwarded.into_frames().boxed(),
                 session,
                 method,
@@ -377,7 +378,23 @@ async fn call(
                 principal,
                 progress_token,
             };
-            sse(input_required::respond(hub.parked.clone(), call, id, server_info))
+            // As for session-era hosts: a lone response within the window goes back as JSON.
+            match resume::first_frame(&mut call.frames, &call.session, &hub.shutdown).await {
+                Some(Some(Frame::Response(json))) => {
+                    let body = input_required::modern_response(&json, &id, &call.method, &server_info);
+                    drop(call);
+                    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+                }
+                first => {
+                    if let Some(Some(frame)) = first {
+                        let rest = std::mem::replace(&mut call.frames, futures_util::stream::empty().boxed());
+                        call.frames = futures_util::stream::once(std::future::ready(frame))
+                            .chain(rest)
+                            .boxed();
+                    }
+                    sse(input_required::respond(hub.parked.clone(), call, id, server_info))
+                }
+            }
         }
         Dispatch::Reply(reply) => {
             session.close();
