@@ -126,7 +126,8 @@ def method(res):
 - One command: `bench/run.sh{' --quick' if res['quick'] else ''}` builds the release binaries and runs
   `bench/run.py`, which starts each system under test, drives it with `target/release/mcpmux-bench` and
   stops it by its process id. Raw figures: `target/bench-run/results.json`, logs beside it.
-- Pinning: {pin}.
+- Pinning: {pin}. Before measuring, the run flushes dirty pages and waits until the 1-minute load
+  average is under 1 (at most {'20' if res['quick'] else '120'} s; it waited {res.get('settled', '?')} s).
 - Repetitions: {res['reps']}; the order of the systems alternates (ABC CBA ABC) and every figure below is
   the median over the repetitions. Errors are summed.
 - The upstream is the same everywhere: `bench/rawecho.mjs` (node, dependency-free, tools `echo` and
@@ -207,7 +208,7 @@ def markdown(res):
                f"{', '.join(res['scenarios'])}.\n")
     out.append("## Machine\n")
     out.append(f"- CPU: {m['cpu']}, {m['cpus']} cores (cpu MHz {m['mhz']})\n- Memory: {m['mem_gib']} GiB\n"
-               f"- OS: {m['os']}, kernel {m['kernel']}\n- Load average when the run started: {m['loadavg_at_start']:.2f}\n")
+               f"- OS: {m['os']}, kernel {m['kernel']}\n- Load average when measuring started: {m['loadavg_at_start']:.2f}\n")
     out.append("## Versions\n")
     out.append("".join(f"- {k}: {val}\n" for k, val in v.items()))
     out.append("\n" + method(res))

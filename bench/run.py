@@ -418,6 +418,19 @@ def micro(cfg, results):
     results["micro"] = out.stdout if out.returncode == 0 else f"failed ({out.returncode}):\n{out.stderr[-2000:]}"
 
 
+def settle(limit_s):
+    """Let the build and the installs finish with the machine: flush dirty pages (writeback after a
+    release build stalls processes for hundreds of ms), then wait until the 1-minute load average is
+    under 1 or `limit_s` passed. Returns the seconds waited."""
+    started = time.monotonic()
+    os.sync()
+    while os.getloadavg()[0] >= 1.0 and time.monotonic() - started < limit_s:
+        time.sleep(2)
+    waited = round(time.monotonic() - started)
+    log(f"settled for {waited} s (load average {os.getloadavg()[0]:.2f})")
+    return waited
+
+
 # ------------------------------------------------------------------------------------------------
 
 def parse_args():
@@ -475,6 +488,8 @@ def main():
         if not targets.keys() & CALL_TARGETS.keys():  # peers alone: still against the same baselines
             targets = {n: CALL_TARGETS[n] for n in (report.DIRECT, report.DIRECT_STDIO, report.MUX_STDIO)} | targets
     results["versions"] = report.versions(PEERS, DRIVER)
+    results["settled"] = settle(20 if cfg.quick else 120)
+    results["machine"]["loadavg_at_start"] = os.getloadavg()[0]
     started = time.monotonic()
     if targets:
         call_scenarios(cfg, targets, results)
