@@ -82,6 +82,14 @@ def med(runs, key):
     return statistics.median(vals) if vals else None
 
 
+def spread(runs, key, digits=0):
+    """The lowest and highest of a figure over the repetitions, "lo–hi" (one value: itself)."""
+    vals = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
+    if len(vals) < 2:
+        return f(vals[0], digits) if vals else "–"
+    return f"{f(min(vals), digits)}–{f(max(vals), digits)}"
+
+
 def errors(runs):
     n = sum(r.get("errors", 0) or 0 for r in runs)
     fatal = [r["fatal"] for r in runs if "fatal" in r]
@@ -248,11 +256,12 @@ def markdown(res):
                     continue
                 rate = med(runs, "calls_per_s")
                 base_runs = call.get(throughput_baseline(name), {}).get(str(k), [])
-                rows.append([name, k, f(rate, 0), x(ratio(rate, med(base_runs, "calls_per_s"))),
+                rows.append([name, k, f(rate, 0), spread(runs, "calls_per_s"),
+                             x(ratio(rate, med(base_runs, "calls_per_s"))),
                              f(med(runs, "p50_ms")), f(med(runs, "p99_ms")), pct(med(runs, "sut_cpu")),
                              pct(med(runs, "sut_tree_cpu")),
                              pct(med(runs, "driver_cpu")), mib(med(runs, "peak_rss_bytes")), errors(runs)])
-        out.append(table(["system", "sessions", "calls/s", "× direct HTTP (same placement)", "p50 ms", "p99 ms", "main process CPU",
+        out.append(table(["system", "sessions", "calls/s", "range over reps", "× direct HTTP (same placement)", "p50 ms", "p99 ms", "main process CPU",
                           "with upstreams CPU", "driver CPU", "peak RSS MiB", "errors"], rows))
         out.append("\nThe main process is mcpmux (not its upstream), rawecho for the direct path, a peer's main "
                    "process (not its per-session children); its CPU is the share of one core it used while the "
