@@ -4,7 +4,8 @@
 
 mod support;
 
-use mcpmux::protocol::sse::SseEvent;
+use futures_util::StreamExt;
+use mcpmux::protocol::sse::{SseDecoder, SseEvent};
 use serde_json::{json, Value};
 use support::conformance::Target;
 use support::mcp::*;
@@ -17,6 +18,23 @@ async fn next_event(rx: &mut mpsc::Receiver<SseEvent>) -> Option<SseEvent> {
     tokio::time::timeout(WAIT, rx.recv())
         .await
         .expect("no SSE event in time")
+}
+
+/// The first `n` events of a response, read in this task; then the connection is dropped at
+/// once, the way a host's breaks (a reader task could read on and let mcpmux deliver the rest of
+/// the stream to the connection that is about to break).
+async fn read_then_break(resp: reqwest::Response, n: usize) -> Vec<SseEvent> {
+    let mut body = resp.bytes_stream();
+    let (mut decoder, mut seen) = (SseDecoder::new(1 << 20), Vec::new());
+    while seen.len() < n {
+        let chunk = tokio::time::timeout(WAIT, body.next())
+            .await
+            .expect("no SSE event in time")
+            .expect("the stream ended early")
+            .expect("the stream broke");
+        decoder.push(&chunk, &mut seen).expect("SSE");
+    }
+    seen
 }
 
 /// Every event until the response ends.
@@ -116,11 +134,9 @@ async fn a_call_outlives_its_dropped_stream_and_is_resumed_with_last_event_id() 
     let gw = boot_gateway(&test_server_toml("slowpoke", &[], Some(&log)), "").await;
     let s = RawSession::open(&gw.url(), json!({})).await;
     let resp = s.post(call(11, "slowpoke__slow", json!({"ms": 400}))).await;
-    let mut events = sse_events(resp);
-    let priming = next_event(&mut events).await.expect("priming event");
+    let priming = read_then_break(resp, 1).await.remove(0);
     let id = priming.id.expect("priming event id");
     assert!(priming.data.is_empty());
-    drop(events); // the host's connection breaks mid-call
 
     let resumed = s.get(Some(&id)).await;
     assert_eq!(resumed.status(), 200);
@@ -143,17 +159,16 @@ async fn a_call_outlives_its_dropped_stream_and_is_resumed_with_last_event_id() 
 async fn a_resumed_stream_continues_after_the_last_event_the_host_saw() {
     let gw = boot_gateway(&test_server_toml("steps", &[], None), "").await;
     let s = RawSession::open(&gw.url(), json!({})).await;
-    let params = json!({"name":"steps__progress","arguments":{"steps":3,"delay_ms":150},"_meta":{"progressToken":"p"}});
+    let params = json!({"name":"steps__progress","arguments":{"steps":3,"delay_ms":300},"_meta":{"progressToken":"p"}});
     let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":params});
-    let mut events = sse_events(s.post(body.clone()).await);
-    next_event(&mut events).await.expect("priming event");
-    let first = next_event(&mut events).await.expect("first progress");
+    let seen = read_then_break(s.post(body.clone()).await, 2).await;
+    assert!(seen[0].data.is_empty(), "a priming event first: {seen:?}");
+    let first = seen[1].clone();
     assert_eq!(
         message(&first).expect("a message")["params"]["progress"],
         1,
         "{first:?}"
     );
-    drop(events);
 
     let rest = all_events(sse_events(s.get(first.id.as_deref()).await)).await;
     let progress: Vec<Value> = rest
