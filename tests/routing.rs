@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use support::mcp::*;
 use support::*;
+use tokio::sync::mpsc;
 
 const SAMPLING: &str = r#"{"sampling":{},"elicitation":{},"roots":{}}"#;
 
@@ -279,6 +280,13 @@ async fn an_upstream_cancelling_its_own_request_reaches_the_right_session() {
     env.gw.stop().await;
 }
 
+/// A `tools/list_changed` arrives on the GET stream, and no second one follows it.
+async fn told_tools_changed_once(stream: &mut mpsc::Receiver<Value>) {
+    let changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
+    wait_for(stream, changed).await;
+    assert!(none_within(stream, Duration::from_millis(300), changed).await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_reaches_every_open_session_once_and_the_catalog_follows() {
     let env = two_upstreams("").await;
@@ -290,12 +298,7 @@ async fn list_changed_reaches_every_open_session_once_and_the_catalog_follows() 
         "added"
     );
     for g in [&mut ga, &mut gb] {
-        wait_for(g, |m| m["method"] == "notifications/tools/list_changed").await;
-        assert!(
-            none_within(g, Duration::from_millis(300), |m| m["method"]
-                == "notifications/tools/list_changed")
-            .await
-        );
+        told_tools_changed_once(g).await;
     }
     let (tools, _) = b.list_all("tools/list", "tools").await;
     assert!(tools.iter().any(|t| t["name"] == "alpha__fresh"));
@@ -317,12 +320,7 @@ async fn a_burst_of_list_changed_for_one_change_reaches_each_session_once() {
     let args = json!({"name":"burst","repeat":20});
     assert_eq!(a.tool_text("alpha__add_tool", args).await, "added");
     for g in [&mut ga, &mut gb] {
-        wait_for(g, |m| m["method"] == "notifications/tools/list_changed").await;
-        assert!(
-            none_within(g, Duration::from_millis(300), |m| m["method"]
-                == "notifications/tools/list_changed")
-            .await
-        );
+        told_tools_changed_once(g).await;
     }
     let (tools, _) = b.list_all("tools/list", "tools").await;
     assert!(tools.iter().any(|t| t["name"] == "alpha__burst"));

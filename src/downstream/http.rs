@@ -87,7 +87,7 @@ fn modern_only(headers: &HeaderMap) -> bool {
 pub(super) fn refuse(err: DownstreamError) -> Response {
     let status = err.status();
     let body = error_response(None, err.code(), &err.to_string()).to_json();
-    let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    let mut resp = json_text(status, body);
     if status == StatusCode::METHOD_NOT_ALLOWED {
         resp.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
@@ -147,15 +147,16 @@ pub(super) fn new_session_id() -> String {
 }
 
 fn json_reply(msg: &Message, session: Option<&str>) -> Response {
-    let mut resp = json_text_reply(msg.to_json());
+    let mut resp = json_text(StatusCode::OK, msg.to_json());
     if let Some(sid) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
         resp.headers_mut().insert(SESSION_HEADER, sid);
     }
     resp
 }
 
-fn json_text_reply(json: String) -> Response {
-    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response()
+/// A response with a JSON body (every JSON answer of the downstream face is made here).
+pub(super) fn json_text(status: StatusCode, json: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
 /// One SSE event without an id.
@@ -201,12 +202,7 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
         Err(err) if err.code() == codes::PARSE_ERROR => return Err(DownstreamError::Parse(err.to_string())),
         Err(err) => {
             let msg = error_response(err.id().cloned(), err.code(), &err.to_string());
-            let resp = (
-                StatusCode::BAD_REQUEST,
-                [(header::CONTENT_TYPE, "application/json")],
-                msg.to_json(),
-            );
-            return Ok(resp.into_response());
+            return Ok(json_text(StatusCode::BAD_REQUEST, msg.to_json()));
         }
     };
     match parsed {
@@ -238,7 +234,7 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
                 Dispatch::Accepted => StatusCode::ACCEPTED.into_response(),
                 Dispatch::Reply(reply) => json_reply(&reply, None),
                 Dispatch::Forward(call) => match resume::start(call, session, hub.shutdown.clone()).await {
-                    resume::Reply::Json(json) => json_text_reply(json.to_string()),
+                    resume::Reply::Json(json) => json_text(StatusCode::OK, json.to_string()),
                     resume::Reply::Stream(frames) => sse_response(frames),
                 },
             })

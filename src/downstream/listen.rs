@@ -13,10 +13,10 @@ use crate::protocol::message::{json_string, raw, to_raw};
 use crate::protocol::modern::META_SUBSCRIPTION_ID;
 use crate::protocol::modern_result::RESULT_COMPLETE;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::{header, StatusCode};
+use http::StatusCode;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -257,12 +257,7 @@ pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
     let Some(key) = hub.sessions.listeners.insert(listener) else {
         let message = format!("more than {MAX_LISTENERS} listen streams are open");
         let body = error_reply(id, codes::OVERLOADED, &message, None).to_json();
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response();
+        return super::http::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
     };
     for (index, _, original) in &upstream {
         upstream_subscription(hub, *index, original.clone(), true);

@@ -18,7 +18,7 @@ use crate::protocol::modern_params;
 use crate::protocol::modern_result::{own_result_members, shape_error, shape_result, CacheHint};
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
 use crate::upstream::ConnectionEvent;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::StreamExt;
 use http::{header, HeaderMap, StatusCode};
 use rand::RngCore;
@@ -74,12 +74,7 @@ pub fn server_info() -> serde_json::Value {
 }
 
 fn json_response(status: StatusCode, msg: &Message) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        msg.to_json(),
-    )
-        .into_response()
+    super::http::json_text(status, msg.to_json())
 }
 
 fn refuse(
@@ -383,7 +378,7 @@ async fn call(
                 Some(Some(Frame::Response(json))) => {
                     let body = input_required::modern_response(&json, &id, &call.method, &server_info);
                     drop(call);
-                    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+                    super::http::json_text(StatusCode::OK, body)
                 }
                 first => {
                     if let Some(Some(frame)) = first {

@@ -69,7 +69,7 @@ async fn status(State(op): State<Arc<Operator>>, headers: HeaderMap) -> Response
         return plain(err.status(), "forbidden\n");
     }
     let body = report(&op.hub).to_string();
-    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    super::http::json_text(StatusCode::OK, body)
 }
 
 /// The status document.
