@@ -3,17 +3,18 @@
 
 pub mod catalog;
 pub mod config;
-pub mod downstream;
+pub mod core;
 pub mod error;
-pub mod hub;
+pub mod http;
 pub mod protocol;
+pub mod session;
 pub mod status_command;
 pub mod upstream;
 
 pub use config::Config;
 pub use error::GatewayError;
 
-use hub::Hub;
+use crate::core::hub::Hub;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,7 +105,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         )));
     }
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
-    let app = downstream::http::router(hub.clone());
+    let app = http::router(hub.clone());
     let graceful = shutdown.clone();
     // Replies are written in pieces (SSE headers first, events as the upstream answers); without
     // TCP_NODELAY, Nagle plus the client's delayed ACK adds ~40 ms to every streamed reply.

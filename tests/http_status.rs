@@ -217,7 +217,7 @@ async fn batches_from_2025_03_26_clients_are_served() {
     let new = RawSession::open(&gw.url(), json!({})).await;
     assert_eq!(new.post(batch).await.status(), 400);
     // A batch over the length limit is refused whole, naming the limit.
-    let pings: Vec<Value> = (0..=mcpmux::downstream::http::MAX_BATCH_LEN)
+    let pings: Vec<Value> = (0..=mcpmux::http::streamable::MAX_BATCH_LEN)
         .map(|i| json!({"jsonrpc":"2.0","id":i,"method":"ping"}))
         .collect();
     let resp = old.post(Value::Array(pings)).await;

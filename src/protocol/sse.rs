@@ -1,5 +1,7 @@
 //! Server-Sent Events: an incremental decoder with a bound on event size, and the encoder.
 
+use bytes::Bytes;
+
 /// One decoded event. `data` lines are joined with `\n`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SseEvent {
@@ -139,6 +141,18 @@ pub fn encode_event(id: Option<&str>, retry_ms: Option<u64>, json: &str) -> Stri
     out
 }
 
+/// One SSE event: optional id and retry, then the JSON (raw CR/LF, only ever insignificant
+/// whitespace in JSON, become spaces so a frame is never split). Empty `json` gives an event
+/// without payload (priming, or a request to poll).
+pub fn event_bytes(id: Option<&str>, retry_ms: Option<u64>, json: &str) -> Bytes {
+    let text = if json.contains(['\r', '\n']) {
+        encode_event(id, retry_ms, &json.replace(['\r', '\n'], " "))
+    } else {
+        encode_event(id, retry_ms, json)
+    };
+    Bytes::from(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +194,13 @@ mod tests {
         dec.push(encode_data("{\"k\":\"v\"}").as_bytes(), &mut out)
             .unwrap();
         assert_eq!(out[0].data, "{\"k\":\"v\"}");
+    }
+
+    #[test]
+    fn events_carry_id_retry_and_one_line_of_data() {
+        let bytes = event_bytes(Some("3-0"), Some(1000), "");
+        assert_eq!(&bytes[..], b"id: 3-0\nretry: 1000\ndata: \n\n");
+        let bytes = event_bytes(Some("3-1"), None, "{\"a\":\r\n1}");
+        assert_eq!(&bytes[..], b"id: 3-1\ndata: {\"a\":  1}\n\n");
     }
 }

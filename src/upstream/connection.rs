@@ -10,11 +10,11 @@ use super::{
 };
 use crate::catalog::{ListKind, Naming};
 use crate::config::{Era, ServerConfig, TransportConfig};
-use crate::downstream::session::{cancelled_notification, ClientCaps, Session};
-use crate::downstream::SessionRegistry;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::host::{cancelled_notification, ClientCaps, Session};
+use crate::session::SessionRegistry;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Instant;

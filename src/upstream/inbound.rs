@@ -4,10 +4,10 @@
 use super::connection::{Actor, ConnectionEvent, ForwardedServerRequest, Pending, Transport};
 use super::{CallEvent, CallOrigin};
 use crate::catalog::ListKind;
-use crate::downstream::session::{cancelled_notification, ServerRequestRoute, Session};
 use crate::error::codes;
 use crate::protocol::message::{error_object, raw};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::host::{cancelled_notification, ServerRequestRoute, Session};
 use std::sync::{Arc, Weak};
 use tokio::sync::mpsc;
 

@@ -20,10 +20,10 @@ pub mod supervisor;
 
 pub use connection::{spawn_connection, ConnectionContext, ConnectionEvent};
 
-use crate::downstream::session::Session;
 use crate::error::UpstreamError;
 use crate::protocol::message::{error_object, json_string, parse_message, raw};
 use crate::protocol::{Message, RequestId, ResponsePayload};
+use crate::session::host::Session;
 use serde_json::value::RawValue;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};

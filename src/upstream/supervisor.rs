@@ -8,7 +8,7 @@ use super::state::{Phase, CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW};
 use super::{spawn_connection, CallFailure, ConnectionEvent, ServerFacts, Status, UpstreamHandle};
 use crate::catalog::ListKind;
 use crate::config::Isolation;
-use crate::hub::Hub;
+use crate::core::hub::Hub;
 use crate::protocol::message::{json_string, raw};
 use crate::protocol::modern_result::CacheHint;
 use crate::protocol::{Message, RawObject};

@@ -4,10 +4,10 @@
 use crate::catalog::freshness::ListFreshness;
 use crate::catalog::{CatalogStore, Naming};
 use crate::config::{Config, Isolation, ServerConfig};
-use crate::downstream::input_required::ParkedCalls;
-use crate::downstream::session::Session;
-use crate::downstream::SessionRegistry;
+use crate::core::input_required::ParkedCalls;
 use crate::error::UpstreamError;
+use crate::session::host::Session;
+use crate::session::SessionRegistry;
 use crate::upstream::state::UpstreamState;
 use crate::upstream::{spawn_connection, ConnectionContext, ConnectionEvent, ServerFacts, UpstreamHandle};
 use arc_swap::ArcSwapOption;

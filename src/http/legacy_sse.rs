@@ -5,15 +5,14 @@
 //! server-to-client requests) goes out on the stream through one bounded queue. A host that
 //! stops reading, or closes the stream, ends its session.
 
-use super::http::{new_session_id, refuse, sse_response};
 use super::origin::AccessPolicy;
-use super::resume;
-use super::router::{self, Dispatch};
-use super::session::Session;
+use super::streamable::{new_session_id, refuse, sse_response};
+use crate::core::hub::Hub;
+use crate::core::router::{self, Dispatch};
 use crate::error::{codes, DownstreamError};
-use crate::hub::Hub;
 use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, Body, Message, RawObject, RequestId};
+use crate::session::host::Session;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -193,7 +192,7 @@ impl Drop for EndOnDrop {
 
 /// One SSE `message` event (CR/LF in the JSON, only ever insignificant whitespace, become spaces).
 fn message_event(json: &str) -> Bytes {
-    let data = resume::event_bytes(None, None, json);
+    let data = crate::protocol::sse::event_bytes(None, None, json);
     let mut out = Vec::with_capacity(data.len() + 15);
     out.extend_from_slice(b"event: message\n");
     out.extend_from_slice(&data);
@@ -236,7 +235,7 @@ async fn accept_message(
         .get(id)
         .cloned()
         .ok_or(DownstreamError::UnknownSession)?;
-    let text = super::http::json_body(headers, &body)?;
+    let text = super::streamable::json_body(headers, &body)?;
     let items = match parse_body(text) {
         Ok(Body::Single(msg)) => vec![Ok(msg)],
         Ok(Body::Batch(items)) => items,

@@ -1,7 +1,7 @@
 //! The registry of live host sessions: lookup by id, broadcast, idle reaping.
 
-use super::listen::Listeners;
-use super::session::Session;
+use super::host::Session;
+use super::listeners::Listeners;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -84,7 +84,7 @@ impl SessionRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::downstream::session::ClientCaps;
+    use crate::session::host::ClientCaps;
 
     #[test]
     fn reaping_ends_idle_sessions_only() {

@@ -1,7 +1,7 @@
 //! One host session (session era): negotiated version and capabilities, its GET stream, its
 //! in-flight calls, the server-to-client requests routed to it, and its subscriptions.
 
-use super::resume::CallStreams;
+use super::streams::CallStreams;
 use crate::error::codes;
 use crate::protocol::message::{error_object, json_string, raw};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};

@@ -3,12 +3,12 @@
 //! host's own id restored), with the deadline and the rewriting of URIs in results.
 
 use super::input_bridge;
-use super::session::{InflightCall, Session};
 use crate::catalog::Naming;
 use crate::error::{codes, UpstreamError};
 use crate::protocol::message::{error_object, raw};
 use crate::protocol::modern_result::legacy_resource_error;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::host::{InflightCall, Session};
 use crate::upstream::{CallEvent, CallOrigin, OutboundCall, UpstreamHandle, CALL_EVENT_QUEUE};
 use serde_json::value::RawValue;
 use std::sync::Arc;

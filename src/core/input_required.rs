@@ -5,12 +5,12 @@
 
 use super::forward::Frame;
 use super::request_state::{StateClaims, StateError, StateKey};
-use super::session::Session;
 use crate::error::codes;
 use crate::protocol::message::parse_message;
 use crate::protocol::message::{error_object, json_string, raw};
 use crate::protocol::modern_result::{shape_error, shape_result, CacheHint, RESULT_INPUT_REQUIRED};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::host::Session;
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 use rand::RngCore;
@@ -151,7 +151,7 @@ impl ParkedCalls {
 
 /// One SSE event without an id (a modern stream is not resumable).
 fn event(json: &str) -> Bytes {
-    super::resume::event_bytes(None, None, json)
+    crate::protocol::sse::event_bytes(None, None, json)
 }
 
 fn error_event(id: &RequestId, code: i64, message: &str, data: Option<&serde_json::Value>) -> Bytes {
@@ -214,7 +214,7 @@ fn retag_progress(json: Arc<str>, token: Option<&RawValue>) -> Arc<str> {
 
 /// The call's response as a modern host must see it, under the id of the request now waiting.
 /// The host's answer to a modern call from the upstream's response frame.
-pub(super) fn modern_response(json: &str, id: &RequestId, method: &str, server_info: &RawValue) -> String {
+pub fn modern_response(json: &str, id: &RequestId, method: &str, server_info: &RawValue) -> String {
     let payload = match parse_message(json) {
         Ok(Message::Response { payload, .. }) => payload,
         _ => ResponsePayload::Error(error_object(

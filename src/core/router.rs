@@ -5,13 +5,13 @@
 use super::forward::{
     error_reply, method_not_found, upstream_error_reply, Deadline, ForwardedCall, ResultShape,
 };
-use super::session::{log_level_rank, ClientCaps, InflightCall, Session, LOG_LEVELS};
 use crate::catalog::ListKind;
 use crate::config::Isolation;
+use crate::core::hub::Hub;
 use crate::error::codes;
-use crate::hub::Hub;
 use crate::protocol::message::{json_string, raw, result_response, to_raw};
 use crate::protocol::{modern_params, version, Message, RawObject, RequestId};
+use crate::session::host::{log_level_rank, ClientCaps, InflightCall, Session, LOG_LEVELS};
 use crate::upstream::{CallOrigin, OutboundCall, CALL_EVENT_QUEUE};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,7 +55,7 @@ pub async fn initialize(
 }
 
 /// The capabilities mcpmux can honour given what its upstreams offer.
-pub(super) fn merged_capabilities(hub: &Hub) -> serde_json::Value {
+pub fn merged_capabilities(hub: &Hub) -> serde_json::Value {
     let facts: Vec<_> = hub.upstreams.iter().filter_map(|s| s.facts.load_full()).collect();
     let any = |cap: &str| facts.iter().any(|f| f.has(cap));
     let mut caps = serde_json::json!({ "tools": { "listChanged": true } });
@@ -80,7 +80,7 @@ pub(super) fn merged_capabilities(hub: &Hub) -> serde_json::Value {
     caps
 }
 
-pub(super) fn combined_instructions(hub: &Hub) -> Option<String> {
+pub fn combined_instructions(hub: &Hub) -> Option<String> {
     let parts: Vec<String> = hub
         .upstreams
         .iter()
@@ -185,7 +185,7 @@ async fn request(
 
 /// A page of a merged list: the snapshot's kept result, copied into the reply (no JSON is
 /// written or parsed per request).
-pub(super) fn list_page(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Message {
+pub fn list_page(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Message {
     let cursor = params.get_str("cursor");
     let page_size = hub.config.gateway.page_size;
     match hub.catalog.snapshot().page(kind, cursor.as_deref(), page_size) {
@@ -195,7 +195,7 @@ pub(super) fn list_page(hub: &Hub, id: RequestId, kind: ListKind, params: &RawOb
 }
 
 /// The answer to a list request whose cursor this gateway did not issue.
-pub(super) fn invalid_cursor(id: RequestId) -> Message {
+pub fn invalid_cursor(id: RequestId) -> Message {
     error_reply(id, codes::INVALID_PARAMS, "invalid cursor", None)
 }
 
@@ -528,7 +528,7 @@ async fn forward(
 
 /// The `x-mcp-header` annotations of a listed tool with the arguments of a call to it; `None`
 /// when the tool annotates nothing.
-pub(super) fn annotated_arguments(
+pub fn annotated_arguments(
     tool_json: &str,
     params: &RawObject,
 ) -> Option<(Vec<modern_params::ParamHeader>, serde_json::Value)> {

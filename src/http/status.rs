@@ -6,7 +6,7 @@
 use super::origin::AccessPolicy;
 use crate::catalog::ListKind;
 use crate::config::{Isolation, TransportConfig};
-use crate::hub::{Hub, UpstreamSlot};
+use crate::core::hub::{Hub, UpstreamSlot};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -69,7 +69,7 @@ async fn status(State(op): State<Arc<Operator>>, headers: HeaderMap) -> Response
         return plain(err.status(), "forbidden\n");
     }
     let body = report(&op.hub).to_string();
-    super::http::json_text(StatusCode::OK, body)
+    super::streamable::json_text(StatusCode::OK, body)
 }
 
 /// The status document.

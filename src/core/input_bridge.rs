@@ -3,10 +3,10 @@
 //! answers, and builds the retry (the original params plus `inputResponses` and the
 //! upstream's `requestState` echoed byte for byte). The host only sees its call complete.
 
-use super::session::{ServerRequestRoute, Session};
 use crate::error::codes;
 use crate::protocol::message::{error_object, json_string};
 use crate::protocol::{RawObject, ResponsePayload};
+use crate::session::host::{ServerRequestRoute, Session};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -136,8 +136,8 @@ pub fn too_many_rounds() -> Box<RawValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::downstream::session::ClientCaps;
     use crate::protocol::message::raw;
+    use crate::session::host::ClientCaps;
 
     fn value(json: &str) -> Box<RawValue> {
         raw(json.into())

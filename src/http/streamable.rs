@@ -3,16 +3,16 @@
 //! by `Last-Event-ID`), DELETE (end the session), with the status codes of the 2025-11-25
 //! transport.
 
-use super::forward::error_reply;
+use super::modern;
 use super::origin::AccessPolicy;
 use super::resume;
-use super::router::{self, Dispatch};
-use super::session::Session;
-use super::stateless;
+use crate::core::forward::error_reply;
+use crate::core::hub::Hub;
+use crate::core::router::{self, Dispatch};
 use crate::error::{codes, DownstreamError};
-use crate::hub::Hub;
 use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, version, Body, Message, RawObject};
+use crate::session::host::Session;
 use axum::body::Body as HttpBody;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
@@ -161,7 +161,7 @@ pub(super) fn json_text(status: StatusCode, json: String) -> Response {
 
 /// One SSE event without an id.
 fn sse_frame(json: &str) -> Bytes {
-    resume::event_bytes(None, None, json)
+    crate::protocol::sse::event_bytes(None, None, json)
 }
 
 pub(super) fn sse_response(frames: BoxStream<'static, Bytes>) -> Response {
@@ -214,13 +214,13 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
             Ok(json_reply(&result_response(id, result), Some(&session.id)))
         }
         Body::Single(Message::Request { id, method, params })
-            if stateless::is_modern_request(
+            if modern::is_modern_request(
                 headers,
                 &method,
                 RawObject::parse_opt(params.as_deref()).as_ref(),
             ) =>
         {
-            Ok(stateless::serve(hub, headers, id, method, params).await)
+            Ok(modern::serve(hub, headers, id, method, params).await)
         }
         Body::Single(Message::Notification { .. }) if modern_only(headers) => {
             // A modern client's notification (only notifications/cancelled exists, and over

@@ -3,20 +3,20 @@
 //! answered from the catalog; calls run in a throwaway session whose answers are reshaped for a
 //! modern host and whose upstream requests become input-required results.
 
-use super::forward::{error_reply, Frame};
-use super::input_required::{self, ModernCall};
-use super::request_state::{principal_digest, request_digest, PREFIX as STATE_PREFIX};
 use super::resume;
-use super::router::{self, Dispatch};
-use super::session::{log_level_rank, ClientCaps, Session};
 use crate::catalog::ListKind;
+use crate::core::forward::{error_reply, Frame};
+use crate::core::hub::{Hub, UpstreamSlot};
+use crate::core::input_required::{self, ModernCall};
+use crate::core::request_state::{principal_digest, request_digest, PREFIX as STATE_PREFIX};
+use crate::core::router::{self, Dispatch};
 use crate::error::codes;
-use crate::hub::{Hub, UpstreamSlot};
 use crate::protocol::message::{error_object, result_response, to_raw};
 use crate::protocol::modern::{self, RequestMeta, MODERN_VERSION};
 use crate::protocol::modern_params;
 use crate::protocol::modern_result::{own_result_members, shape_error, shape_result, CacheHint};
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
+use crate::session::host::{log_level_rank, ClientCaps, Session};
 use crate::upstream::ConnectionEvent;
 use axum::response::Response;
 use futures_util::StreamExt;
@@ -74,7 +74,7 @@ pub fn server_info() -> serde_json::Value {
 }
 
 fn json_response(status: StatusCode, msg: &Message) -> Response {
-    super::http::json_text(status, msg.to_json())
+    super::streamable::json_text(status, msg.to_json())
 }
 
 fn refuse(
@@ -314,7 +314,7 @@ fn strip_envelope(mut params: RawObject) -> RawObject {
 }
 
 fn sse(frames: futures_util::stream::BoxStream<'static, bytes::Bytes>) -> Response {
-    super::http::sse_response(frames)
+    super::streamable::sse_response(frames)
 }
 
 async fn call(
@@ -378,7 +378,7 @@ async fn call(
                 Some(Some(Frame::Response(json))) => {
                     let body = input_required::modern_response(&json, &id, &call.method, &server_info);
                     drop(call);
-                    super::http::json_text(StatusCode::OK, body)
+                    super::streamable::json_text(StatusCode::OK, body)
                 }
                 first => {
                     if let Some(Some(frame)) = first {

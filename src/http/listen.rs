@@ -1,0 +1,153 @@
+//! `subscriptions/listen` for modern hosts: the grant (list notifications mcpmux can deliver,
+//! resource subscriptions on upstreams that support them), the acknowledgement first, then only
+//! granted notifications on an SSE stream; resource subscriptions are taken out upstream for as
+//! long as a listener or a session wants them.
+
+use crate::config::Isolation;
+use crate::core::forward::error_reply;
+use crate::core::hub::Hub;
+use crate::error::codes;
+use crate::protocol::message::{json_string, raw, to_raw};
+use crate::protocol::modern::META_SUBSCRIPTION_ID;
+use crate::protocol::modern_result::RESULT_COMPLETE;
+use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::listeners::{tagged, Grant, Listener, LISTENER_QUEUE, MAX_LISTENERS};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::StatusCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
+
+/// Decide what a listen request gets: list notifications mcpmux can deliver, and resource
+/// subscriptions whose upstream supports them (shared connections only).
+fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(usize, String, String)>) {
+    let asked = |key: &str| requested.get(key).map(|v| v.get()) == Some("true");
+    let caps = crate::core::router::merged_capabilities(hub);
+    let mut grant = Grant {
+        tools: asked("toolsListChanged"),
+        prompts: asked("promptsListChanged") && caps.get("prompts").is_some(),
+        resources: asked("resourcesListChanged") && caps.get("resources").is_some(),
+        uris: Vec::new(),
+    };
+    let catalog = hub.catalog.snapshot();
+    let mut upstream_subscriptions = Vec::new();
+    let uris = requested
+        .get("resourceSubscriptions")
+        .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
+        .unwrap_or_default();
+    for uri in uris {
+        let Some((index, original)) = catalog.resolve_uri(&uri) else {
+            continue;
+        };
+        let slot = &hub.upstreams[index];
+        let supports = slot.facts.load().as_ref().is_some_and(|f| {
+            f.capabilities
+                .pointer("/resources/subscribe")
+                .and_then(|v| v.as_bool())
+                == Some(true)
+        });
+        if supports && slot.server.isolation == Isolation::Shared && !grant.uris.contains(&uri) {
+            grant.uris.push(uri.clone());
+            upstream_subscriptions.push((index, uri, original));
+        }
+    }
+    (grant, upstream_subscriptions)
+}
+
+/// Start or stop change notifications for a resource on an upstream's shared connection.
+fn upstream_subscription(hub: &Arc<Hub>, index: usize, original: String, on: bool) {
+    let Some(handle) = hub.upstreams[index].shared.load_full() else {
+        return;
+    };
+    tokio::spawn(async move {
+        if let Err(err) = handle.watch_resource(&original, on).await {
+            tracing::warn!(upstream = %handle.name(), %err, on, "resource subscription failed upstream");
+        }
+    });
+}
+
+/// Removes the listener when its stream ends, dropping upstream subscriptions no one needs.
+struct ListenerGuard {
+    hub: Arc<Hub>,
+    key: u64,
+    subscriptions: Vec<(usize, String, String)>,
+}
+
+impl Drop for ListenerGuard {
+    fn drop(&mut self) {
+        self.hub.sessions.listeners.remove(self.key);
+        for (index, exposed, original) in std::mem::take(&mut self.subscriptions) {
+            let listened = self.hub.sessions.listeners.watches(&exposed);
+            let subscribed = self
+                .hub
+                .sessions
+                .all()
+                .iter()
+                .any(|s| s.is_subscribed_exact(&exposed));
+            if !listened && !subscribed {
+                upstream_subscription(&self.hub, index, original, false);
+            }
+        }
+    }
+}
+
+/// Open a listen stream for a `subscriptions/listen` request.
+pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
+    let requested = params.get_object("notifications").unwrap_or_default();
+    let (grant, upstream) = grant(hub, &requested);
+    let (queue, mut rx) = mpsc::channel(LISTENER_QUEUE);
+    let listener = Listener {
+        subscription: id.clone(),
+        grant: grant.clone(),
+        queue,
+    };
+    let Some(key) = hub.sessions.listeners.insert(listener) else {
+        let message = format!("more than {MAX_LISTENERS} listen streams are open");
+        let body = error_reply(id, codes::OVERLOADED, &message, None).to_json();
+        return super::streamable::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
+    };
+    for (index, _, original) in &upstream {
+        upstream_subscription(hub, *index, original.clone(), true);
+    }
+    let guard = ListenerGuard {
+        hub: hub.clone(),
+        key,
+        subscriptions: upstream,
+    };
+    let mut ack_params = RawObject::default();
+    ack_params.set("notifications", to_raw(&grant.to_json()));
+    let ack = tagged("notifications/subscriptions/acknowledged", Some(ack_params), &id);
+    let shutdown = hub.shutdown.clone();
+    let frames = async_stream::stream! {
+        let _guard = guard;
+        yield crate::protocol::sse::event_bytes(None, None, &ack);
+        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
+        keepalive.tick().await;
+        loop {
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(json) => yield crate::protocol::sse::event_bytes(None, None, &json),
+                    None => break,
+                },
+                _ = keepalive.tick() => yield Bytes::from_static(b": keepalive\n\n"),
+                _ = shutdown.cancelled() => {
+                    // A graceful end: the listen request completes.
+                    let result = format!(
+                        "{{\"resultType\":{},\"_meta\":{{{}:{}}}}}",
+                        json_string(RESULT_COMPLETE),
+                        json_string(META_SUBSCRIPTION_ID),
+                        id.as_json()
+                    );
+                    let end = Message::Response { id: Some(id.clone()), payload: ResponsePayload::Result(raw(result)) };
+                    yield crate::protocol::sse::event_bytes(None, None, &end.to_json());
+                    break;
+                }
+            }
+        }
+    };
+    super::streamable::sse_response(frames.boxed())
+}

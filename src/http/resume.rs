@@ -1,0 +1,197 @@
+//! The SSE side of resumable POST streams (SEP-1699): a forwarded call's frames go into its
+//! session's kept stream (`session::streams`) and out to the host as events with ids
+//! `{stream}-{seq}`, so a host whose stream broke continues it with a GET carrying
+//! `Last-Event-ID`, and the call is not lost with the connection. When an upstream polls (ends
+//! its stream before the response), a host of protocol 2025-11-25 or later is asked to poll too:
+//! its stream ends after an event carrying the upstream's `retry` delay, and the rest arrives on
+//! its resuming GET.
+//!
+//! A call answered within [`JSON_REPLY_WINDOW`] with nothing before its response gets a plain
+//! JSON response instead: no stream to number, keep or frame (most tool calls are this fast).
+
+use crate::core::forward::{ForwardedCall, Frame};
+use crate::protocol::sse::event_bytes;
+use crate::session::streams::{CallStream, Entry};
+use crate::session::Session;
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Reconnection delay announced to hosts in the priming event.
+pub const ANNOUNCED_RETRY_MS: u64 = 1000;
+/// How long a POST waits for its call's first frame before committing to an SSE stream. A
+/// host whose connection breaks inside it cannot resume the call (it has no event id yet).
+pub const JSON_REPLY_WINDOW: Duration = Duration::from_millis(100);
+
+/// Whether a host of this protocol version understands priming events and being asked to poll.
+fn may_poll(version: &str) -> bool {
+    version >= "2025-11-25"
+}
+
+fn entry(frame: Frame) -> Entry {
+    match frame {
+        Frame::Pause { retry_ms } => Entry::Pause(retry_ms),
+        Frame::Message(json) | Frame::Request(json) | Frame::Response(json) => Entry::Frame(json),
+    }
+}
+
+/// Moves a call's frames into its stream. The host's POST response drives it while it lasts;
+/// if the response goes away first (the host disconnected, or was asked to poll), the rest of
+/// the call runs to its end in a task of its own.
+struct Driver {
+    frames: Option<BoxStream<'static, Frame>>,
+    stream: Arc<CallStream>,
+}
+
+impl Driver {
+    /// Move the next frame into the stream, or mark the stream done.
+    async fn step(&mut self) {
+        let Some(frames) = self.frames.as_mut() else {
+            return std::future::pending().await;
+        };
+        let next = frames.next().await;
+        self.record(next);
+    }
+
+    fn record(&mut self, frame: Option<Frame>) {
+        match frame {
+            Some(frame) => self.stream.push(entry(frame)),
+            None => {
+                self.frames = None;
+                self.stream.finish();
+            }
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let Some(mut frames) = self.frames.take() else {
+            return;
+        };
+        let stream = self.stream.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    while let Some(frame) = frames.next().await {
+                        stream.push(entry(frame));
+                    }
+                    stream.finish();
+                });
+            }
+            Err(_) => stream.finish(),
+        }
+    }
+}
+
+/// A call's first frame if it comes within [`JSON_REPLY_WINDOW`] (`Some(None)`: the call ended
+/// without one); `None` once the window passed or the session or mcpmux is ending.
+pub async fn first_frame(
+    frames: &mut BoxStream<'static, Frame>,
+    session: &Session,
+    shutdown: &CancellationToken,
+) -> Option<Option<Frame>> {
+    tokio::select! {
+        first = tokio::time::timeout(JSON_REPLY_WINDOW, frames.next()) => first.ok(),
+        _ = session.closed.cancelled() => None,
+        _ = shutdown.cancelled() => None,
+    }
+}
+
+/// How a POST that forwarded a call answers its host.
+pub enum Reply {
+    /// The call's response, answered within [`JSON_REPLY_WINDOW`] and alone.
+    Json(Arc<str>),
+    /// The body of an SSE response that streams the call.
+    Stream(BoxStream<'static, Bytes>),
+}
+
+/// Run `call` to its end whatever happens to the host's connection: its response if it came
+/// first and within [`JSON_REPLY_WINDOW`], else a stream of its frames.
+pub async fn start(call: ForwardedCall, session: Arc<Session>, shutdown: CancellationToken) -> Reply {
+    let stream = session.streams.open();
+    let mut driver = Driver {
+        frames: Some(call.into_frames().boxed()),
+        stream: stream.clone(),
+    };
+    if let Some(frames) = driver.frames.as_mut() {
+        match first_frame(frames, &session, &shutdown).await {
+            Some(Some(Frame::Response(json))) => {
+                // Nothing follows a response: the call is over (ending it clears its in-flight
+                // entry before the host can send its next request).
+                driver.frames = None;
+                session.streams.remove(stream.id);
+                return Reply::Json(json);
+            }
+            Some(frame) => driver.record(frame),
+            None => {}
+        }
+    }
+    let priming = may_poll(&session.protocol_version);
+    Reply::Stream(frames_after(stream, 0, priming, Some(driver), session, shutdown))
+}
+
+/// The frames of `stream` after sequence number `after` (a host resuming it), live until the
+/// call ends (or, for a host that may poll, until the upstream polls).
+pub fn read(
+    stream: Arc<CallStream>,
+    after: u64,
+    session: Arc<Session>,
+    shutdown: CancellationToken,
+) -> BoxStream<'static, Bytes> {
+    stream.acknowledge(after);
+    frames_after(stream, after, false, None, session, shutdown)
+}
+
+fn frames_after(
+    stream: Arc<CallStream>,
+    after: u64,
+    priming: bool,
+    mut driver: Option<Driver>,
+    session: Arc<Session>,
+    shutdown: CancellationToken,
+) -> BoxStream<'static, Bytes> {
+    let polls = may_poll(&session.protocol_version);
+    let frames = async_stream::stream! {
+        let event_id = |seq: u64| format!("{}-{seq}", stream.id);
+        if priming {
+            yield event_bytes(Some(&event_id(0)), Some(ANNOUNCED_RETRY_MS), "");
+        }
+        let mut next = after + 1;
+        loop {
+            let changed = stream.changed.notified();
+            let (entries, done) = stream.take_from(next);
+            for (seq, entry) in entries {
+                next = seq + 1;
+                match entry {
+                    Entry::Frame(json) => yield event_bytes(Some(&event_id(seq)), None, &json),
+                    Entry::Pause(retry_ms) if polls => {
+                        yield event_bytes(Some(&event_id(seq)), retry_ms, "");
+                        return;
+                    }
+                    Entry::Pause(_) => {}
+                }
+            }
+            if done {
+                session.streams.remove(stream.id);
+                return;
+            }
+            match driver.as_mut() {
+                Some(driver) => tokio::select! {
+                    _ = driver.step() => {}
+                    _ = session.closed.cancelled() => return,
+                    _ = shutdown.cancelled() => return,
+                },
+                None => tokio::select! {
+                    _ = changed => {}
+                    _ = session.closed.cancelled() => return,
+                    _ = shutdown.cancelled() => return,
+                },
+            }
+        }
+    };
+    frames.boxed()
+}
