@@ -54,20 +54,10 @@ impl Gateway {
             tracing::warn!("in-flight requests did not finish in time; closing them");
             server.abort();
         }
-        let per_session: Vec<_> = self
-            .hub
-            .sessions
-            .all()
-            .iter()
-            .flat_map(|s| s.connections())
-            .collect();
+        let stopping = self.hub.upstreams.all_connections();
         self.hub.sessions.close_all();
-        let mut stopping: Vec<upstream::UpstreamHandle> = per_session;
-        for slot in &self.hub.upstreams {
-            if let Some(handle) = slot.shared.load_full() {
-                handle.shutdown();
-                stopping.push((*handle).clone());
-            }
+        for handle in &stopping {
+            handle.shutdown();
         }
         let all_closed = futures_util::future::join_all(stopping.iter().map(|h| h.closed()));
         if tokio::time::timeout(UPSTREAM_STOP_TIMEOUT, all_closed)
@@ -94,14 +84,14 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         .map_err(|source| GatewayError::Bind { addr: listen, source })?;
     let addr = listener.local_addr().map_err(GatewayError::Serve)?;
     let shutdown = CancellationToken::new();
-    let (hub, receivers, started) = Hub::new(config.clone(), shutdown.clone());
+    let (hub, inputs) = Hub::new(config.clone(), shutdown.clone());
     let mut tasks = Vec::new();
-    for (index, events) in receivers.into_iter().enumerate() {
+    for (index, events) in inputs.events.into_iter().enumerate() {
         tasks.push(tokio::spawn(upstream::supervisor::supervise(
-            hub.clone(),
+            hub.upstreams.clone(),
             index,
             events,
-            started.clone(),
+            inputs.started.clone(),
         )));
     }
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));

@@ -9,10 +9,10 @@ use crate::protocol::message::{error_object, raw};
 use crate::protocol::modern_result::legacy_resource_error;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::{InflightCall, Session};
+use crate::upstream::call_channel::{call_channel, CallEvents};
 use crate::upstream::{CallEvent, CallOrigin, OutboundCall, UpstreamHandle, CALL_EVENT_QUEUE};
 use serde_json::value::RawValue;
 use std::sync::Arc;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// What a forwarded call produces for its host: messages, or word that the upstream polls.
@@ -48,7 +48,7 @@ pub enum ResultShape {
 
 /// A call in flight on an upstream, on behalf of one host request.
 pub struct ForwardedCall {
-    pub events: mpsc::Receiver<CallEvent>,
+    pub events: CallEvents,
     /// The request as the upstream got it (for a retry with input).
     pub method: String,
     pub params: Option<Box<RawValue>>,
@@ -225,7 +225,7 @@ impl ForwardedCall {
             }
             Err(_) => params,
         };
-        let (sink, events) = mpsc::channel(CALL_EVENT_QUEUE);
+        let (sink, events) = call_channel(CALL_EVENT_QUEUE);
         self.session.add_inflight(
             self.client_id.clone(),
             InflightCall {
@@ -239,7 +239,7 @@ impl ForwardedCall {
             params: Some(params.clone()),
             param_headers: self.param_headers.clone(),
             origin: CallOrigin::Host {
-                session: self.session.clone(),
+                host: self.session.link(),
                 sink,
             },
         })?;

@@ -6,7 +6,8 @@
 use crate::error::codes;
 use crate::protocol::message::{error_object, json_string};
 use crate::protocol::{RawObject, ResponsePayload};
-use crate::session::host::{ServerRequestRoute, Session};
+use crate::session::host::Session;
+use crate::upstream::server_requests::AnswerTo;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -50,8 +51,9 @@ pub fn ask(session: &Arc<Session>, result: &RawObject) -> Result<InputAsk, Box<R
             return Err(error_object(codes::MISSING_CLIENT_CAPABILITY, &message, None));
         }
         let (tx, rx) = oneshot::channel();
-        let (downstream_id, json) =
-            session.address_server_request(ServerRequestRoute::Local(tx), method, params);
+        let (downstream_id, json) = session
+            .address_server_request(AnswerTo::Local(tx), method, params)
+            .map_err(|full| error_object(codes::OVERLOADED, &format!("mcpmux: {full}"), None))?;
         frames.push(json);
         asked.push(AskedInput {
             key: key.to_string(),
@@ -137,7 +139,8 @@ pub fn too_many_rounds() -> Box<RawValue> {
 mod tests {
     use super::*;
     use crate::protocol::message::raw;
-    use crate::session::host::ClientCaps;
+    use crate::protocol::ClientCaps;
+    use crate::upstream::ties::HostTies;
 
     fn value(json: &str) -> Box<RawValue> {
         raw(json.into())
@@ -149,7 +152,7 @@ mod tests {
             sampling: true,
             ..ClientCaps::default()
         };
-        let session = Session::new("s".into(), "2025-11-25".into(), caps);
+        let session = Session::new("s".into(), "2025-11-25".into(), caps, Arc::new(HostTies::new()));
         let result = RawObject::parse(
             r#"{"resultType":"input_required","inputRequests":{"q":{"method":"sampling/createMessage","params":{"maxTokens":5,"messages":[]}}},"requestState":"v1.abc"}"#,
         )
@@ -165,6 +168,7 @@ mod tests {
         session
             .take_server_request(1)
             .unwrap()
+            .answer_to
             .answer(ResponsePayload::Result(value(r#"{"role":"assistant"}"#)));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -188,7 +192,7 @@ mod tests {
 
     #[test]
     fn undeclared_capabilities_are_refused() {
-        let session = Session::new("s".into(), "2025-11-25".into(), ClientCaps::default());
+        let session = Session::new("s".into(), "2025-11-25".into(), ClientCaps::default(), Arc::new(HostTies::new()));
         let result = RawObject::parse(r#"{"inputRequests":{"r":{"method":"roots/list"}}}"#).unwrap();
         let err = ask(&session, &result).err().unwrap();
         assert!(err.get().contains("-32021"));

@@ -310,7 +310,7 @@ pub fn resume(
     for item in asked {
         match answers.get(&item.key) {
             Some(answer) => match call.session.take_server_request(item.downstream_id) {
-                Some(route) => route.answer(ResponsePayload::Result(answer.to_owned())),
+                Some(route) => route.answer_to.answer(ResponsePayload::Result(answer.to_owned())),
                 None => tracing::debug!(key = %item.key, "the upstream no longer waits for this input"),
             },
             None => unanswered.push(item),

@@ -11,11 +11,13 @@ use crate::core::hub::Hub;
 use crate::error::codes;
 use crate::protocol::message::{json_string, raw, result_response, to_raw};
 use crate::protocol::{modern_params, version, Message, RawObject, RequestId};
-use crate::session::host::{log_level_rank, ClientCaps, InflightCall, Session, LOG_LEVELS};
+use crate::protocol::logging::{log_level_rank, LOG_LEVELS};
+use crate::protocol::ClientCaps;
+use crate::session::host::{InflightCall, Session};
+use crate::upstream::call_channel::call_channel;
 use crate::upstream::{CallOrigin, OutboundCall, CALL_EVENT_QUEUE};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
 
 /// How long `logging/setLevel` waits for upstreams to acknowledge.
 const SET_LEVEL_WAIT: Duration = Duration::from_secs(5);
@@ -42,7 +44,7 @@ pub async fn initialize(
         .unwrap_or_default();
     let negotiated = version::negotiate(&requested);
     let caps = ClientCaps::from_capabilities(params.and_then(|p| p.get_object("capabilities")).as_ref());
-    let session = Session::new(session_id, negotiated.to_string(), caps);
+    let session = hub.new_session(session_id, negotiated.to_string(), caps);
     let mut result = serde_json::json!({
         "protocolVersion": negotiated,
         "capabilities": merged_capabilities(hub),
@@ -108,7 +110,7 @@ pub async fn dispatch(hub: &Arc<Hub>, session: &Arc<Session>, msg: Message) -> D
                 .and_then(RequestId::as_u64)
                 .and_then(|i| session.take_server_request(i))
             {
-                Some(route) => route.answer(payload),
+                Some(route) => route.answer_to.answer(payload),
                 None => tracing::debug!(session = %session.id, id = ?id, "response to an unknown request"),
             }
             Dispatch::Accepted
@@ -424,7 +426,7 @@ async fn set_level(hub: &Arc<Hub>, session: &Arc<Session>, id: RequestId, params
         .unwrap_or(rank)
         .min(rank);
     let mut targets = Vec::new();
-    for slot in &hub.upstreams {
+    for slot in hub.upstreams.iter() {
         if !slot.facts.load().as_ref().is_some_and(|f| f.has("logging")) {
             continue;
         }
@@ -479,7 +481,7 @@ async fn forward(
     let slot = &hub.upstreams[index];
     let gateway = &hub.config.gateway;
     let timeout = slot.server.effective_request_timeout(gateway);
-    let (sink, events) = mpsc::channel(CALL_EVENT_QUEUE);
+    let (sink, events) = call_channel(CALL_EVENT_QUEUE);
     let inflight = InflightCall {
         upstream: handle.clone(),
         upstream_id,
@@ -498,7 +500,7 @@ async fn forward(
         params: Some(upstream_params.clone()),
         param_headers: param_headers.clone(),
         origin: CallOrigin::Host {
-            session: session.clone(),
+            host: session.link(),
             sink,
         },
     };

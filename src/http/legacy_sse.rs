@@ -341,7 +341,7 @@ async fn initialize(
     let (mut session, mut result) = router::initialize(&legacy.hub, params.as_ref(), link.id.clone()).await;
     let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
     if asked.as_deref() == Some(LEGACY_VERSION) {
-        session = Session::new(link.id.clone(), LEGACY_VERSION.into(), session.caps);
+        session = legacy.hub.new_session(link.id.clone(), LEGACY_VERSION.into(), session.caps);
         if let Ok(mut obj) = RawObject::parse(result.get()) {
             obj.set_str("protocolVersion", LEGACY_VERSION);
             result = obj.to_raw();
@@ -396,7 +396,7 @@ mod tests {
     #[tokio::test]
     async fn a_host_that_stops_reading_loses_its_session() {
         let config = crate::Config::from_toml_str("", "test.toml", &|_| None).unwrap();
-        let (hub, _events, _started) = Hub::new(Arc::new(config), CancellationToken::new());
+        let (hub, _inputs) = Hub::new(Arc::new(config), CancellationToken::new());
         let legacy = Legacy {
             access: AccessPolicy::from_config(&hub.config.gateway),
             hub: hub.clone(),
@@ -414,7 +414,7 @@ mod tests {
             calls: AtomicUsize::new(0),
         });
         legacy.lock().insert(link.id.clone(), link.clone());
-        let session = Session::new("l1".into(), "2025-11-25".into(), Default::default());
+        let session = hub.new_session("l1".into(), "2025-11-25".into(), Default::default());
         hub.sessions.insert(session.clone());
         assert!(legacy.push(&link, "{}".into()));
         assert!(!legacy.push(&link, "{}".into()));

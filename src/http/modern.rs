@@ -6,7 +6,8 @@
 use super::resume;
 use crate::catalog::ListKind;
 use crate::core::forward::{error_reply, Frame};
-use crate::core::hub::{Hub, UpstreamSlot};
+use crate::core::hub::Hub;
+use crate::upstream::UpstreamSlot;
 use crate::core::input_required::{self, ModernCall};
 use crate::core::request_state::{principal_digest, request_digest, PREFIX as STATE_PREFIX};
 use crate::core::router::{self, Dispatch};
@@ -16,7 +17,9 @@ use crate::protocol::modern::{self, RequestMeta, MODERN_VERSION};
 use crate::protocol::modern_params;
 use crate::protocol::modern_result::{own_result_members, shape_error, shape_result, CacheHint};
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
-use crate::session::host::{log_level_rank, ClientCaps, Session};
+use crate::protocol::logging::log_level_rank;
+use crate::protocol::ClientCaps;
+use crate::session::host::Session;
 use crate::upstream::ConnectionEvent;
 use axum::response::Response;
 use futures_util::StreamExt;
@@ -283,12 +286,12 @@ fn shape_reply(reply: Message, cache: Option<CacheHint>) -> Message {
 }
 
 /// A throwaway session carrying what the request's `_meta` declares.
-fn request_session(meta: &RequestMeta) -> Arc<Session> {
+fn request_session(hub: &Hub, meta: &RequestMeta) -> Arc<Session> {
     let mut bytes = [0u8; 12];
     rand::rng().fill_bytes(&mut bytes);
     let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let caps = ClientCaps::from_capabilities(Some(&meta.client_capabilities));
-    let session = Session::new(format!("stateless-{id}"), MODERN_VERSION.to_string(), caps);
+    let session = hub.new_session(format!("stateless-{id}"), MODERN_VERSION.to_string(), caps);
     match meta.log_level.as_deref().and_then(log_level_rank) {
         Some(rank) => session.set_log_level(rank),
         None => session.mute_logs(),
@@ -353,7 +356,7 @@ async fn call(
             ),
         };
     }
-    let session = request_session(meta);
+    let session = request_session(hub, meta);
     let progress_token = params
         .get_object("_meta")
         .and_then(|m| m.get("progressToken").map(RawValue::to_owned));

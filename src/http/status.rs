@@ -6,7 +6,8 @@
 use super::origin::AccessPolicy;
 use crate::catalog::ListKind;
 use crate::config::{Isolation, TransportConfig};
-use crate::core::hub::{Hub, UpstreamSlot};
+use crate::core::hub::Hub;
+use crate::upstream::UpstreamSlot;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;

@@ -339,6 +339,17 @@ pub fn result_response(id: RequestId, result: Box<RawValue>) -> Message {
     }
 }
 
+/// A `notifications/cancelled` for a request id.
+pub fn cancelled_notification(request_id: &str, reason: &str) -> Message {
+    Message::Notification {
+        method: "notifications/cancelled".into(),
+        params: Some(raw(format!(
+            "{{\"requestId\":{request_id},\"reason\":{}}}",
+            json_string(reason)
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

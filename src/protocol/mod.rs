@@ -1,7 +1,9 @@
 //! The pure MCP/JSON-RPC codec: parse frames into a thin envelope, edit single fields, serialise.
 //! No I/O and no async here; this is the fuzz and benchmark target.
 
+pub mod client_caps;
 pub mod framing;
+pub mod logging;
 pub mod message;
 pub mod modern;
 pub mod modern_params;
@@ -11,4 +13,5 @@ pub mod sse;
 pub mod version;
 
 pub use message::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
+pub use client_caps::ClientCaps;
 pub use raw_object::RawObject;

@@ -1,15 +1,21 @@
-//! The registry of live host sessions: lookup by id, broadcast, idle reaping.
+//! The registry of live host sessions: lookup by id, idle reaping, and the fan-out of what
+//! upstream connections tell every host ([`HostEvent`]: list changes, resource updates, log
+//! messages no call claims) to session-era GET streams and modern listen streams.
 
 use super::host::Session;
 use super::listeners::Listeners;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::catalog::ListKind;
+use crate::protocol::Message;
+use crate::upstream::host::{HostEvent, HostEvents};
+use dashmap::DashMap;
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Live sessions by id, and the modern hosts' listen streams.
 #[derive(Default)]
 pub struct SessionRegistry {
-    map: Mutex<HashMap<String, Arc<Session>>>,
+    map: DashMap<String, Arc<Session>>,
     pub listeners: Listeners,
 }
 
@@ -18,39 +24,35 @@ impl SessionRegistry {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     pub fn insert(&self, session: Arc<Session>) {
-        self.lock().insert(session.id.clone(), session);
+        self.map.insert(session.id.clone(), session);
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.lock().get(id).cloned()
+        self.map.get(id).map(|s| s.value().clone())
     }
 
     /// End and forget a session.
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
-        let session = self.lock().remove(id)?;
+        let (_, session) = self.map.remove(id)?;
         session.close();
         Some(session)
     }
 
     pub fn all(&self) -> Vec<Arc<Session>> {
-        self.lock().values().cloned().collect()
+        self.map.iter().map(|s| s.value().clone()).collect()
     }
 
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.map.is_empty()
     }
 
-    /// Queue a message on every session's GET stream: one shared string, and the registry's
-    /// lock held only to take the list of sessions, not while pushing.
+    /// Queue a message on every session's GET stream: one shared string, and no lock of the
+    /// registry held while pushing.
     pub fn broadcast(&self, json: &Arc<str>) {
         for session in self.all() {
             session.push_get(json.clone());
@@ -59,9 +61,7 @@ impl SessionRegistry {
 
     /// End sessions idle longer than `limit`; returns how many.
     pub fn reap(&self, limit: Duration) -> usize {
-        let idle: Vec<String> = self
-            .lock()
-            .values()
+        let idle: Vec<String> = (self.map.iter())
             .filter(|s| s.idle_for() > limit)
             .map(|s| s.id.clone())
             .collect();
@@ -74,9 +74,61 @@ impl SessionRegistry {
 
     /// End every session (shutdown).
     pub fn close_all(&self) {
-        let all: Vec<Arc<Session>> = self.lock().drain().map(|(_, s)| s).collect();
-        for s in all {
-            s.close();
+        let ids: Vec<String> = self.map.iter().map(|s| s.key().clone()).collect();
+        for id in ids {
+            self.remove(&id);
+        }
+    }
+
+    /// Tell sessions and listeners once about each distinct list notification.
+    fn lists_changed(&self, kinds: &[ListKind]) {
+        let mut sent = HashSet::new();
+        for kind in kinds {
+            let method = kind.list_changed_notification();
+            if sent.insert(method) {
+                let json: Arc<str> = Message::Notification {
+                    method: method.into(),
+                    params: None,
+                }
+                .to_json()
+                .into();
+                self.broadcast(&json);
+                self.listeners.list_changed(*kind);
+            }
+        }
+    }
+}
+
+impl HostEvents for SessionRegistry {
+    fn emit(&self, event: HostEvent<'_>) {
+        match event {
+            HostEvent::ResourceUpdated {
+                owner,
+                uri,
+                params,
+                notification,
+            } => {
+                if owner.is_none() {
+                    self.listeners.resource_updated(uri, params);
+                }
+                for session in self.all() {
+                    let mine = owner.is_none_or(|key| key == crate::upstream::host::HostLink::key(&*session));
+                    if mine && session.is_subscribed(uri) {
+                        session.push_get(notification.clone());
+                    }
+                }
+            }
+            HostEvent::Log {
+                level,
+                notification,
+            } => {
+                for session in self.all() {
+                    if session.log_level().is_some() && session.wants_log(level) {
+                        session.push_get(notification.clone());
+                    }
+                }
+            }
+            HostEvent::ListsChanged(kinds) => self.lists_changed(kinds),
         }
     }
 }
@@ -84,13 +136,15 @@ impl SessionRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::host::ClientCaps;
+    use crate::protocol::ClientCaps;
+    use crate::upstream::ties::HostTies;
 
     #[test]
     fn reaping_ends_idle_sessions_only() {
         let reg = SessionRegistry::new();
-        let idle = Session::new("idle".into(), "2025-11-25".into(), ClientCaps::default());
-        let busy = Session::new("busy".into(), "2025-11-25".into(), ClientCaps::default());
+        let ties = Arc::new(HostTies::new());
+        let idle = Session::new("idle".into(), "2025-11-25".into(), ClientCaps::default(), ties.clone());
+        let busy = Session::new("busy".into(), "2025-11-25".into(), ClientCaps::default(), ties);
         let _stream = busy.open_get_stream();
         reg.insert(idle.clone());
         reg.insert(busy);

@@ -3,18 +3,17 @@
 //! server-to-client requests to the right host call or session, and stops the transport.
 
 use super::handshake::modern_params;
+use super::host::{HostEvents, HostLink};
 use super::legacy_sse::LegacySseTransport;
 use super::stdio::StdioTransport;
-use super::{
-    CallEvent, CallFailure, CallOrigin, Command, OutboundCall, Status, UpstreamHandle, COMMAND_QUEUE,
-};
+use super::ties::HostTies;
+use super::{CallEvent, CallFailure, CallOrigin, Command, OutboundCall, Status, UpstreamHandle, COMMAND_QUEUE};
 use crate::catalog::{ListKind, Naming};
 use crate::config::{Era, ServerConfig, TransportConfig};
 use crate::error::UpstreamError;
+use crate::protocol::message::cancelled_notification;
 use crate::protocol::modern::{self, MODERN_VERSION};
-use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
-use crate::session::host::{cancelled_notification, ClientCaps, Session};
-use crate::session::SessionRegistry;
+use crate::protocol::{ClientCaps, Message, RawObject, RequestId, ResponsePayload};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -53,10 +52,13 @@ pub struct ConnectionContext {
     pub server: Arc<ServerConfig>,
     pub index: usize,
     pub naming: Naming,
-    pub sessions: Arc<SessionRegistry>,
+    /// Where list changes, resource updates and unclaimed log messages go.
+    pub hosts: Arc<dyn HostEvents>,
+    /// The route table of server-to-client requests, and per-session connections.
+    pub ties: Arc<HostTies>,
     pub events: mpsc::Sender<ConnectionEvent>,
     /// The session owning this connection when `isolation = "per-session"`.
-    pub owner: Option<Weak<Session>>,
+    pub owner: Option<Weak<dyn HostLink>>,
 }
 
 pub(super) enum Transport {
@@ -102,12 +104,6 @@ pub(super) struct Pending {
     pub(super) started: Instant,
 }
 
-pub(super) struct ForwardedServerRequest {
-    pub(super) session: Weak<Session>,
-    pub(super) downstream_id: u64,
-    pub(super) sink: Option<mpsc::Sender<CallEvent>>,
-}
-
 /// Start a connection task; the handle is usable at once (calls queue until ready).
 pub fn spawn_connection(ctx: ConnectionContext) -> UpstreamHandle {
     let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE);
@@ -119,7 +115,6 @@ pub fn spawn_connection(ctx: ConnectionContext) -> UpstreamHandle {
         ctx,
         handle: handle.clone(),
         pending: HashMap::new(),
-        forwarded: HashMap::new(),
         status: status_tx,
         modern: false,
     };
@@ -131,7 +126,6 @@ pub(super) struct Actor {
     pub(super) ctx: ConnectionContext,
     pub(super) handle: UpstreamHandle,
     pub(super) pending: HashMap<u64, Pending>,
-    pub(super) forwarded: HashMap<RequestId, ForwardedServerRequest>,
     pub(super) status: watch::Sender<Status>,
     /// The upstream speaks 2026-07-28: requests carry the envelope, nothing is sessioned.
     pub(super) modern: bool,
@@ -168,10 +162,13 @@ impl Actor {
             r = self.initialize(&mut transport, &mut inbound) => r.err(),
             _ = stop.cancelled() => Some("stopped".to_string()),
         };
+        let handle = self.handle.clone();
         let reason = match reason {
             Some(reason) => reason,
             None => loop {
                 tokio::select! {
+                    biased;
+                    _ = handle.urgent_ready() => self.on_urgent(&mut transport),
                     Some(cmd) = commands.recv() => match cmd {
                         Command::Abandon(reason) => break reason,
                         cmd => self.on_command(&mut transport, cmd),
@@ -289,29 +286,33 @@ impl Actor {
                 let frame = Message::Notification { method, params }.to_json();
                 self.send_frame(transport, frame, None);
             }
-            Command::Cancel { upstream_id, reason } => {
-                if self.pending.remove(&upstream_id).is_none() {
-                    return;
-                }
-                match transport {
-                    // A modern HTTP upstream is told by closing the request's stream.
-                    Transport::Http(t) if self.modern => t.abort(upstream_id),
-                    _ => {
-                        let frame = cancelled_notification(&upstream_id.to_string(), &reason).to_json();
-                        self.send_frame(transport, frame, None);
-                    }
-                }
-            }
             Command::Abandon(_) => {}
-            Command::Answer { upstream_id, payload } => {
-                self.forwarded.remove(&upstream_id);
-                let frame = Message::Response {
-                    id: Some(upstream_id),
-                    payload,
-                }
-                .to_json();
-                self.send_frame(transport, frame, None);
+        }
+    }
+
+    /// Cancellations and host answers, which skip the command queue.
+    fn on_urgent(&mut self, transport: &mut Transport) {
+        let urgent = self.handle.take_urgent();
+        for (upstream_id, reason) in urgent.cancels {
+            if self.pending.remove(&upstream_id).is_none() {
+                continue;
             }
+            match transport {
+                // A modern HTTP upstream is told by closing the request's stream.
+                Transport::Http(t) if self.modern => t.abort(upstream_id),
+                _ => {
+                    let frame = cancelled_notification(&upstream_id.to_string(), &reason).to_json();
+                    self.send_frame(transport, frame, None);
+                }
+            }
+        }
+        for (upstream_id, payload) in urgent.answers {
+            let frame = Message::Response {
+                id: Some(upstream_id),
+                payload,
+            }
+            .to_json();
+            self.send_frame(transport, frame, None);
         }
     }
 
@@ -345,7 +346,7 @@ impl Actor {
         let mut headers = Vec::new();
         let params = if self.modern {
             let (caps, level) = match &origin {
-                CallOrigin::Host { session, .. } => (session.caps, session.log_level_name()),
+                CallOrigin::Host { host, .. } => (host.caps(), host.log_level_name()),
                 CallOrigin::Internal(_) => (ClientCaps::ALL, None),
             };
             let params = modern_params(params.as_deref(), caps, level);
@@ -396,7 +397,9 @@ impl Actor {
             CallOrigin::Internal(tx) => {
                 let _ = tx.send(Err(CallFailure::Upstream(error)));
             }
-            CallOrigin::Host { sink, .. } => deliver(&sink, CallEvent::Failed(error)),
+            CallOrigin::Host { sink, .. } => {
+                sink.finish(CallEvent::Failed(error));
+            }
         }
     }
 
@@ -405,11 +408,7 @@ impl Actor {
         for (_, p) in self.pending.drain().collect::<Vec<_>>() {
             self.fail_origin(p.origin, error.clone());
         }
-        for (_, fwd) in self.forwarded.drain() {
-            if let Some(session) = fwd.session.upgrade() {
-                session.take_server_request(fwd.downstream_id);
-            }
-        }
+        self.ctx.ties.routes.forget_connection(&self.handle);
     }
 
     fn on_inbound(&mut self, transport: &mut Transport, item: Inbound) {
@@ -422,7 +421,9 @@ impl Actor {
             } => {
                 if let Some(CallOrigin::Host { sink, .. }) = self.pending.get(&upstream_id).map(|p| &p.origin)
                 {
-                    deliver(sink, CallEvent::Paused { retry_ms });
+                    if sink.try_send(CallEvent::Paused { retry_ms }).is_err() {
+                        tracing::debug!(upstream = %self.name(), upstream_id, "a paused call's host stream is full or gone");
+                    }
                 }
             }
             Inbound::SessionExpired { .. } | Inbound::Closed(_) => {}
@@ -456,24 +457,8 @@ impl Actor {
                 });
             }
             CallOrigin::Host { sink, .. } => {
-                deliver(&sink, CallEvent::Response(Message::Response { id, payload }))
+                sink.finish(CallEvent::Response(Message::Response { id, payload }));
             }
-        }
-    }
-}
-
-/// Hand an event to a host call; a full queue waits in a task, never blocking the actor.
-pub(super) fn deliver(sink: &mpsc::Sender<CallEvent>, event: CallEvent) {
-    match sink.try_send(event) {
-        Ok(()) => {}
-        Err(mpsc::error::TrySendError::Full(event)) => {
-            let sink = sink.clone();
-            tokio::spawn(async move {
-                let _ = sink.send(event).await;
-            });
-        }
-        Err(mpsc::error::TrySendError::Closed(_)) => {
-            tracing::debug!("host call stream is gone; dropping its event");
         }
     }
 }

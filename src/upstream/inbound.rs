@@ -1,43 +1,28 @@
 //! What an upstream sends that is not a reply: server-to-client requests and notifications,
-//! routed to the host call or session they belong to (the attribution rule lives here).
+//! routed to the host call or session they belong to (by the rule in [`super::attribution`]),
+//! or handed to every host as a [`HostEvent`].
 
-use super::connection::{Actor, ConnectionEvent, ForwardedServerRequest, Pending, Transport};
+use super::attribution::{attribute, Attributed};
+use super::call_channel::{CallSink, Refused};
+use super::connection::{Actor, ConnectionEvent, Pending, Transport};
+use super::host::{HostEvent, HostLink};
+use super::server_requests::AnswerTo;
 use super::{CallEvent, CallOrigin};
 use crate::catalog::ListKind;
 use crate::error::codes;
-use crate::protocol::message::{error_object, raw};
+use crate::protocol::message::{cancelled_notification, error_object, raw};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
-use crate::session::host::{cancelled_notification, ServerRequestRoute, Session};
 use std::sync::{Arc, Weak};
-use tokio::sync::mpsc;
 
 impl Actor {
-    /// Find the host call a message from the upstream belongs to (see the README's
-    /// "server-to-client routing" rule): the request whose HTTP stream carried it; else, for a
-    /// per-session connection, its session; else the oldest host call in flight here.
-    fn attribute(&self, via: Option<u64>) -> Option<(Arc<Session>, Option<mpsc::Sender<CallEvent>>)> {
-        if let Some(p) = via.and_then(|id| self.pending.get(&id)) {
-            return match &p.origin {
-                CallOrigin::Host { session, sink } => Some((session.clone(), Some(sink.clone()))),
-                // mcpmux's own request (a listen stream, a list walk): no host is behind it.
-                CallOrigin::Internal(_) => None,
-            };
-        }
-        let oldest = |only: Option<&Arc<Session>>| {
-            self.pending
-                .values()
-                .filter_map(|p| match &p.origin {
-                    CallOrigin::Host { session, sink } => Some((p.started, session, sink)),
-                    CallOrigin::Internal(_) => None,
-                })
-                .filter(|(_, s, _)| only.is_none_or(|o| Arc::ptr_eq(o, s)))
-                .min_by_key(|(started, _, _)| *started)
-                .map(|(_, s, sink)| (s.clone(), Some(sink.clone())))
-        };
-        if let Some(owner) = self.ctx.owner.as_ref().and_then(Weak::upgrade) {
-            return oldest(Some(&owner)).or(Some((owner, None)));
-        }
-        oldest(None)
+    /// The host a message from the upstream belongs to, and the call stream it rides.
+    fn attribute(&self, via: Option<u64>) -> Option<Attributed> {
+        attribute(&self.pending, via, self.owner())
+    }
+
+    /// The session owning this connection (`isolation = "per-session"`), while it lives.
+    fn owner(&self) -> Option<Arc<dyn HostLink>> {
+        self.ctx.owner.as_ref().and_then(Weak::upgrade)
     }
 
     pub(super) fn on_server_request(
@@ -56,51 +41,50 @@ impl Actor {
             .to_json();
             let _ = transport.send(frame, None);
         };
+        let refuse = |transport: &mut Transport, code: i64, msg: &str| {
+            reply(transport, ResponsePayload::Error(error_object(code, msg, None)))
+        };
         if method == "ping" {
             return reply(transport, ResponsePayload::Result(raw("{}".into())));
         }
         let parsed = RawObject::parse_opt(params.as_deref());
-        let Some((session, sink)) = self.attribute(via) else {
-            let payload = if method == "roots/list" {
-                ResponsePayload::Result(raw("{\"roots\":[]}".into()))
-            } else {
-                let msg = format!("mcpmux: no host session is waiting on this server to receive {method}");
-                ResponsePayload::Error(error_object(codes::INTERNAL_ERROR, &msg, None))
-            };
-            return reply(transport, payload);
+        let Some((host, sink)) = self.attribute(via) else {
+            if method == "roots/list" {
+                return reply(transport, ResponsePayload::Result(raw("{\"roots\":[]}".into())));
+            }
+            let msg = format!("mcpmux: no host session is waiting on this server to receive {method}");
+            return refuse(transport, codes::INTERNAL_ERROR, &msg);
         };
-        if !session.caps.supports(&method, parsed.as_ref()) {
+        if !host.caps().supports(&method, parsed.as_ref()) {
             let msg = format!("the host session does not support {method}");
-            return reply(
-                transport,
-                ResponsePayload::Error(error_object(codes::METHOD_NOT_FOUND, &msg, None)),
-            );
+            return refuse(transport, codes::METHOD_NOT_FOUND, &msg);
         }
-        let route = ServerRequestRoute::Upstream {
-            upstream: self.handle.clone(),
+        let routes = &self.ctx.ties.routes;
+        let answer_to = AnswerTo::Upstream {
+            connection: self.handle.clone(),
             upstream_id: id.clone(),
         };
-        let (downstream_id, json) = session.address_server_request(route, method, params);
-        let on_stream = sink
-            .as_ref()
-            .is_some_and(|s| s.try_send(CallEvent::ServerRequest(json.clone())).is_ok());
-        if !on_stream && !session.push_get(json) {
-            session.take_server_request(downstream_id);
-            let msg = "mcpmux: the host session has no open stream to receive this request";
-            return reply(
-                transport,
-                ResponsePayload::Error(error_object(codes::INTERNAL_ERROR, msg, None)),
-            );
+        let downstream_id = match routes.open(&host, answer_to, None) {
+            Ok(downstream_id) => downstream_id,
+            Err(full) => return refuse(transport, codes::OVERLOADED, &format!("mcpmux: {full}")),
+        };
+        let json: Arc<str> = Message::Request {
+            id: RequestId::number(downstream_id),
+            method,
+            params,
         }
-        let sink = if on_stream { sink } else { None };
-        self.forwarded.insert(
-            id,
-            ForwardedServerRequest {
-                session: Arc::downgrade(&session),
-                downstream_id,
-                sink,
-            },
-        );
+        .to_json()
+        .into();
+        let sink = sink.filter(|s| s.try_send(CallEvent::ServerRequest(json.clone())).is_ok());
+        match sink {
+            Some(sink) => routes.attach_sink(host.key(), downstream_id, sink),
+            None if host.push(json) => {}
+            None => {
+                routes.take(host.key(), downstream_id);
+                let msg = "mcpmux: the host session has no open stream to receive this request";
+                refuse(transport, codes::INTERNAL_ERROR, msg);
+            }
+        }
     }
 
     pub(super) fn on_notification(
@@ -124,7 +108,7 @@ impl Actor {
                     ..
                 }) = pending
                 {
-                    let _ = sink.try_send(CallEvent::Notification(Message::Notification { method, params }));
+                    sink.send_progress(CallEvent::Notification(Message::Notification { method, params }));
                 }
             }
             "notifications/cancelled" => {
@@ -132,19 +116,20 @@ impl Actor {
                     .as_ref()
                     .and_then(|p| p.get("requestId"))
                     .and_then(RequestId::from_raw);
-                let Some(fwd) = request.and_then(|id| self.forwarded.remove(&id)) else {
+                let Some((downstream_id, route)) =
+                    request.and_then(|id| self.ctx.ties.routes.withdraw(&self.handle, &id))
+                else {
                     return;
                 };
-                let Some(session) = fwd.session.upgrade() else {
+                let Some(host) = route.host.upgrade() else {
                     return;
                 };
-                session.take_server_request(fwd.downstream_id);
                 let reason = parsed
                     .as_ref()
                     .and_then(|p| p.get_str("reason"))
                     .unwrap_or_default();
-                let msg = cancelled_notification(&fwd.downstream_id.to_string(), &reason);
-                deliver_or_get(&session, fwd.sink.as_ref(), msg);
+                let msg = cancelled_notification(&downstream_id.to_string(), &reason);
+                deliver_or_push(host.as_ref(), route.sink.as_ref(), msg);
             }
             // mcpmux's own listen stream on a modern upstream was opened.
             "notifications/subscriptions/acknowledged" => {
@@ -167,46 +152,45 @@ impl Actor {
                 let Some(uri) = p.get_str("uri") else { return };
                 let exposed = self.ctx.naming.expose_uri(&uri);
                 p.set_str("uri", &exposed);
-                let json: Arc<str> = Message::Notification {
+                let notification: Arc<str> = Message::Notification {
                     method,
                     params: Some(p.to_raw()),
                 }
                 .to_json()
                 .into();
-                if self.ctx.owner.is_none() {
-                    self.ctx.sessions.listeners.resource_updated(&exposed, &p);
-                }
-                let owner = self.ctx.owner.as_ref().and_then(Weak::upgrade);
-                for session in self.ctx.sessions.all() {
-                    let mine = owner.as_ref().is_none_or(|o| Arc::ptr_eq(o, &session));
-                    if mine && session.is_subscribed(&exposed) {
-                        session.push_get(json.clone());
-                    }
-                }
+                let owner = match &self.ctx.owner {
+                    Some(owner) => match owner.upgrade() {
+                        Some(owner) => Some(owner.key()),
+                        None => return,
+                    },
+                    None => None,
+                };
+                self.ctx.hosts.emit(HostEvent::ResourceUpdated {
+                    owner,
+                    uri: &exposed,
+                    params: &p,
+                    notification,
+                });
             }
             "notifications/message" => {
                 let level = parsed.as_ref().and_then(|p| p.get_str("level"));
                 let msg = Message::Notification { method, params };
                 match self.attribute(via) {
-                    Some((session, sink)) => {
-                        if session.wants_log(level.as_deref()) {
-                            deliver_or_get(&session, sink.as_ref(), msg);
+                    Some((host, sink)) => {
+                        if host.wants_log(level.as_deref()) {
+                            deliver_or_push(host.as_ref(), sink.as_ref(), msg);
                         }
                     }
-                    None => {
-                        let json: Arc<str> = msg.to_json().into();
-                        for session in self.ctx.sessions.all() {
-                            if session.log_level().is_some() && session.wants_log(level.as_deref()) {
-                                session.push_get(json.clone());
-                            }
-                        }
-                    }
+                    None => self.ctx.hosts.emit(HostEvent::Log {
+                        level: level.as_deref(),
+                        notification: msg.to_json().into(),
+                    }),
                 }
             }
             _ => {
                 let msg = Message::Notification { method, params };
                 match self.attribute(via) {
-                    Some((session, sink)) => deliver_or_get(&session, sink.as_ref(), msg),
+                    Some((host, sink)) => deliver_or_push(host.as_ref(), sink.as_ref(), msg),
                     None => {
                         tracing::debug!(upstream = %self.name(), "dropping a notification no session is waiting for")
                     }
@@ -226,15 +210,16 @@ impl Actor {
     }
 }
 
-fn deliver_or_get(session: &Session, sink: Option<&mpsc::Sender<CallEvent>>, msg: Message) {
+/// A notification for a host: on the call stream it belongs to, else (no call, or its queue is
+/// full or gone) on the host's standalone stream.
+fn deliver_or_push(host: &dyn HostLink, sink: Option<&CallSink>, msg: Message) {
     let msg = match sink {
         Some(sink) => match sink.try_send(CallEvent::Notification(msg)) {
             Ok(()) => return,
-            Err(mpsc::error::TrySendError::Full(CallEvent::Notification(m)))
-            | Err(mpsc::error::TrySendError::Closed(CallEvent::Notification(m))) => m,
+            Err(Refused::Full(CallEvent::Notification(m)) | Refused::Closed(CallEvent::Notification(m))) => m,
             Err(_) => return,
         },
         None => msg,
     };
-    session.push_get(msg.to_json().into());
+    host.push(msg.to_json().into());
 }

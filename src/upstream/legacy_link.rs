@@ -6,7 +6,8 @@
 use super::connection::{Actor, ConnectionEvent, Inbound, Transport};
 use super::http::HttpTransport;
 use super::legacy_sse::LegacySseTransport;
-use super::{Command, ServerFacts, Status, UpstreamError};
+use super::{Command, ServerFacts, Status};
+use crate::error::UpstreamError;
 use crate::catalog::ListKind;
 use crate::config::{HttpMode, ServerConfig, TransportConfig};
 use std::sync::Arc;

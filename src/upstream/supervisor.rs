@@ -4,15 +4,15 @@
 //! what hosts see did change, and restart a shared connection with backoff when it dies.
 
 use super::coalesce;
+use super::host::HostEvent;
+use super::pool::Upstreams;
 use super::state::{Phase, CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW};
 use super::{spawn_connection, CallFailure, ConnectionEvent, ServerFacts, Status, UpstreamHandle};
 use crate::catalog::ListKind;
 use crate::config::Isolation;
-use crate::core::hub::Hub;
 use crate::protocol::message::{json_string, raw};
 use crate::protocol::modern_result::CacheHint;
-use crate::protocol::{Message, RawObject};
-use std::collections::HashSet;
+use crate::protocol::RawObject;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -29,17 +29,17 @@ const STABLE_AFTER: Duration = Duration::from_secs(60);
 
 /// Run the supervisor of upstream `index` until shutdown.
 pub async fn supervise(
-    hub: Arc<Hub>,
+    pool: Arc<Upstreams>,
     index: usize,
     mut events: mpsc::Receiver<ConnectionEvent>,
     started: watch::Sender<usize>,
 ) {
-    let slot = &hub.upstreams[index];
+    let slot = &pool[index];
     let mut first_attempt = true;
     let mut backoff = RESTART_MIN;
     loop {
         slot.state.starting();
-        let handle = spawn_connection(hub.connection_context(index, None));
+        let handle = spawn_connection(pool.connection_context(index, None));
         let ready = handle.wait_ready(READY_WAIT).await;
         let up_since = Instant::now();
         let mut failure = None;
@@ -48,7 +48,7 @@ pub async fn supervise(
                 slot.state.ready();
                 slot.facts.store(Some(facts.clone()));
                 slot.down_reason.store(None);
-                refresh_all(&hub, index, &handle, &facts).await;
+                refresh_all(&pool, index, &handle, &facts).await;
                 if slot.server.isolation == Isolation::PerSession {
                     // The catalog came from this probe connection; sessions open their own.
                     handle.shutdown();
@@ -71,12 +71,12 @@ pub async fn supervise(
         let probe_ok = slot.server.isolation == Isolation::PerSession && slot.facts.load().is_some();
         if shared_up || probe_ok {
             tokio::select! {
-                _ = watch_events(&hub, &mut events) => {}
+                _ = watch_events(&pool, &mut events) => {}
                 _ = handle.closed(), if shared_up => {}
-                _ = hub.shutdown.cancelled() => {}
+                _ = pool.shutdown.cancelled() => {}
             }
         }
-        if hub.shutdown.is_cancelled() {
+        if pool.shutdown.is_cancelled() {
             handle.shutdown();
             handle.closed().await;
             slot.state.stopped();
@@ -88,8 +88,8 @@ pub async fn supervise(
         }
         slot.shared.store(None);
         slot.list_freshness.clear();
-        let changed = hub.catalog.clear(index);
-        notify_sessions(&hub, &changed);
+        let changed = pool.catalog.clear(index);
+        pool.emit(HostEvent::ListsChanged(&changed));
         if up_since.elapsed() > STABLE_AFTER {
             backoff = RESTART_MIN;
         }
@@ -108,7 +108,7 @@ pub async fn supervise(
         tracing::warn!(upstream = %slot.server.name, delay_ms = (backoff + jitter).as_millis() as u64, "restarting upstream");
         tokio::select! {
             _ = tokio::time::sleep(backoff + jitter) => {}
-            _ = hub.shutdown.cancelled() => {
+            _ = pool.shutdown.cancelled() => {
                 slot.state.stopped();
                 return;
             }
@@ -120,15 +120,15 @@ pub async fn supervise(
 /// Serve list_changed events (from the shared connection or any per-session one) forever: the
 /// first of a burst is re-fetched at once; those arriving meanwhile make one more round, one
 /// fetch per (list, upstream), with the connection that reported last.
-async fn watch_events(hub: &Arc<Hub>, events: &mut mpsc::Receiver<ConnectionEvent>) {
+async fn watch_events(pool: &Arc<Upstreams>, events: &mut mpsc::Receiver<ConnectionEvent>) {
     let key = |event: &ConnectionEvent| match event {
         ConnectionEvent::ListChanged { kind, via } => (*kind, via.index()),
     };
-    coalesce::serve(events, key, |batch| refetch(hub, batch)).await;
+    coalesce::serve(events, key, |batch| refetch(pool, batch)).await;
 }
 
 /// Re-fetch the lists of one round together, then tell sessions once about those that changed.
-async fn refetch(hub: &Arc<Hub>, batch: Vec<ConnectionEvent>) {
+async fn refetch(pool: &Arc<Upstreams>, batch: Vec<ConnectionEvent>) {
     let fetches = batch
         .into_iter()
         .map(|ConnectionEvent::ListChanged { kind, via }| async move {
@@ -139,9 +139,9 @@ async fn refetch(hub: &Arc<Hub>, batch: Vec<ConnectionEvent>) {
     for (kind, via, fetched) in futures_util::future::join_all(fetches).await {
         match fetched {
             Ok(FetchedList { items, hint }) => {
-                let slot = &hub.upstreams[via.index()];
+                let slot = &pool[via.index()];
                 slot.list_freshness.record(kind, hint, Instant::now());
-                if hub.catalog.replace(via.index(), kind, items) {
+                if pool.catalog.replace(via.index(), kind, items) {
                     changed.push(kind);
                 }
             }
@@ -150,11 +150,11 @@ async fn refetch(hub: &Arc<Hub>, batch: Vec<ConnectionEvent>) {
             }
         }
     }
-    notify_sessions(hub, &changed);
+    pool.emit(HostEvent::ListsChanged(&changed));
 }
 
 /// Load every list the server offers into the catalog and tell sessions what changed.
-async fn refresh_all(hub: &Arc<Hub>, index: usize, handle: &UpstreamHandle, facts: &ServerFacts) {
+async fn refresh_all(pool: &Arc<Upstreams>, index: usize, handle: &UpstreamHandle, facts: &ServerFacts) {
     let mut changed = Vec::new();
     for kind in ListKind::ALL {
         if !facts.has(kind.capability()) {
@@ -163,10 +163,10 @@ async fn refresh_all(hub: &Arc<Hub>, index: usize, handle: &UpstreamHandle, fact
         match fetch_list(handle, kind).await {
             Ok(FetchedList { items, hint }) => {
                 tracing::info!(upstream = %handle.name(), list = kind.method(), count = items.len(), "loaded list");
-                hub.upstreams[index]
+                pool[index]
                     .list_freshness
                     .record(kind, hint, Instant::now());
-                if hub.catalog.replace(index, kind, items) {
+                if pool.catalog.replace(index, kind, items) {
                     changed.push(kind);
                 }
             }
@@ -175,7 +175,7 @@ async fn refresh_all(hub: &Arc<Hub>, index: usize, handle: &UpstreamHandle, fact
             }
         }
     }
-    notify_sessions(hub, &changed);
+    pool.emit(HostEvent::ListsChanged(&changed));
 }
 
 /// One upstream list, every page walked.
@@ -227,22 +227,4 @@ fn protocol_error(handle: &UpstreamHandle, detail: String) -> CallFailure {
         name: handle.name().to_string(),
         detail,
     })
-}
-
-/// Send each distinct list_changed notification once to every session.
-pub fn notify_sessions(hub: &Hub, changed: &[ListKind]) {
-    let mut sent = HashSet::new();
-    for kind in changed {
-        let method = kind.list_changed_notification();
-        if sent.insert(method) {
-            let json: Arc<str> = Message::Notification {
-                method: method.into(),
-                params: None,
-            }
-            .to_json()
-            .into();
-            hub.sessions.broadcast(&json);
-            hub.sessions.listeners.list_changed(*kind);
-        }
-    }
 }

@@ -1,0 +1,75 @@
+//! A request on its way to an upstream ([`OutboundCall`]), who waits for it ([`CallOrigin`]),
+//! what flows back to a host call ([`CallEvent`]), and the commands a connection actor takes.
+
+use super::call_channel::CallSink;
+use super::host::HostLink;
+use crate::error::UpstreamError;
+use crate::protocol::Message;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// What flows back to the host call that caused it.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// The upstream's response (its id is the upstream-side id).
+    Response(Message),
+    /// A notification tied to the call (progress still carries the gateway's token).
+    Notification(Message),
+    /// A server-to-client request, already addressed to the host (downstream id).
+    ServerRequest(Arc<str>),
+    /// The call cannot complete.
+    Failed(UpstreamError),
+    /// The upstream ended the call's stream before answering and mcpmux is resuming it (SSE
+    /// polling); `retry_ms` is the delay the upstream asked for.
+    Paused { retry_ms: Option<u64> },
+}
+
+/// Who is waiting for a request's answer.
+pub enum CallOrigin {
+    /// mcpmux itself (initialize, list walks, setLevel).
+    Internal(oneshot::Sender<Result<Box<RawValue>, CallFailure>>),
+    /// A host session's call.
+    Host {
+        host: Arc<dyn HostLink>,
+        sink: CallSink,
+    },
+}
+
+/// Why an internal request failed.
+#[derive(Debug)]
+pub enum CallFailure {
+    Upstream(UpstreamError),
+    /// The upstream answered with a JSON-RPC error object.
+    Rpc(Box<RawValue>),
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallFailure::Upstream(e) => write!(f, "{e}"),
+            CallFailure::Rpc(e) => write!(f, "error {}", e.get()),
+        }
+    }
+}
+
+/// A request to send upstream.
+pub struct OutboundCall {
+    pub upstream_id: u64,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+    /// `Mcp-Param-*` headers for a modern HTTP upstream (lowercase name, value).
+    pub param_headers: Vec<(String, String)>,
+    pub origin: CallOrigin,
+}
+
+/// Commands a connection actor accepts.
+pub enum Command {
+    Call(OutboundCall),
+    Notify {
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
+    /// Give the connection up (it stopped answering): pending calls fail with this reason.
+    Abandon(String),
+}

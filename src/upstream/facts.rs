@@ -1,0 +1,41 @@
+//! What a connection knows about its server once opened ([`ServerFacts`]) and its lifecycle as
+//! others see it ([`Status`]).
+
+use std::sync::Arc;
+
+/// What a connection reports about the server once initialized.
+#[derive(Debug, Clone)]
+pub struct ServerFacts {
+    pub protocol_version: String,
+    pub capabilities: serde_json::Value,
+    pub instructions: Option<String>,
+    pub server_info: serde_json::Value,
+}
+
+impl ServerFacts {
+    /// Whether the server declared a capability key (e.g. `"prompts"`).
+    pub fn has(&self, capability: &str) -> bool {
+        self.capabilities.get(capability).is_some_and(|v| !v.is_null())
+    }
+
+    /// Whether the server speaks 2026-07-28.
+    pub fn is_modern(&self) -> bool {
+        self.protocol_version == crate::protocol::modern::MODERN_VERSION
+    }
+
+    /// Whether the server announces changes of a list (`listChanged: true`).
+    pub fn announces_changes(&self, kind: crate::catalog::ListKind) -> bool {
+        self.capabilities
+            .pointer(&format!("/{}/listChanged", kind.capability()))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
+    }
+}
+
+/// The connection's lifecycle as others see it.
+#[derive(Debug, Clone)]
+pub enum Status {
+    Starting,
+    Ready(Arc<ServerFacts>),
+    Down(String),
+}

@@ -1,0 +1,57 @@
+//! The host side as upstream connections see it. `upstream/` never names a host-side type: a
+//! host session is a [`HostLink`], and what concerns every host (list changes, resource updates,
+//! log messages no call claims) is a [`HostEvent`] handed to [`HostEvents`].
+
+use crate::catalog::ListKind;
+use crate::protocol::{ClientCaps, RawObject};
+use std::sync::Arc;
+
+/// Identifies one host session for as long as the process runs (never reused).
+pub type HostKey = u64;
+
+/// One host session, as a connection needs it.
+pub trait HostLink: Send + Sync {
+    /// Its key.
+    fn key(&self) -> HostKey;
+    /// The client capabilities it declared.
+    fn caps(&self) -> ClientCaps;
+    /// The log level to ask a modern upstream for on its behalf (none: no log messages).
+    fn log_level_name(&self) -> Option<&'static str>;
+    /// Whether a `notifications/message` at `level` should reach it.
+    fn wants_log(&self, level: Option<&str>) -> bool;
+    /// Queue a message on its standalone stream; false when it has none or it is full.
+    fn push(&self, json: Arc<str>) -> bool;
+    /// Whether the session ended.
+    fn is_closed(&self) -> bool;
+}
+
+/// What a connection tells every host about.
+pub enum HostEvent<'a> {
+    /// `notifications/resources/updated` for `uri` (as hosts see it); `owner` is the session of a
+    /// per-session connection (only it may hear of its resources).
+    ResourceUpdated {
+        owner: Option<HostKey>,
+        uri: &'a str,
+        params: &'a RawObject,
+        notification: Arc<str>,
+    },
+    /// A log message no host call claims.
+    Log {
+        level: Option<&'a str>,
+        notification: Arc<str>,
+    },
+    /// What hosts see of these lists changed.
+    ListsChanged(&'a [ListKind]),
+}
+
+/// Where connections and supervisors send [`HostEvent`]s.
+pub trait HostEvents: Send + Sync {
+    fn emit(&self, event: HostEvent<'_>);
+}
+
+/// Hosts that hear nothing (a connection with no hosts behind it, and tests).
+pub struct NoHosts;
+
+impl HostEvents for NoHosts {
+    fn emit(&self, _event: HostEvent<'_>) {}
+}

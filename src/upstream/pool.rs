@@ -1,0 +1,196 @@
+//! Every configured upstream of a gateway: one slot per server (its shared connection, last known
+//! facts, phase and list freshness), the catalog their lists feed, the ties to host sessions, and
+//! where connections report to hosts. Connections are opened here, shared or per session.
+
+use super::host::{HostEvent, HostEvents, HostLink};
+use super::state::UpstreamState;
+use super::ties::HostTies;
+use super::{spawn_connection, ConnectionContext, ConnectionEvent, ServerFacts, UpstreamHandle};
+use crate::catalog::freshness::ListFreshness;
+use crate::catalog::{CatalogStore, Naming};
+use crate::config::{Config, Isolation, ServerConfig};
+use crate::error::UpstreamError;
+use arc_swap::ArcSwapOption;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// How long a host's first request waits for upstreams that are still starting.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(60);
+/// How long a call waits for a per-session connection to become ready.
+const CONNECT_WAIT: Duration = Duration::from_secs(60);
+/// Capacity of a supervisor's event queue.
+const SUPERVISOR_EVENTS: usize = 64;
+
+/// One configured upstream.
+pub struct UpstreamSlot {
+    pub server: Arc<ServerConfig>,
+    pub index: usize,
+    pub naming: Naming,
+    /// The connection serving every session (shared isolation).
+    pub shared: ArcSwapOption<UpstreamHandle>,
+    /// What the server said in its last successful initialize.
+    pub facts: ArcSwapOption<ServerFacts>,
+    /// Why the upstream is unavailable, when it is.
+    pub down_reason: ArcSwapOption<String>,
+    /// The cache hints a modern upstream gave its lists.
+    pub list_freshness: ListFreshness,
+    /// Its phase, restarts and last failure, as `/status` reports them.
+    pub state: UpstreamState,
+    pub events: mpsc::Sender<ConnectionEvent>,
+}
+
+/// The upstreams of a gateway.
+pub struct Upstreams {
+    slots: Vec<UpstreamSlot>,
+    pub catalog: Arc<CatalogStore>,
+    pub ties: Arc<HostTies>,
+    hosts: Arc<dyn HostEvents>,
+    pub shutdown: CancellationToken,
+    started: watch::Receiver<usize>,
+}
+
+/// What each supervisor needs to start with: its event queue, and the counter of upstreams that
+/// finished their first start attempt.
+pub struct SupervisorInputs {
+    pub events: Vec<mpsc::Receiver<ConnectionEvent>>,
+    pub started: watch::Sender<usize>,
+}
+
+impl Upstreams {
+    /// One slot per configured server; connections report to `hosts`.
+    pub fn new(
+        config: &Config,
+        hosts: Arc<dyn HostEvents>,
+        ties: Arc<HostTies>,
+        shutdown: CancellationToken,
+    ) -> (Arc<Upstreams>, SupervisorInputs) {
+        let naming = |server: &ServerConfig| Naming {
+            namespace: server.namespace.clone(),
+            separator: config.gateway.separator.clone(),
+        };
+        let mut events = Vec::new();
+        let slots = (config.servers.iter().enumerate())
+            .map(|(index, server)| {
+                let (tx, rx) = mpsc::channel(SUPERVISOR_EVENTS);
+                events.push(rx);
+                UpstreamSlot {
+                    server: Arc::new(server.clone()),
+                    index,
+                    naming: naming(server),
+                    shared: ArcSwapOption::empty(),
+                    facts: ArcSwapOption::empty(),
+                    down_reason: ArcSwapOption::empty(),
+                    list_freshness: ListFreshness::default(),
+                    state: UpstreamState::default(),
+                    events: tx,
+                }
+            })
+            .collect::<Vec<_>>();
+        let (started_tx, started_rx) = watch::channel(0);
+        let upstreams = Upstreams {
+            catalog: Arc::new(CatalogStore::new(slots.iter().map(|s| s.naming.clone()).collect())),
+            slots,
+            ties,
+            hosts,
+            shutdown,
+            started: started_rx,
+        };
+        let inputs = SupervisorInputs {
+            events,
+            started: started_tx,
+        };
+        (Arc::new(upstreams), inputs)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, UpstreamSlot> {
+        self.slots.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Tell every host.
+    pub fn emit(&self, event: HostEvent<'_>) {
+        self.hosts.emit(event);
+    }
+
+    /// Wait (bounded) until every upstream finished its first start attempt.
+    pub async fn wait_startup(&self) {
+        let total = self.slots.len();
+        let mut rx = self.started.clone();
+        let _ = tokio::time::timeout(STARTUP_WAIT, rx.wait_for(|n| *n >= total)).await;
+    }
+
+    /// Whether every upstream finished its first start attempt.
+    pub fn started_all(&self) -> bool {
+        *self.started.borrow() >= self.slots.len()
+    }
+
+    /// Connection context for a new connection to upstream `index`.
+    pub fn connection_context(&self, index: usize, owner: Option<&Arc<dyn HostLink>>) -> ConnectionContext {
+        let slot = &self.slots[index];
+        ConnectionContext {
+            server: slot.server.clone(),
+            index,
+            naming: slot.naming.clone(),
+            hosts: self.hosts.clone(),
+            ties: self.ties.clone(),
+            events: slot.events.clone(),
+            owner: owner.map(Arc::downgrade),
+        }
+    }
+
+    /// The connection that serves `host` for upstream `index`, opening a per-session one on the
+    /// session's first call (and again after it went down).
+    pub async fn connection_for(&self, index: usize, host: &Arc<dyn HostLink>) -> Result<UpstreamHandle, UpstreamError> {
+        let slot = &self.slots[index];
+        if slot.server.isolation == Isolation::Shared {
+            return match slot.shared.load_full() {
+                Some(handle) => Ok((*handle).clone()),
+                None => {
+                    let reason = slot.down_reason.load_full().map(|r| (*r).clone());
+                    Err(UpstreamError::Unavailable {
+                        name: slot.server.name.clone(),
+                        reason: reason.unwrap_or_else(|| "not connected".into()),
+                    })
+                }
+            };
+        }
+        let handle = self.ties.connection_or_open(host.key(), index, || {
+            spawn_connection(self.connection_context(index, Some(host)))
+        });
+        if host.is_closed() {
+            // The session ended while this call was on its way: nothing will stop it later.
+            self.ties.untie(host.key());
+            return Err(UpstreamError::Unavailable {
+                name: slot.server.name.clone(),
+                reason: "the host session ended".into(),
+            });
+        }
+        handle.wait_ready(CONNECT_WAIT).await?;
+        Ok(handle)
+    }
+
+    /// Every open connection: the shared ones and every session's own.
+    pub fn all_connections(&self) -> Vec<UpstreamHandle> {
+        let shared = self.slots.iter().filter_map(|slot| slot.shared.load_full());
+        let mut all: Vec<UpstreamHandle> = shared.map(|h| (*h).clone()).collect();
+        all.extend(self.ties.all_connections());
+        all
+    }
+}
+
+impl std::ops::Index<usize> for Upstreams {
+    type Output = UpstreamSlot;
+
+    fn index(&self, index: usize) -> &UpstreamSlot {
+        &self.slots[index]
+    }
+}
