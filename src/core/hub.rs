@@ -68,7 +68,11 @@ impl Hub {
     }
 
     /// The connection that serves `session` for upstream `index`.
-    pub async fn connection_for(&self, index: usize, session: &Arc<Session>) -> Result<UpstreamHandle, UpstreamError> {
+    pub async fn connection_for(
+        &self,
+        index: usize,
+        session: &Arc<Session>,
+    ) -> Result<UpstreamHandle, UpstreamError> {
         self.upstreams.connection_for(index, &session.link()).await
     }
 }

@@ -192,7 +192,12 @@ mod tests {
 
     #[test]
     fn undeclared_capabilities_are_refused() {
-        let session = Session::new("s".into(), "2025-11-25".into(), ClientCaps::default(), Arc::new(HostTies::new()));
+        let session = Session::new(
+            "s".into(),
+            "2025-11-25".into(),
+            ClientCaps::default(),
+            Arc::new(HostTies::new()),
+        );
         let result = RawObject::parse(r#"{"inputRequests":{"r":{"method":"roots/list"}}}"#).unwrap();
         let err = ask(&session, &result).err().unwrap();
         assert!(err.get().contains("-32021"));

@@ -341,7 +341,9 @@ async fn initialize(
     let (mut session, mut result) = router::initialize(&legacy.hub, params.as_ref(), link.id.clone()).await;
     let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
     if asked.as_deref() == Some(LEGACY_VERSION) {
-        session = legacy.hub.new_session(link.id.clone(), LEGACY_VERSION.into(), session.caps);
+        session = legacy
+            .hub
+            .new_session(link.id.clone(), LEGACY_VERSION.into(), session.caps);
         if let Ok(mut obj) = RawObject::parse(result.get()) {
             obj.set_str("protocolVersion", LEGACY_VERSION);
             result = obj.to_raw();

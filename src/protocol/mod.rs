@@ -12,6 +12,6 @@ pub mod raw_object;
 pub mod sse;
 pub mod version;
 
-pub use message::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
 pub use client_caps::ClientCaps;
+pub use message::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
 pub use raw_object::RawObject;

@@ -5,13 +5,13 @@
 
 use super::streams::CallStreams;
 use crate::protocol::logging::{log_level_rank, LOG_LEVELS};
-use serde_json::value::RawValue;
 use crate::protocol::{ClientCaps, Message, RequestId};
 use crate::upstream::host::{HostKey, HostLink};
 use crate::upstream::server_requests::{AnswerTo, Route, RoutesFull};
 use crate::upstream::ties::HostTies;
 use crate::upstream::UpstreamHandle;
 use parking_lot::Mutex;
+use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -281,7 +281,12 @@ mod tests {
 
     #[test]
     fn log_levels_filter() {
-        let s = Session::new("s".into(), "2025-11-25".into(), ClientCaps::default(), Arc::new(HostTies::new()));
+        let s = Session::new(
+            "s".into(),
+            "2025-11-25".into(),
+            ClientCaps::default(),
+            Arc::new(HostTies::new()),
+        );
         assert!(s.wants_log(Some("debug")));
         s.set_log_level(log_level_rank("warning").unwrap());
         assert!(!s.wants_log(Some("info")));
@@ -290,7 +295,12 @@ mod tests {
 
     #[test]
     fn get_stream_is_exclusive_until_dropped() {
-        let s = Session::new("s".into(), "2025-11-25".into(), ClientCaps::default(), Arc::new(HostTies::new()));
+        let s = Session::new(
+            "s".into(),
+            "2025-11-25".into(),
+            ClientCaps::default(),
+            Arc::new(HostTies::new()),
+        );
         let rx = s.open_get_stream().unwrap();
         assert!(s.open_get_stream().is_none());
         assert!(s.push_get("{}".into()));

@@ -118,10 +118,7 @@ impl HostEvents for SessionRegistry {
                     }
                 }
             }
-            HostEvent::Log {
-                level,
-                notification,
-            } => {
+            HostEvent::Log { level, notification } => {
                 for session in self.all() {
                     if session.log_level().is_some() && session.wants_log(level) {
                         session.push_get(notification.clone());
@@ -143,7 +140,12 @@ mod tests {
     fn reaping_ends_idle_sessions_only() {
         let reg = SessionRegistry::new();
         let ties = Arc::new(HostTies::new());
-        let idle = Session::new("idle".into(), "2025-11-25".into(), ClientCaps::default(), ties.clone());
+        let idle = Session::new(
+            "idle".into(),
+            "2025-11-25".into(),
+            ClientCaps::default(),
+            ties.clone(),
+        );
         let busy = Session::new("busy".into(), "2025-11-25".into(), ClientCaps::default(), ties);
         let _stream = busy.open_get_stream();
         reg.insert(idle.clone());

@@ -46,8 +46,8 @@ pub(super) fn attribute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::call_channel::call_channel;
     use crate::protocol::ClientCaps;
+    use crate::upstream::call_channel::call_channel;
     use crate::upstream::host::HostKey;
     use std::time::{Duration, Instant};
 
@@ -102,14 +102,22 @@ mod tests {
     fn the_stream_a_message_arrives_on_names_its_call() {
         let pending = HashMap::from([(1, host_call(10, 5)), (2, host_call(20, 500)), (3, internal())]);
         assert_eq!(key_of(attribute(&pending, Some(1), None)), Some((10, true)));
-        assert_eq!(key_of(attribute(&pending, Some(3), None)), None, "mcpmux's own request");
+        assert_eq!(
+            key_of(attribute(&pending, Some(3), None)),
+            None,
+            "mcpmux's own request"
+        );
     }
 
     #[test]
     fn otherwise_the_oldest_host_call_in_flight() {
         let pending = HashMap::from([(1, host_call(10, 5)), (2, host_call(20, 500)), (3, internal())]);
         assert_eq!(key_of(attribute(&pending, None, None)), Some((20, true)));
-        assert_eq!(key_of(attribute(&pending, Some(99), None)), Some((20, true)), "an unknown stream");
+        assert_eq!(
+            key_of(attribute(&pending, Some(99), None)),
+            Some((20, true)),
+            "an unknown stream"
+        );
         let only_internal = HashMap::from([(3, internal())]);
         assert_eq!(key_of(attribute(&only_internal, None, None)), None);
     }
@@ -118,8 +126,15 @@ mod tests {
     fn a_per_session_connection_belongs_to_its_owner() {
         let pending = HashMap::from([(1, host_call(10, 5)), (2, host_call(20, 500))]);
         let owner: Arc<dyn HostLink> = Arc::new(Host(10));
-        assert_eq!(key_of(attribute(&pending, None, Some(owner.clone()))), Some((10, true)));
+        assert_eq!(
+            key_of(attribute(&pending, None, Some(owner.clone()))),
+            Some((10, true))
+        );
         let idle = HashMap::new();
-        assert_eq!(key_of(attribute(&idle, None, Some(owner))), Some((10, false)), "its standalone stream");
+        assert_eq!(
+            key_of(attribute(&idle, None, Some(owner))),
+            Some((10, false)),
+            "its standalone stream"
+        );
     }
 }

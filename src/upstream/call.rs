@@ -30,10 +30,7 @@ pub enum CallOrigin {
     /// mcpmux itself (initialize, list walks, setLevel).
     Internal(oneshot::Sender<Result<Box<RawValue>, CallFailure>>),
     /// A host session's call.
-    Host {
-        host: Arc<dyn HostLink>,
-        sink: CallSink,
-    },
+    Host { host: Arc<dyn HostLink>, sink: CallSink },
 }
 
 /// Why an internal request failed.

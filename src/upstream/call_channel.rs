@@ -192,7 +192,9 @@ mod tests {
     use crate::protocol::message::parse_message;
 
     fn note(text: &str) -> CallEvent {
-        let json = format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progress":{text}}}}}"#);
+        let json = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progress":{text}}}}}"#
+        );
         CallEvent::Notification(parse_message(&json).unwrap())
     }
 

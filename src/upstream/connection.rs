@@ -7,7 +7,9 @@ use super::host::{HostEvents, HostLink};
 use super::legacy_sse::LegacySseTransport;
 use super::stdio::StdioTransport;
 use super::ties::HostTies;
-use super::{CallEvent, CallFailure, CallOrigin, Command, OutboundCall, Status, UpstreamHandle, COMMAND_QUEUE};
+use super::{
+    CallEvent, CallFailure, CallOrigin, Command, OutboundCall, Status, UpstreamHandle, COMMAND_QUEUE,
+};
 use crate::catalog::{ListKind, Naming};
 use crate::config::{Era, ServerConfig, TransportConfig};
 use crate::error::UpstreamError;
@@ -65,6 +67,9 @@ pub(super) enum Transport {
     Stdio(StdioTransport),
     Http(Box<super::http::HttpTransport>),
     LegacySse(Box<LegacySseTransport>),
+    /// Frames handed to a test playing the server.
+    #[cfg(test)]
+    Memory(mpsc::UnboundedSender<String>),
 }
 
 impl Transport {
@@ -73,7 +78,17 @@ impl Transport {
             Transport::Stdio(t) => t.send(frame),
             Transport::Http(t) => t.send(frame, upstream_id),
             Transport::LegacySse(t) => t.send(frame, upstream_id),
+            #[cfg(test)]
+            Transport::Memory(t) => Self::to_test(t, frame),
         }
+    }
+
+    #[cfg(test)]
+    fn to_test(server: &mpsc::UnboundedSender<String>, frame: String) -> Result<(), UpstreamError> {
+        server.send(frame).map_err(|_| UpstreamError::Closed {
+            name: "memory".into(),
+            reason: "the test's server is gone".into(),
+        })
     }
 
     /// Send a request with the headers a modern HTTP upstream needs (ignored on stdio).
@@ -87,6 +102,8 @@ impl Transport {
             Transport::Stdio(t) => t.send(frame),
             Transport::Http(t) => t.send_with(frame, Some(upstream_id), headers),
             Transport::LegacySse(t) => t.send(frame, Some(upstream_id)),
+            #[cfg(test)]
+            Transport::Memory(t) => Self::to_test(t, frame),
         }
     }
 
@@ -95,6 +112,8 @@ impl Transport {
             Transport::Stdio(t) => t.stop().await,
             Transport::Http(t) => (*t).stop().await,
             Transport::LegacySse(t) => (*t).stop().await,
+            #[cfg(test)]
+            Transport::Memory(_) => {}
         }
     }
 }
@@ -136,8 +155,8 @@ impl Actor {
         &self.ctx.server.name
     }
 
-    async fn run(mut self, mut commands: mpsc::Receiver<Command>, stop: CancellationToken) {
-        let (inbound_tx, mut inbound) = mpsc::channel(INBOUND_QUEUE);
+    async fn run(self, commands: mpsc::Receiver<Command>, stop: CancellationToken) {
+        let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
         let transport = match &self.ctx.server.transport {
             TransportConfig::Stdio { .. } => StdioTransport::spawn(
                 self.handle.name().into(),
@@ -150,14 +169,23 @@ impl Actor {
                 super::legacy_link::http_transport(self.handle.name().into(), &self.ctx.server, inbound_tx)
             }
         };
-        let mut transport = match transport {
-            Ok(t) => t,
+        match transport {
+            Ok(transport) => self.serve(transport, inbound, commands, stop).await,
             Err(err) => {
                 tracing::error!(upstream = %self.name(), %err, "cannot start upstream");
                 self.status.send_replace(Status::Down(err.to_string()));
-                return;
             }
-        };
+        }
+    }
+
+    /// Open the connection over `transport` and serve it until it ends or is stopped.
+    pub(super) async fn serve(
+        mut self,
+        mut transport: Transport,
+        mut inbound: mpsc::Receiver<Inbound>,
+        mut commands: mpsc::Receiver<Command>,
+        stop: CancellationToken,
+    ) {
         let reason = tokio::select! {
             r = self.initialize(&mut transport, &mut inbound) => r.err(),
             _ = stop.cancelled() => Some("stopped".to_string()),
@@ -210,7 +238,7 @@ impl Actor {
                 Some(status) => format!("{reason}; process {status}"),
                 None => reason,
             },
-            Transport::Http(_) | Transport::LegacySse(_) => reason,
+            _ => reason,
         }
     }
 
@@ -267,7 +295,7 @@ impl Actor {
         let facts = match transport {
             Transport::Http(_) | Transport::LegacySse(_) => self.open_http(transport, inbound, probe).await?,
             Transport::Stdio(_) if probe => self.discover_or_handshake(transport, inbound).await?,
-            Transport::Stdio(_) => self.handshake(transport, inbound, None).await?,
+            _ => self.handshake(transport, inbound, None).await?,
         };
         self.modern = facts.protocol_version == MODERN_VERSION;
         tracing::info!(upstream = %self.name(), version = %facts.protocol_version, "upstream initialized");

@@ -351,3 +351,37 @@ impl Drop for CancelOnDrop<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued_call(handle: &UpstreamHandle) -> OutboundCall {
+        let (tx, _rx) = oneshot::channel();
+        OutboundCall {
+            upstream_id: handle.next_id(),
+            method: "tools/call".into(),
+            params: None,
+            param_headers: Vec::new(),
+            origin: CallOrigin::Internal(tx),
+        }
+    }
+
+    #[test]
+    fn a_full_command_queue_fails_calls_fast_but_keeps_cancellations_and_answers() {
+        let (commands, _actor_end) = mpsc::channel(2);
+        let (_, status) = watch::channel(Status::Starting);
+        let handle = UpstreamHandle::new("u".into(), 0, commands, status, CancellationToken::new());
+        handle.send_call(queued_call(&handle)).unwrap();
+        handle.send_call(queued_call(&handle)).unwrap();
+        let refused = handle.send_call(queued_call(&handle));
+        assert!(matches!(refused, Err(UpstreamError::Overloaded { .. })));
+        // The actor is busy and its queue full: a cancellation and an answer still get through.
+        handle.cancel(1, "the host cancelled");
+        handle.answer_error(RequestId::number(9), -32601, "no");
+        let urgent = handle.take_urgent();
+        assert_eq!(urgent.cancels, vec![(1, "the host cancelled".to_string())]);
+        assert_eq!(urgent.answers.len(), 1);
+        assert!(handle.take_urgent().cancels.is_empty(), "taken once");
+    }
+}

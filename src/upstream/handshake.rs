@@ -5,8 +5,8 @@ use super::ServerFacts;
 use crate::protocol::message::{json_string, to_raw};
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::version::{LATEST_SESSION_ERA, UPSTREAM_ACCEPTED_VERSIONS};
-use crate::protocol::{Message, RequestId, ResponsePayload};
 use crate::protocol::ClientCaps;
+use crate::protocol::{Message, RequestId, ResponsePayload};
 use serde_json::value::RawValue;
 
 /// mcpmux's `clientInfo`.

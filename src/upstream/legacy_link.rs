@@ -7,9 +7,9 @@ use super::connection::{Actor, ConnectionEvent, Inbound, Transport};
 use super::http::HttpTransport;
 use super::legacy_sse::LegacySseTransport;
 use super::{Command, ServerFacts, Status};
-use crate::error::UpstreamError;
 use crate::catalog::ListKind;
 use crate::config::{HttpMode, ServerConfig, TransportConfig};
+use crate::error::UpstreamError;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -83,7 +83,7 @@ impl Actor {
                 tracing::info!(upstream = %self.name(), "upstream speaks legacy HTTP+SSE");
             }
             Transport::LegacySse(t) => t.connect().await?,
-            Transport::Stdio(_) => return Err("not an HTTP upstream".into()),
+            _ => return Err("not an HTTP upstream".into()),
         }
         self.handshake(transport, inbound, None).await
     }

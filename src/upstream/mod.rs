@@ -3,6 +3,8 @@
 //! of them all. Hosts are seen only through [`host::HostLink`] and [`host::HostEvents`], traits
 //! this module owns; nothing here names a host-side type.
 
+#[cfg(test)]
+mod actor_tests;
 mod attribution;
 mod call;
 pub mod call_channel;

@@ -90,7 +90,9 @@ impl Upstreams {
             .collect::<Vec<_>>();
         let (started_tx, started_rx) = watch::channel(0);
         let upstreams = Upstreams {
-            catalog: Arc::new(CatalogStore::new(slots.iter().map(|s| s.naming.clone()).collect())),
+            catalog: Arc::new(CatalogStore::new(
+                slots.iter().map(|s| s.naming.clone()).collect(),
+            )),
             slots,
             ties,
             hosts,
@@ -149,7 +151,11 @@ impl Upstreams {
 
     /// The connection that serves `host` for upstream `index`, opening a per-session one on the
     /// session's first call (and again after it went down).
-    pub async fn connection_for(&self, index: usize, host: &Arc<dyn HostLink>) -> Result<UpstreamHandle, UpstreamError> {
+    pub async fn connection_for(
+        &self,
+        index: usize,
+        host: &Arc<dyn HostLink>,
+    ) -> Result<UpstreamHandle, UpstreamError> {
         let slot = &self.slots[index];
         if slot.server.isolation == Isolation::Shared {
             return match slot.shared.load_full() {

@@ -105,7 +105,12 @@ impl ServerRequests {
     }
 
     /// Record a request for `host` and return the id it carries towards the host.
-    pub fn open(&self, host: &Arc<dyn HostLink>, answer_to: AnswerTo, sink: Option<CallSink>) -> Result<u64, RoutesFull> {
+    pub fn open(
+        &self,
+        host: &Arc<dyn HostLink>,
+        answer_to: AnswerTo,
+        sink: Option<CallSink>,
+    ) -> Result<u64, RoutesFull> {
         let key = host.key();
         let mut table = self.table.lock();
         if table.routes.len() >= MAX_ROUTES {
@@ -192,7 +197,8 @@ impl ServerRequests {
             if !table.per_host.contains_key(&host) {
                 return;
             }
-            let keys: Vec<(HostKey, u64)> = table.routes.keys().filter(|(h, _)| *h == host).copied().collect();
+            let keys: Vec<(HostKey, u64)> =
+                table.routes.keys().filter(|(h, _)| *h == host).copied().collect();
             keys.into_iter().filter_map(|key| table.remove(key)).collect()
         };
         for route in routes {
@@ -283,7 +289,10 @@ mod tests {
         let (to, _rx) = local();
         assert_eq!(table.open(&a, to, None), Err(RoutesFull::Host));
         let (to, _rx) = local();
-        assert!(table.open(&host(8), to, None).is_ok(), "other hosts are not affected");
+        assert!(
+            table.open(&host(8), to, None).is_ok(),
+            "other hosts are not affected"
+        );
         table.close_host(7);
         assert_eq!(table.waiting_for(7), 0);
         for mut rx in waiting {

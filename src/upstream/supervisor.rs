@@ -163,9 +163,7 @@ async fn refresh_all(pool: &Arc<Upstreams>, index: usize, handle: &UpstreamHandl
         match fetch_list(handle, kind).await {
             Ok(FetchedList { items, hint }) => {
                 tracing::info!(upstream = %handle.name(), list = kind.method(), count = items.len(), "loaded list");
-                pool[index]
-                    .list_freshness
-                    .record(kind, hint, Instant::now());
+                pool[index].list_freshness.record(kind, hint, Instant::now());
                 if pool.catalog.replace(index, kind, items) {
                     changed.push(kind);
                 }

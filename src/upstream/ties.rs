@@ -107,7 +107,10 @@ mod tests {
                 .collect();
             let ids: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
             assert_eq!(opened.load(Ordering::SeqCst), 1, "round {round}");
-            assert!(ids.iter().all(|id| *id == ids[0]), "every caller got the same connection");
+            assert!(
+                ids.iter().all(|id| *id == ids[0]),
+                "every caller got the same connection"
+            );
         }
     }
 
