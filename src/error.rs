@@ -1,6 +1,7 @@
 //! Errors that say where they came from, and their one mapping to JSON-RPC codes and HTTP statuses.
 
-use http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderValue, StatusCode};
 
 /// JSON-RPC error codes mcpmux emits.
 pub mod codes {
@@ -129,6 +130,26 @@ impl DownstreamError {
             _ => codes::INVALID_REQUEST,
         }
     }
+}
+
+impl DownstreamError {
+    /// The HTTP answer for this refusal: its status and an id-less JSON-RPC error body (405
+    /// says which methods are allowed).
+    pub fn into_http(self) -> Response {
+        let status = self.status();
+        let body = crate::protocol::message::error_response(None, self.code(), &self.to_string()).to_json();
+        let mut resp = json_text(status, body);
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+        }
+        resp
+    }
+}
+
+/// A response with a JSON body (every JSON answer of the host faces is made here).
+pub fn json_text(status: StatusCode, json: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
 /// Failures of the gateway as a whole (startup, binding).

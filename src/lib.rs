@@ -1,11 +1,13 @@
 //! mcpmux: one Streamable HTTP MCP endpoint in front of many upstream MCP servers.
 //! [`run`] serves a [`Config`] until a shutdown token fires; [`start`] returns a running gateway.
 
+pub mod admin;
 pub mod catalog;
 pub mod config;
 pub mod core;
 pub mod error;
 pub mod http;
+pub mod middleware;
 pub mod protocol;
 pub mod session;
 pub mod status_command;
@@ -95,7 +97,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         )));
     }
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
-    let app = http::router(hub.clone());
+    let app = routes(&hub);
     let graceful = shutdown.clone();
     // Replies are written in pieces (SSE headers first, events as the upstream answers); without
     // TCP_NODELAY, Nagle plus the client's delayed ACK adds ~40 ms to every streamed reply.
@@ -116,6 +118,20 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         server,
         tasks,
     })
+}
+
+/// The host faces and the operator endpoints, each behind its layers: tracing, then the
+/// Host/Origin check (a refusal is a JSON-RPC error on the MCP faces, plain text on the others).
+fn routes(hub: &Arc<Hub>) -> axum::Router {
+    use middleware::access::{AccessLayer, RefusalBody};
+    let access = middleware::origin::AccessPolicy::from_config(&hub.config.gateway);
+    let faces = http::router(hub.clone()).layer(
+        tower::ServiceBuilder::new()
+            .layer(middleware::trace::layer())
+            .layer(AccessLayer::new(access.clone(), RefusalBody::JsonRpc)),
+    );
+    let operator = admin::router(hub.clone()).layer(AccessLayer::new(access, RefusalBody::PlainText));
+    faces.merge(operator)
 }
 
 /// Serve until `shutdown` fires, then stop gracefully.

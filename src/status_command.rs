@@ -19,7 +19,7 @@ pub fn status_url(config: &Config) -> String {
             SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
         });
     }
-    format!("http://{addr}{}", crate::http::status::STATUS_PATH)
+    format!("http://{addr}{}", crate::admin::status::STATUS_PATH)
 }
 
 /// Fetch the status document.

@@ -5,7 +5,6 @@
 //! server-to-client requests) goes out on the stream through one bounded queue. A host that
 //! stops reading, or closes the stream, ends its session.
 
-use super::origin::AccessPolicy;
 use super::streamable::{new_session_id, refuse, sse_response};
 use crate::core::hub::Hub;
 use crate::core::router::{self, Dispatch};
@@ -62,7 +61,6 @@ struct Link {
 /// The legacy endpoints' state: the open links by session id.
 struct Legacy {
     hub: Arc<Hub>,
-    access: AccessPolicy,
     message_path: String,
     links: Mutex<HashMap<String, Arc<Link>>>,
 }
@@ -99,7 +97,7 @@ impl Legacy {
 }
 
 /// The routes of the legacy endpoints (none when they would collide with the MCP path).
-pub fn router(hub: Arc<Hub>, access: AccessPolicy) -> axum::Router {
+pub fn router(hub: Arc<Hub>) -> axum::Router {
     let (sse_path, message_path) = legacy_paths(&hub.config.gateway.path);
     if hub.config.gateway.path == sse_path || hub.config.gateway.path == message_path {
         tracing::warn!(path = %hub.config.gateway.path, "legacy SSE endpoints disabled: they would share the MCP path");
@@ -107,7 +105,6 @@ pub fn router(hub: Arc<Hub>, access: AccessPolicy) -> axum::Router {
     }
     let state = Arc::new(Legacy {
         hub,
-        access,
         message_path: message_path.clone(),
         links: Mutex::default(),
     });
@@ -118,10 +115,7 @@ pub fn router(hub: Arc<Hub>, access: AccessPolicy) -> axum::Router {
 }
 
 /// `GET /sse`: a new link, its `endpoint` event first.
-async fn open_stream(State(legacy): State<Arc<Legacy>>, headers: HeaderMap) -> Response {
-    if let Err(err) = legacy.access.check(&headers) {
-        return refuse(err);
-    }
+async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
     let (tx, mut rx) = mpsc::channel(OUT_QUEUE);
     let (inbox, queued) = mpsc::channel(INBOX);
     let link = Arc::new(Link {
@@ -227,7 +221,6 @@ async fn accept_message(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<(), DownstreamError> {
-    legacy.access.check(headers)?;
     let id = session_param(uri)
         .ok_or_else(|| DownstreamError::BadRequest("the sessionId query parameter is required".into()))?;
     let link = legacy
@@ -400,7 +393,6 @@ mod tests {
         let config = crate::Config::from_toml_str("", "test.toml", &|_| None).unwrap();
         let (hub, _inputs) = Hub::new(Arc::new(config), CancellationToken::new());
         let legacy = Legacy {
-            access: AccessPolicy::from_config(&hub.config.gateway),
             hub: hub.clone(),
             message_path: "/message".into(),
             links: Mutex::default(),

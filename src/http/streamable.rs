@@ -4,7 +4,6 @@
 //! transport.
 
 use super::modern;
-use super::origin::AccessPolicy;
 use super::resume;
 use crate::core::forward::error_reply;
 use crate::core::hub::Hub;
@@ -35,22 +34,19 @@ const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 
 struct Endpoint {
     hub: Arc<Hub>,
-    access: AccessPolicy,
 }
 
-/// The axum router serving the configured MCP path (and the legacy SSE endpoints next to it).
+/// The host faces: the configured MCP path and the legacy SSE endpoints next to it, with the
+/// body limit. Access checks and tracing are layers the composition root puts around it.
 pub fn router(hub: Arc<Hub>) -> axum::Router {
     let path = hub.config.gateway.path.clone();
     let limit = hub.config.gateway.max_body_bytes;
-    let access = AccessPolicy::from_config(&hub.config.gateway);
-    let legacy = super::legacy_sse::router(hub.clone(), access.clone());
-    let operator = super::status::router(hub.clone());
-    let endpoint = Arc::new(Endpoint { access, hub });
+    let legacy = super::legacy_sse::router(hub.clone());
+    let endpoint = Arc::new(Endpoint { hub });
     axum::Router::new()
         .route(&path, any(handle))
         .with_state(endpoint)
         .merge(legacy)
-        .merge(operator)
         .layer(DefaultBodyLimit::max(limit))
 }
 
@@ -60,9 +56,6 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(err) = ep.access.check(&headers) {
-        return refuse(err);
-    }
     let outcome = match method {
         Method::GET | Method::DELETE if modern_only(&headers) => Err(DownstreamError::MethodNotAllowed),
         Method::POST => post(&ep.hub, &headers, body).await,
@@ -83,16 +76,9 @@ fn modern_only(headers: &HeaderMap) -> bool {
             .is_some_and(|v| !version::is_supported(v.trim()))
 }
 
-/// The HTTP answer for a refused request: its status and an id-less JSON-RPC error body.
+/// The HTTP answer for a refused request.
 pub(super) fn refuse(err: DownstreamError) -> Response {
-    let status = err.status();
-    let body = error_response(None, err.code(), &err.to_string()).to_json();
-    let mut resp = json_text(status, body);
-    if status == StatusCode::METHOD_NOT_ALLOWED {
-        resp.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
-    }
-    resp
+    err.into_http()
 }
 
 fn accepts(headers: &HeaderMap, media: &str) -> bool {
@@ -154,10 +140,7 @@ fn json_reply(msg: &Message, session: Option<&str>) -> Response {
     resp
 }
 
-/// A response with a JSON body (every JSON answer of the downstream face is made here).
-pub(super) fn json_text(status: StatusCode, json: String) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], json).into_response()
-}
+pub(super) use crate::error::json_text;
 
 /// One SSE event without an id.
 fn sse_frame(json: &str) -> Bytes {
