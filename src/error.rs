@@ -3,28 +3,7 @@
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};
 
-/// JSON-RPC error codes mcpmux emits.
-pub mod codes {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
-    /// Implementation-defined: the upstream that owns the request cannot serve it now.
-    pub const UPSTREAM_UNAVAILABLE: i64 = -32000;
-    /// Implementation-defined: the request ran past its deadline.
-    pub const REQUEST_TIMEOUT: i64 = -32001;
-    /// Legacy MCP: resource not found.
-    pub const RESOURCE_NOT_FOUND: i64 = -32002;
-    /// Implementation-defined: a bounded queue or in-flight limit is full.
-    pub const OVERLOADED: i64 = -32003;
-    /// 2026-07-28: HTTP request-metadata headers missing, malformed or not matching the body.
-    pub const HEADER_MISMATCH: i64 = -32020;
-    /// 2026-07-28: the request needs a client capability its `_meta` does not declare.
-    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
-    /// 2026-07-28: the requested protocol version is not supported (`data.supported`).
-    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-}
+pub use crate::protocol::codes;
 
 /// Something an upstream connection could not do.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -5,6 +5,7 @@
 pub mod cursor;
 pub mod freshness;
 pub mod pages;
+pub mod results;
 pub mod uri;
 
 use crate::protocol::RawObject;

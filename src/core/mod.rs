@@ -1,9 +1,11 @@
-//! The request pipeline between host faces and upstreams: the gateway's shared state ([`hub`]),
-//! method routing, forwarded calls and their frames, and the bridges between the two protocol eras.
+//! The request pipeline between host faces and upstreams, one for both eras: each request's
+//! context, one file per method ([`methods`]), forwarded calls and their frames, the bridges
+//! between the two protocol eras, and the gateway's shared state ([`hub`]).
 
+pub mod context;
 pub mod forward;
 pub mod hub;
 pub mod input_bridge;
 pub mod input_required;
+pub mod methods;
 pub mod request_state;
-pub mod router;

@@ -6,8 +6,9 @@
 //! stops reading, or closes the stream, ends its session.
 
 use super::streamable::{new_session_id, refuse, sse_response};
+use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
-use crate::core::router::{self, Dispatch};
+use crate::core::methods::{self, initialize::initialize as open_session, Outcome};
 use crate::error::{codes, DownstreamError};
 use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, Body, Message, RawObject, RequestId};
@@ -291,12 +292,13 @@ async fn serve(legacy: &Arc<Legacy>, link: &Arc<Link>, msg: Message) {
 
 /// Route one message of an initialized link; replies and forwarded calls' frames go to its stream.
 async fn dispatch(legacy: &Arc<Legacy>, link: &Arc<Link>, session: &Arc<Session>, msg: Message) {
-    match router::dispatch(&legacy.hub, session, msg).await {
-        Dispatch::Accepted => {}
-        Dispatch::Reply(reply) => {
+    let ctx = RequestCtx::on(session.clone());
+    match methods::dispatch(&legacy.hub, &ctx, msg).await {
+        Outcome::Accepted => {}
+        Outcome::Reply(reply) => {
             legacy.push(link, reply.to_json().into());
         }
-        Dispatch::Forward(call) => {
+        Outcome::Forward(call) => {
             link.calls.fetch_add(1, Ordering::AcqRel);
             let (legacy, link) = (legacy.clone(), link.clone());
             tokio::spawn(async move {
@@ -331,7 +333,7 @@ async fn initialize(
     params: Option<&serde_json::value::RawValue>,
 ) {
     let params = RawObject::parse_opt(params);
-    let (mut session, mut result) = router::initialize(&legacy.hub, params.as_ref(), link.id.clone()).await;
+    let (mut session, mut result) = open_session(&legacy.hub, params.as_ref(), link.id.clone()).await;
     let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
     if asked.as_deref() == Some(LEGACY_VERSION) {
         session = legacy

@@ -4,9 +4,9 @@
 //! long as a listener or a session wants them.
 
 use crate::config::Isolation;
-use crate::core::forward::error_reply;
 use crate::core::hub::Hub;
 use crate::error::codes;
+use crate::protocol::message::error_reply;
 use crate::protocol::message::{json_string, raw, to_raw};
 use crate::protocol::modern::META_SUBSCRIPTION_ID;
 use crate::protocol::modern_result::RESULT_COMPLETE;
@@ -26,7 +26,7 @@ const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 /// subscriptions whose upstream supports them (shared connections only).
 fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(usize, String, String)>) {
     let asked = |key: &str| requested.get(key).map(|v| v.get()) == Some("true");
-    let caps = crate::core::router::merged_capabilities(hub);
+    let caps = crate::core::methods::initialize::merged_capabilities(hub);
     let mut grant = Grant {
         tools: asked("toolsListChanged"),
         prompts: asked("promptsListChanged") && caps.get("prompts").is_some(),

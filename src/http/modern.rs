@@ -5,33 +5,27 @@
 
 use super::resume;
 use crate::catalog::ListKind;
-use crate::core::forward::{error_reply, Frame};
+use crate::core::context::RequestCtx;
+use crate::core::forward::Frame;
 use crate::core::hub::Hub;
 use crate::core::input_required::{self, ModernCall};
+use crate::core::methods::{self, initialize, Outcome};
 use crate::core::request_state::{principal_digest, request_digest, PREFIX as STATE_PREFIX};
-use crate::core::router::{self, Dispatch};
 use crate::error::codes;
 use crate::protocol::logging::log_level_rank;
-use crate::protocol::message::{error_object, result_response, to_raw};
+use crate::protocol::message::error_reply;
+use crate::protocol::message::{error_object, to_raw};
 use crate::protocol::modern::{self, RequestMeta, MODERN_VERSION};
 use crate::protocol::modern_params;
-use crate::protocol::modern_result::{own_result_members, shape_error, shape_result, CacheHint};
 use crate::protocol::ClientCaps;
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::Session;
-use crate::upstream::ConnectionEvent;
-use crate::upstream::UpstreamSlot;
 use axum::response::Response;
 use futures_util::StreamExt;
 use http::{header, HeaderMap, StatusCode};
 use rand::RngCore;
 use serde_json::value::RawValue;
 use std::sync::Arc;
-use std::time::Instant;
-
-/// How long a session-era upstream's list may be reused when the upstream announces changes
-/// (mcpmux re-fetches and notifies listeners as soon as it does).
-const ANNOUNCED_LIST_TTL_MS: u64 = 60_000;
 
 /// Methods a modern host may call; anything else is 404 with -32601.
 const MODERN_METHODS: &[&str] = &[
@@ -71,11 +65,6 @@ pub fn is_modern_request(headers: &HeaderMap, method: &str, params: Option<&RawO
     !headers.contains_key("mcp-session-id") && header_version.is_some_and(|v| !version::is_supported(v))
 }
 
-/// mcpmux's `serverInfo`.
-pub fn server_info() -> serde_json::Value {
-    serde_json::json!({ "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") })
-}
-
 fn json_response(status: StatusCode, msg: &Message) -> Response {
     super::streamable::json_text(status, msg.to_json())
 }
@@ -96,11 +85,11 @@ pub async fn serve(
     headers: &HeaderMap,
     id: RequestId,
     method: String,
-    params: Option<Box<RawValue>>,
+    params: Result<Option<RawObject>, ()>,
 ) -> Response {
-    let params = match params.as_deref().map(|p| RawObject::parse(p.get())).transpose() {
+    let params = match params {
         Ok(p) => p,
-        Err(_) => {
+        Err(()) => {
             return refuse(
                 StatusCode::BAD_REQUEST,
                 id,
@@ -154,12 +143,14 @@ pub async fn serve(
     hub.wait_startup().await;
     let params = params.unwrap_or_default();
     match method.as_str() {
-        "server/discover" => discover(hub, id),
-        "tools/list" => list(hub, id, ListKind::Tools, &params),
-        "prompts/list" => list(hub, id, ListKind::Prompts, &params),
-        "resources/list" => list(hub, id, ListKind::Resources, &params),
-        "resources/templates/list" => list(hub, id, ListKind::Templates, &params),
         "subscriptions/listen" => super::listen::open(hub, id, &params),
+        "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
+            let outcome = methods::request(hub, &RequestCtx::modern(), id.clone(), method, params).await;
+            match outcome {
+                Outcome::Reply(reply) => json_response(StatusCode::OK, &reply),
+                _ => no_answer(id),
+            }
+        }
         _ => call(hub, headers, id, method, params, &meta).await,
     }
 }
@@ -181,7 +172,7 @@ fn check_tool_params<'h>(
     let Some(tool) = catalog.list(ListKind::Tools).lookup(&name) else {
         return Ok(());
     };
-    match router::annotated_arguments(tool.json.get(), params) {
+    match methods::call::annotated_arguments(tool.json.get(), params) {
         Some((annotations, arguments)) => {
             modern_params::check_param_headers(lookup, &annotations, &arguments)
         }
@@ -189,100 +180,16 @@ fn check_tool_params<'h>(
     }
 }
 
-/// The cache hint of one merged list: the shortest lifetime and most private scope of its
-/// parts. A modern upstream's part is what it said, less the list's age (and a list that
-/// outlived it is fetched again in the background); a session-era upstream's part is
-/// [`ANNOUNCED_LIST_TTL_MS`] public if it announces changes, else 0.
-fn list_hint(hub: &Hub, kind: ListKind) -> CacheHint {
-    let public_for = |ttl_ms| CacheHint {
-        ttl_ms,
-        private: false,
-    };
-    let now = Instant::now();
-    hub.upstreams
-        .iter()
-        .filter_map(|slot| Some((slot, slot.facts.load_full()?)))
-        .filter(|(_, facts)| facts.has(kind.capability()))
-        .map(|(slot, facts)| {
-            if slot.list_freshness.is_stale(kind, now) {
-                refetch(slot, kind);
-            }
-            match slot.list_freshness.remaining(kind, now) {
-                Some(hint) => hint,
-                None if facts.announces_changes(kind) => public_for(ANNOUNCED_LIST_TTL_MS),
-                None => public_for(0),
-            }
-        })
-        .fold(public_for(ANNOUNCED_LIST_TTL_MS), CacheHint::combine)
-}
-
-/// Ask an upstream's supervisor to fetch a list again (on its shared connection).
-fn refetch(slot: &UpstreamSlot, kind: ListKind) {
-    if let Some(handle) = slot.shared.load_full() {
-        let via = (*handle).clone();
-        // A full queue already holds a refetch.
-        let _ = slot.events.try_send(ConnectionEvent::ListChanged { kind, via });
-    }
-}
-
-fn discover(hub: &Hub, id: RequestId) -> Response {
-    let mut result = serde_json::json!({
-        "supportedVersions": modern::supported_versions(),
-        "capabilities": router::merged_capabilities(hub),
-    });
-    if let Some(text) = router::combined_instructions(hub) {
-        result["instructions"] = text.into();
-    }
-    let hint = ListKind::ALL
-        .into_iter()
-        .map(|kind| list_hint(hub, kind))
-        .reduce(CacheHint::combine)
-        .unwrap_or(CacheHint::NONE);
-    let shaped = shape_result(&to_raw(&result), Some(hint), &to_raw(&server_info()));
+/// The answer when a request produced none (a defect, not something a host can cause).
+fn no_answer(id: RequestId) -> Response {
+    let error = error_object(codes::INTERNAL_ERROR, "the request produced no answer", None);
     json_response(
         StatusCode::OK,
         &Message::Response {
             id: Some(id),
-            payload: ResponsePayload::Result(shaped),
+            payload: ResponsePayload::Error(error),
         },
     )
-}
-
-/// A list page as a modern host sees it, written in one pass from the catalog's raw items.
-fn list(hub: &Hub, id: RequestId, kind: ListKind, params: &RawObject) -> Response {
-    let members = own_result_members(Some(list_hint(hub, kind)), &to_raw(&server_info()));
-    let cursor = params.get_str("cursor");
-    let page_size = hub.config.gateway.page_size;
-    let reply = match hub
-        .catalog
-        .snapshot()
-        .page_with(kind, cursor.as_deref(), page_size, &members)
-    {
-        Some(result) => result_response(id, result),
-        None => shape_reply(router::invalid_cursor(id), None),
-    };
-    json_response(StatusCode::OK, &reply)
-}
-
-/// A reply mcpmux made itself, as a modern host must see it.
-fn shape_reply(reply: Message, cache: Option<CacheHint>) -> Message {
-    match reply {
-        Message::Response {
-            id,
-            payload: ResponsePayload::Result(result),
-        } => Message::Response {
-            id,
-            payload: ResponsePayload::Result(shape_result(&result, cache, &to_raw(&server_info()))),
-        },
-        Message::Response {
-            id,
-            payload: ResponsePayload::Error(error),
-        } => Message::Response {
-            id,
-            payload: ResponsePayload::Error(shape_error(&error)),
-        },
-        other => other,
-    }
 }
 
 /// A throwaway session carrying what the request's `_meta` declares.
@@ -330,7 +237,7 @@ async fn call(
 ) -> Response {
     let principal = principal_digest(headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()));
     let request = request_digest(&method, &params);
-    let server_info: Arc<RawValue> = Arc::from(to_raw(&server_info()));
+    let server_info: Arc<RawValue> = Arc::from(to_raw(&initialize::server_info()));
     if let Some(state) = params
         .get_str("requestState")
         .filter(|s| s.starts_with(STATE_PREFIX))
@@ -361,13 +268,9 @@ async fn call(
         .get_object("_meta")
         .and_then(|m| m.get("progressToken").map(RawValue::to_owned));
     let forwarded = strip_envelope(params);
-    let msg = Message::Request {
-        id: id.clone(),
-        method: method.clone(),
-        params: Some(forwarded.to_raw()),
-    };
-    match router::dispatch(hub, &session, msg).await {
-        Dispatch::Forward(forwarded) => {
+    let ctx = RequestCtx::on(session.clone());
+    match methods::request(hub, &ctx, id.clone(), method.clone(), forwarded).await {
+        Outcome::Forward(forwarded) => {
             let mut call = ModernCall {
                 frames: forwarded.into_frames().boxed(),
                 session,
@@ -394,20 +297,13 @@ async fn call(
                 }
             }
         }
-        Dispatch::Reply(reply) => {
+        Outcome::Reply(reply) => {
             session.close();
-            json_response(StatusCode::OK, &shape_reply(reply, None))
+            json_response(StatusCode::OK, &reply)
         }
-        Dispatch::Accepted => {
+        Outcome::Accepted => {
             session.close();
-            let error = error_object(codes::INTERNAL_ERROR, "the request produced no answer", None);
-            json_response(
-                StatusCode::OK,
-                &Message::Response {
-                    id: Some(id),
-                    payload: ResponsePayload::Error(error),
-                },
-            )
+            no_answer(id)
         }
     }
 }

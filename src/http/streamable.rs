@@ -5,10 +5,11 @@
 
 use super::modern;
 use super::resume;
-use crate::core::forward::error_reply;
+use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
-use crate::core::router::{self, Dispatch};
+use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
 use crate::error::{codes, DownstreamError};
+use crate::protocol::message::error_reply;
 use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, version, Body, Message, RawObject};
 use crate::session::host::Session;
@@ -189,21 +190,30 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
         }
     };
     match parsed {
-        Body::Single(Message::Request { id, method, params }) if method == "initialize" => {
-            let params = RawObject::parse_opt(params.as_deref());
-            let (session, result) = router::initialize(hub, params.as_ref(), new_session_id()).await;
-            tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
-            hub.sessions.insert(session.clone());
-            Ok(json_reply(&result_response(id, result), Some(&session.id)))
-        }
-        Body::Single(Message::Request { id, method, params })
-            if modern::is_modern_request(
-                headers,
-                &method,
-                RawObject::parse_opt(params.as_deref()).as_ref(),
-            ) =>
-        {
-            Ok(modern::serve(hub, headers, id, method, params).await)
+        Body::Single(Message::Request { id, method, params }) => {
+            // The one parse of the request's params: everything after works on this object.
+            let params = (params.as_deref())
+                .map(|p| RawObject::parse(p.get()))
+                .transpose()
+                .map_err(|_| ());
+            if method == "initialize" {
+                let params = params.ok().flatten();
+                let (session, result) = initialize(hub, params.as_ref(), new_session_id()).await;
+                tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
+                hub.sessions.insert(session.clone());
+                return Ok(json_reply(&result_response(id, result), Some(&session.id)));
+            }
+            let object = params.as_ref().ok().and_then(Option::as_ref);
+            if modern::is_modern_request(headers, &method, object) {
+                return Ok(modern::serve(hub, headers, id, method, params).await);
+            }
+            claimed_version(headers)?;
+            let ctx = RequestCtx::on(find_session(hub, headers)?);
+            let outcome = match params {
+                Ok(params) => methods::request(hub, &ctx, id, method, params.unwrap_or_default()).await,
+                Err(()) => Outcome::Reply(invalid_params_object(id)),
+            };
+            Ok(answer(hub, outcome).await)
         }
         Body::Single(Message::Notification { .. }) if modern_only(headers) => {
             // A modern client's notification (only notifications/cancelled exists, and over
@@ -212,15 +222,9 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
         }
         Body::Single(msg) => {
             claimed_version(headers)?;
-            let session = find_session(hub, headers)?;
-            Ok(match router::dispatch(hub, &session, msg).await {
-                Dispatch::Accepted => StatusCode::ACCEPTED.into_response(),
-                Dispatch::Reply(reply) => json_reply(&reply, None),
-                Dispatch::Forward(call) => match resume::start(call, session, hub.shutdown.clone()).await {
-                    resume::Reply::Json(json) => json_text(StatusCode::OK, json.to_string()),
-                    resume::Reply::Stream(frames) => sse_response(frames),
-                },
-            })
+            let ctx = RequestCtx::on(find_session(hub, headers)?);
+            let outcome = methods::dispatch(hub, &ctx, msg).await;
+            Ok(answer(hub, outcome).await)
         }
         Body::Batch(items) => {
             let negotiated = claimed_version(headers)?;
@@ -241,12 +245,29 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
     }
 }
 
+/// A session-era request's HTTP answer: 202, a JSON reply, or the forwarded call's JSON
+/// response or resumable stream.
+async fn answer(hub: &Arc<Hub>, outcome: Outcome) -> Response {
+    match outcome {
+        Outcome::Accepted => StatusCode::ACCEPTED.into_response(),
+        Outcome::Reply(reply) => json_reply(&reply, None),
+        Outcome::Forward(call) => {
+            let session = call.session.clone();
+            match resume::start(call, session, hub.shutdown.clone()).await {
+                resume::Reply::Json(json) => json_text(StatusCode::OK, json.to_string()),
+                resume::Reply::Stream(frames) => sse_response(frames),
+            }
+        }
+    }
+}
+
 /// Serve a 2025-03-26 batch: every reply on one SSE stream, or 202 when nothing needs one.
 async fn batch(
     hub: &Arc<Hub>,
     session: &Arc<Session>,
     items: Vec<Result<Message, crate::protocol::ParseError>>,
 ) -> Response {
+    let ctx = RequestCtx::on(session.clone());
     let mut immediate = Vec::new();
     let mut streams = Vec::new();
     for item in items {
@@ -266,10 +287,10 @@ async fn batch(
                 continue;
             }
         };
-        match router::dispatch(hub, session, msg).await {
-            Dispatch::Accepted => {}
-            Dispatch::Reply(reply) => immediate.push(reply),
-            Dispatch::Forward(call) => streams.push(
+        match methods::dispatch(hub, &ctx, msg).await {
+            Outcome::Accepted => {}
+            Outcome::Reply(reply) => immediate.push(reply),
+            Outcome::Forward(call) => streams.push(
                 // A pause is dropped: mcpmux resumes the upstream and a batch's one stream stays open.
                 call.into_frames()
                     .filter_map(|frame| async move { frame.into_json() })

@@ -350,6 +350,24 @@ pub fn cancelled_notification(request_id: &str, reason: &str) -> Message {
     }
 }
 
+/// An error response for a host request.
+pub fn error_reply(id: RequestId, code: i64, message: &str, data: Option<&serde_json::Value>) -> Message {
+    Message::Response {
+        id: Some(id),
+        payload: ResponsePayload::Error(error_object(code, message, data)),
+    }
+}
+
+/// The -32601 answer for methods mcpmux does not serve.
+pub fn method_not_found(id: RequestId, method: &str) -> Message {
+    error_reply(
+        id,
+        super::codes::METHOD_NOT_FOUND,
+        &format!("Method not found: {method}"),
+        None,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

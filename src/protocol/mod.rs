@@ -2,6 +2,7 @@
 //! No I/O and no async here; this is the fuzz and benchmark target.
 
 pub mod client_caps;
+pub mod codes;
 pub mod framing;
 pub mod logging;
 pub mod message;

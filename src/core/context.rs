@@ -1,0 +1,60 @@
+//! What every host request carries through the pipeline: its era, its session if it has one (a
+//! session-era host's, or the throwaway one a modern call runs in), who sent it, and its span.
+
+use crate::session::Session;
+use std::sync::Arc;
+
+/// The protocol era a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-03-26 to 2025-11-25: `initialize`, `Mcp-Session-Id`.
+    Session,
+    /// 2026-07-28: every request carries its own `_meta` envelope.
+    Modern,
+}
+
+/// One host request's context.
+pub struct RequestCtx {
+    pub era: Era,
+    pub session: Option<Arc<Session>>,
+    /// Who sent the request, as authentication established it; `None` while the gateway
+    /// authenticates nobody.
+    pub principal: Option<Arc<str>>,
+    /// The request's span.
+    pub span: tracing::Span,
+}
+
+impl RequestCtx {
+    /// A request on `session`, in the era the session speaks.
+    pub fn on(session: Arc<Session>) -> Self {
+        let era = if session.is_modern() {
+            Era::Modern
+        } else {
+            Era::Session
+        };
+        let span = tracing::debug_span!("mcp_request", session = %session.id, era = ?era);
+        RequestCtx {
+            era,
+            session: Some(session),
+            principal: None,
+            span,
+        }
+    }
+
+    /// A 2026-07-28 request that needs no session (lists, discovery).
+    pub fn modern() -> Self {
+        RequestCtx {
+            era: Era::Modern,
+            session: None,
+            principal: None,
+            span: tracing::debug_span!("mcp_request", era = ?Era::Modern),
+        }
+    }
+
+    /// Note activity on the session (keeps it from being reaped).
+    pub fn touch(&self) {
+        if let Some(session) = &self.session {
+            session.touch();
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! `tools/call` and `prompts/get`: the exposed name resolved in the catalog to its upstream and
+//! original name (never by splitting on the separator), the `Mcp-Param-*` headers a modern
+//! upstream's tool annotates, then the call forwarded.
+
+use super::{start_call, Outcome, Target};
+use crate::catalog::results::ResultShape;
+use crate::catalog::ListKind;
+use crate::core::context::RequestCtx;
+use crate::core::hub::Hub;
+use crate::error::codes;
+use crate::protocol::message::error_reply;
+use crate::protocol::{modern_params, RawObject, RequestId};
+use std::sync::Arc;
+
+pub async fn serve(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    mut params: RawObject,
+    kind: ListKind,
+    shape: ResultShape,
+) -> Outcome {
+    let Some(name) = params.get_str("name") else {
+        return Outcome::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "params.name is required",
+            None,
+        ));
+    };
+    let catalog = hub.catalog.snapshot();
+    let Some(item) = catalog.list(kind).lookup(&name) else {
+        let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
+        return Outcome::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            &format!("Unknown {what}: {name}"),
+            None,
+        ));
+    };
+    let mut target = Target::new(item.upstream, shape);
+    let modern_upstream = hub.upstreams[item.upstream]
+        .facts
+        .load()
+        .as_ref()
+        .is_some_and(|f| f.is_modern());
+    if kind == ListKind::Tools && modern_upstream {
+        if let Some((annotations, arguments)) = annotated_arguments(item.json.get(), &params) {
+            target.param_headers = modern_params::param_header_values(&annotations, &arguments);
+        }
+    }
+    params.set_str("name", &item.original);
+    start_call(hub, ctx, id, method, params, target).await
+}
+
+/// The `x-mcp-header` annotations of a listed tool with the arguments of a call to it; `None`
+/// when the tool annotates nothing.
+pub fn annotated_arguments(
+    tool_json: &str,
+    params: &RawObject,
+) -> Option<(Vec<modern_params::ParamHeader>, serde_json::Value)> {
+    if !tool_json.contains("x-mcp-header") {
+        return None;
+    }
+    let tool = serde_json::from_str::<serde_json::Value>(tool_json).ok()?;
+    let annotations = modern_params::param_headers(tool.get("inputSchema")?);
+    if annotations.is_empty() {
+        return None;
+    }
+    let arguments = params
+        .get("arguments")
+        .and_then(|a| serde_json::from_str(a.get()).ok())
+        .unwrap_or(serde_json::Value::Null);
+    Some((annotations, arguments))
+}

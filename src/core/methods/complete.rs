@@ -1,0 +1,60 @@
+//! `completion/complete`: the prompt name or resource URI of its reference resolved to the
+//! upstream that owns it, then forwarded.
+
+use super::{start_call, Outcome, Target};
+use crate::catalog::results::ResultShape;
+use crate::catalog::ListKind;
+use crate::core::context::RequestCtx;
+use crate::core::hub::Hub;
+use crate::error::codes;
+use crate::protocol::message::error_reply;
+use crate::protocol::{RawObject, RequestId};
+use std::sync::Arc;
+
+pub async fn serve(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    mut params: RawObject,
+) -> Outcome {
+    let Some(mut reference) = params.get_object("ref") else {
+        return Outcome::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "params.ref is required",
+            None,
+        ));
+    };
+    let catalog = hub.catalog.snapshot();
+    let target = match reference.get_str("type").as_deref() {
+        Some("ref/prompt") => reference.get_str("name").and_then(|name| {
+            let item = catalog.list(ListKind::Prompts).lookup(&name)?;
+            Some((item.upstream, "name", item.original.clone()))
+        }),
+        Some("ref/resource") => reference
+            .get_str("uri")
+            .and_then(|uri| catalog.resolve_uri(&uri))
+            .map(|(upstream, original)| (upstream, "uri", original)),
+        _ => None,
+    };
+    let Some((upstream, key, original)) = target else {
+        return Outcome::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "unknown completion reference",
+            None,
+        ));
+    };
+    reference.set_str(key, &original);
+    params.set("ref", reference.to_raw());
+    start_call(
+        hub,
+        ctx,
+        id,
+        method,
+        params,
+        Target::new(upstream, ResultShape::Opaque),
+    )
+    .await
+}

@@ -1,0 +1,77 @@
+//! `initialize` (session era): the negotiated version, the capabilities mcpmux can honour given
+//! its upstreams, and their instructions; the same capabilities and instructions serve
+//! `server/discover`.
+
+use crate::core::hub::Hub;
+use crate::protocol::message::to_raw;
+use crate::protocol::{version, ClientCaps, RawObject};
+use crate::session::Session;
+use std::sync::Arc;
+
+/// mcpmux's `serverInfo`.
+pub fn server_info() -> serde_json::Value {
+    serde_json::json!({ "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") })
+}
+
+/// Open a session for an `initialize` request; returns it with the result to send.
+pub async fn initialize(
+    hub: &Arc<Hub>,
+    params: Option<&RawObject>,
+    session_id: String,
+) -> (Arc<Session>, Box<serde_json::value::RawValue>) {
+    hub.wait_startup().await;
+    let requested = params
+        .and_then(|p| p.get_str("protocolVersion"))
+        .unwrap_or_default();
+    let negotiated = version::negotiate(&requested);
+    let caps = ClientCaps::from_capabilities(params.and_then(|p| p.get_object("capabilities")).as_ref());
+    let session = hub.new_session(session_id, negotiated.to_string(), caps);
+    let mut result = serde_json::json!({
+        "protocolVersion": negotiated,
+        "capabilities": merged_capabilities(hub),
+        "serverInfo": server_info(),
+    });
+    if let Some(text) = combined_instructions(hub) {
+        result["instructions"] = text.into();
+    }
+    (session, to_raw(&result))
+}
+
+/// The capabilities mcpmux can honour given what its upstreams offer.
+pub fn merged_capabilities(hub: &Hub) -> serde_json::Value {
+    let facts: Vec<_> = hub.upstreams.iter().filter_map(|s| s.facts.load_full()).collect();
+    let any = |cap: &str| facts.iter().any(|f| f.has(cap));
+    let mut caps = serde_json::json!({ "tools": { "listChanged": true } });
+    if any("prompts") {
+        caps["prompts"] = serde_json::json!({ "listChanged": true });
+    }
+    if any("resources") {
+        let subscribe = facts.iter().any(|f| {
+            f.capabilities
+                .pointer("/resources/subscribe")
+                .and_then(|v| v.as_bool())
+                == Some(true)
+        });
+        caps["resources"] = serde_json::json!({ "listChanged": true, "subscribe": subscribe });
+    }
+    if any("logging") {
+        caps["logging"] = serde_json::json!({});
+    }
+    if any("completions") {
+        caps["completions"] = serde_json::json!({});
+    }
+    caps
+}
+
+pub fn combined_instructions(hub: &Hub) -> Option<String> {
+    let parts: Vec<String> = hub
+        .upstreams
+        .iter()
+        .filter_map(|slot| {
+            let facts = slot.facts.load_full()?;
+            let text = facts.instructions.as_deref()?.trim();
+            (!text.is_empty()).then(|| format!("## {}\n{}", slot.server.name, text))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}

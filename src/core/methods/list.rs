@@ -1,0 +1,81 @@
+//! `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list` for both eras:
+//! pages of the merged catalog with mcpmux's own cursors, kept per snapshot and copied into the
+//! reply; a modern host's page also carries the list's cache hint and mcpmux's `serverInfo`.
+
+use super::initialize::server_info;
+use super::shape_reply;
+use crate::catalog::ListKind;
+use crate::core::context::{Era, RequestCtx};
+use crate::core::hub::Hub;
+use crate::error::codes;
+use crate::protocol::message::{error_reply, result_response, to_raw};
+use crate::protocol::modern_result::{own_result_members, CacheHint};
+use crate::protocol::{Message, RawObject, RequestId};
+use crate::upstream::{ConnectionEvent, UpstreamSlot};
+use std::time::Instant;
+
+/// How long a session-era upstream's list may be reused when the upstream announces changes
+/// (mcpmux re-fetches and notifies listeners as soon as it does).
+const ANNOUNCED_LIST_TTL_MS: u64 = 60_000;
+
+/// A page of a merged list, as the request's era wants it.
+pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params: &RawObject) -> Message {
+    let cursor = params.get_str("cursor");
+    let page_size = hub.config.gateway.page_size;
+    let catalog = hub.catalog.snapshot();
+    let page = match ctx.era {
+        Era::Session => catalog
+            .page(kind, cursor.as_deref(), page_size)
+            .map(|result| (*result).to_owned()),
+        Era::Modern => {
+            let members = own_result_members(Some(list_hint(hub, kind)), &to_raw(&server_info()));
+            catalog.page_with(kind, cursor.as_deref(), page_size, &members)
+        }
+    };
+    match (page, ctx.era) {
+        (Some(result), _) => result_response(id, result),
+        (None, Era::Session) => invalid_cursor(id),
+        (None, Era::Modern) => shape_reply(invalid_cursor(id), None),
+    }
+}
+
+/// The answer to a list request whose cursor this gateway did not issue.
+pub fn invalid_cursor(id: RequestId) -> Message {
+    error_reply(id, codes::INVALID_PARAMS, "invalid cursor", None)
+}
+
+/// The cache hint of one merged list: the shortest lifetime and most private scope of its
+/// parts. A modern upstream's part is what it said, less the list's age (and a list that
+/// outlived it is fetched again in the background); a session-era upstream's part is
+/// [`ANNOUNCED_LIST_TTL_MS`] public if it announces changes, else 0.
+pub fn list_hint(hub: &Hub, kind: ListKind) -> CacheHint {
+    let public_for = |ttl_ms| CacheHint {
+        ttl_ms,
+        private: false,
+    };
+    let now = Instant::now();
+    hub.upstreams
+        .iter()
+        .filter_map(|slot| Some((slot, slot.facts.load_full()?)))
+        .filter(|(_, facts)| facts.has(kind.capability()))
+        .map(|(slot, facts)| {
+            if slot.list_freshness.is_stale(kind, now) {
+                refetch(slot, kind);
+            }
+            match slot.list_freshness.remaining(kind, now) {
+                Some(hint) => hint,
+                None if facts.announces_changes(kind) => public_for(ANNOUNCED_LIST_TTL_MS),
+                None => public_for(0),
+            }
+        })
+        .fold(public_for(ANNOUNCED_LIST_TTL_MS), CacheHint::combine)
+}
+
+/// Ask an upstream's supervisor to fetch a list again (on its shared connection).
+fn refetch(slot: &UpstreamSlot, kind: ListKind) {
+    if let Some(handle) = slot.shared.load_full() {
+        let via = (*handle).clone();
+        // A full queue already holds a refetch.
+        let _ = slot.events.try_send(ConnectionEvent::ListChanged { kind, via });
+    }
+}

@@ -1,0 +1,279 @@
+//! One request pipeline for both eras. A host face builds a [`RequestCtx`] and hands the message
+//! over: [`dispatch`] (a session-era message) or [`request`] (a request whose params are already
+//! parsed). One file per method; each method's `serve` is the one place where a policy decision,
+//! an audit event or a metric for that method hooks in. Replies come back in the request's era.
+
+pub mod call;
+pub mod complete;
+pub mod discover;
+pub mod initialize;
+pub mod list;
+pub mod notify;
+pub mod read;
+pub mod set_level;
+pub mod subscribe;
+#[cfg(test)]
+mod tests;
+
+use super::context::{Era, RequestCtx};
+use super::forward::{Deadline, ForwardedCall};
+use super::hub::Hub;
+use crate::catalog::results::ResultShape;
+use crate::catalog::ListKind;
+use crate::error::{codes, UpstreamError};
+use crate::protocol::message::{error_reply, method_not_found, raw, result_response, to_raw};
+use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
+use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::host::InflightCall;
+use crate::upstream::call_channel::call_channel;
+use crate::upstream::{CallOrigin, OutboundCall, CALL_EVENT_QUEUE};
+use initialize::server_info;
+use std::sync::Arc;
+
+/// What a host message turned into.
+pub enum Outcome {
+    /// A notification or response: nothing to send back.
+    Accepted,
+    /// Answered by mcpmux itself, in the request's era.
+    Reply(Message),
+    /// Answered by an upstream, over a stream.
+    Forward(ForwardedCall),
+}
+
+/// Route one session-era message from a host session.
+pub async fn dispatch(hub: &Arc<Hub>, ctx: &RequestCtx, msg: Message) -> Outcome {
+    match msg {
+        Message::Request { id, method, params } => {
+            let params = match params.as_deref().map(|p| RawObject::parse(p.get())).transpose() {
+                Ok(params) => params.unwrap_or_default(),
+                Err(_) => return Outcome::Reply(invalid_params_object(id)),
+            };
+            request(hub, ctx, id, method, params).await
+        }
+        Message::Notification { method, params } => {
+            ctx.touch();
+            notify::notification(ctx, &method, RawObject::parse_opt(params.as_deref()));
+            Outcome::Accepted
+        }
+        Message::Response { id, payload } => {
+            ctx.touch();
+            notify::response(ctx, id, payload);
+            Outcome::Accepted
+        }
+    }
+}
+
+/// The answer to a request that needs a session where the face gave it none.
+fn no_session(id: RequestId) -> Message {
+    error_reply(
+        id,
+        codes::INTERNAL_ERROR,
+        "mcpmux: this request needs a session",
+        None,
+    )
+}
+
+/// The answer to a request whose params are not an object.
+pub fn invalid_params_object(id: RequestId) -> Message {
+    error_reply(id, codes::INVALID_PARAMS, "params must be an object", None)
+}
+
+/// Serve one request; the reply is in the request's era.
+pub async fn request(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    params: RawObject,
+) -> Outcome {
+    ctx.touch();
+    let outcome = match method.as_str() {
+        // These answer in the request's era themselves.
+        "server/discover" => return Outcome::Reply(discover::serve(hub, id)),
+        "tools/list" => return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Tools, &params)),
+        "prompts/list" => return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Prompts, &params)),
+        "resources/list" => return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Resources, &params)),
+        "resources/templates/list" => {
+            return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Templates, &params))
+        }
+        "ping" => Outcome::Reply(result_response(id, raw("{}".into()))),
+        "initialize" => Outcome::Reply(error_reply(
+            id,
+            codes::INVALID_REQUEST,
+            "session already initialized",
+            None,
+        )),
+        "tools/call" => {
+            call::serve(
+                hub,
+                ctx,
+                id,
+                method,
+                params,
+                ListKind::Tools,
+                ResultShape::ToolResult,
+            )
+            .await
+        }
+        "prompts/get" => {
+            call::serve(
+                hub,
+                ctx,
+                id,
+                method,
+                params,
+                ListKind::Prompts,
+                ResultShape::PromptResult,
+            )
+            .await
+        }
+        "resources/read" => read::serve(hub, ctx, id, method, params).await,
+        "resources/subscribe" | "resources/unsubscribe" => {
+            subscribe::serve(hub, ctx, id, method, params).await
+        }
+        "completion/complete" => complete::serve(hub, ctx, id, method, params).await,
+        "logging/setLevel" => set_level::serve(hub, ctx, id, &params).await,
+        _ => Outcome::Reply(method_not_found(id, &method)),
+    };
+    match (ctx.era, outcome) {
+        (Era::Modern, Outcome::Reply(reply)) => Outcome::Reply(shape_reply(reply, None)),
+        (_, outcome) => outcome,
+    }
+}
+
+/// A reply mcpmux made itself, as a modern host must see it.
+pub fn shape_reply(reply: Message, cache: Option<CacheHint>) -> Message {
+    match reply {
+        Message::Response {
+            id,
+            payload: ResponsePayload::Result(result),
+        } => Message::Response {
+            id,
+            payload: ResponsePayload::Result(shape_result(&result, cache, &to_raw(&server_info()))),
+        },
+        Message::Response {
+            id,
+            payload: ResponsePayload::Error(error),
+        } => Message::Response {
+            id,
+            payload: ResponsePayload::Error(shape_error(&error)),
+        },
+        other => other,
+    }
+}
+
+/// Which upstream a host request goes to, how its result is exposed, and the `Mcp-Param-*`
+/// headers a modern upstream expects for it (its own tool schema's annotations).
+struct Target {
+    upstream: usize,
+    shape: ResultShape,
+    param_headers: Vec<(String, String)>,
+}
+
+impl Target {
+    fn new(upstream: usize, shape: ResultShape) -> Self {
+        Target {
+            upstream,
+            shape,
+            param_headers: Vec::new(),
+        }
+    }
+}
+
+fn resource_not_found(id: RequestId, uri: &str) -> Outcome {
+    let data = serde_json::json!({ "uri": uri });
+    Outcome::Reply(error_reply(
+        id,
+        codes::RESOURCE_NOT_FOUND,
+        "Resource not found",
+        Some(&data),
+    ))
+}
+
+/// An error response carrying an upstream failure.
+pub fn upstream_error_reply(id: RequestId, error: &UpstreamError) -> Message {
+    Message::Response {
+        id: Some(id),
+        payload: ResponsePayload::Error(error.to_error_object()),
+    }
+}
+
+/// Send a host request to upstream `index`, swapping the progress token for the upstream id.
+async fn start_call(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    mut params: RawObject,
+    target: Target,
+) -> Outcome {
+    let Some(session) = ctx.session.as_ref() else {
+        return Outcome::Reply(no_session(id));
+    };
+    let Target {
+        upstream: index,
+        shape,
+        param_headers,
+    } = target;
+    let handle = match hub.connection_for(index, session).await {
+        Ok(handle) => handle,
+        Err(err) => return Outcome::Reply(upstream_error_reply(id, &err)),
+    };
+    let upstream_id = handle.next_id();
+    let mut client_progress_token = None;
+    if let Some(mut meta) = params.get_object("_meta") {
+        if let Some(token) = meta.get("progressToken") {
+            client_progress_token = Some(token.to_owned());
+            meta.set("progressToken", raw(upstream_id.to_string()));
+            params.set("_meta", meta.to_raw());
+        }
+    }
+    let slot = &hub.upstreams[index];
+    let gateway = &hub.config.gateway;
+    let timeout = slot.server.effective_request_timeout(gateway);
+    let (sink, events) = call_channel(CALL_EVENT_QUEUE);
+    let inflight = InflightCall {
+        upstream: handle.clone(),
+        upstream_id,
+    };
+    if !session.try_add_inflight(id.clone(), inflight, gateway.max_in_flight_per_session) {
+        let message = format!(
+            "mcpmux: this session already has {} requests in flight (gateway.max_in_flight_per_session)",
+            gateway.max_in_flight_per_session
+        );
+        return Outcome::Reply(error_reply(id, codes::OVERLOADED, &message, None));
+    }
+    let upstream_params = params.to_raw();
+    let call = OutboundCall {
+        upstream_id,
+        method: method.clone(),
+        params: Some(upstream_params.clone()),
+        param_headers: param_headers.clone(),
+        origin: CallOrigin::Host {
+            host: session.link(),
+            sink,
+        },
+    };
+    if let Err(err) = handle.send_call(call) {
+        session.finish_inflight(&id, upstream_id);
+        return Outcome::Reply(upstream_error_reply(id, &err));
+    }
+    Outcome::Forward(ForwardedCall {
+        events,
+        method,
+        params: Some(upstream_params),
+        param_headers,
+        client_id: id,
+        client_progress_token,
+        upstream: handle,
+        upstream_id,
+        session: session.clone(),
+        shape,
+        naming: slot.naming.clone(),
+        deadline: Deadline::new(
+            timeout,
+            slot.server.timeout_resets_on_progress,
+            gateway.max_request_timeout,
+        ),
+    })
+}

@@ -1,0 +1,72 @@
+//! `resources/subscribe` and `resources/unsubscribe`: kept per session; a shared upstream is
+//! asked once for as long as any session (or listen stream) wants the resource; a modern upstream
+//! has the URI join mcpmux's listen filter instead.
+
+use super::{resource_not_found, start_call, upstream_error_reply, Outcome, Target};
+use crate::catalog::results::ResultShape;
+use crate::config::Isolation;
+use crate::core::context::RequestCtx;
+use crate::core::hub::Hub;
+use crate::error::codes;
+use crate::protocol::message::{error_reply, raw, result_response};
+use crate::protocol::{RawObject, RequestId};
+use std::sync::Arc;
+
+pub async fn serve(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    mut params: RawObject,
+) -> Outcome {
+    let Some(session) = ctx.session.as_ref() else {
+        return Outcome::Reply(super::no_session(id));
+    };
+    let Some(uri) = params.get_str("uri") else {
+        return Outcome::Reply(error_reply(
+            id,
+            codes::INVALID_PARAMS,
+            "params.uri is required",
+            None,
+        ));
+    };
+    let Some((upstream, original)) = hub.catalog.snapshot().resolve_uri(&uri) else {
+        return resource_not_found(id, &uri);
+    };
+    if method == "resources/subscribe" {
+        session.subscribe(&uri);
+    } else {
+        session.unsubscribe(&uri);
+        let shared = hub.upstreams[upstream].server.isolation == Isolation::Shared;
+        let still_watched = hub.sessions.all().iter().any(|s| s.is_subscribed_exact(&uri));
+        if shared && still_watched {
+            return Outcome::Reply(result_response(id, raw("{}".into())));
+        }
+    }
+    let handle = match hub.connection_for(upstream, session).await {
+        Ok(handle) => handle,
+        Err(err) => return Outcome::Reply(upstream_error_reply(id, &err)),
+    };
+    if handle.facts().is_some_and(|f| f.is_modern()) {
+        // No resources/subscribe in 2026-07-28: the URI joins mcpmux's listen filter instead.
+        return Outcome::Reply(
+            match handle
+                .watch_resource(&original, method == "resources/subscribe")
+                .await
+            {
+                Ok(()) => result_response(id, raw("{}".into())),
+                Err(err) => error_reply(id, codes::INTERNAL_ERROR, &err.to_string(), None),
+            },
+        );
+    }
+    params.set_str("uri", &original);
+    start_call(
+        hub,
+        ctx,
+        id,
+        method,
+        params,
+        Target::new(upstream, ResultShape::Opaque),
+    )
+    .await
+}

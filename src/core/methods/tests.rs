@@ -1,0 +1,140 @@
+//! Unit tests of the pipeline: a hub with one configured upstream that is never started, its
+//! catalog filled by hand, and requests served in both eras.
+
+use super::{dispatch, request, Outcome};
+use crate::catalog::ListKind;
+use crate::config::Config;
+use crate::core::context::RequestCtx;
+use crate::core::hub::Hub;
+use crate::protocol::message::{parse_message, raw};
+use crate::protocol::{ClientCaps, Message, RawObject, RequestId};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+fn hub() -> Arc<Hub> {
+    let config = Config::from_toml_str("[servers.t]\ncommand = \"unused\"\n", "t.toml", &|_| None).unwrap();
+    let (hub, _inputs) = Hub::new(Arc::new(config), CancellationToken::new());
+    let tools = ["echo", "add"].map(|name| {
+        RawObject::parse(&format!(
+            r#"{{"name":"{name}","inputSchema":{{"type":"object"}}}}"#
+        ))
+        .unwrap()
+    });
+    hub.catalog.replace(0, ListKind::Tools, tools.into());
+    let resource = RawObject::parse(r#"{"uri":"file:///a","name":"a"}"#).unwrap();
+    hub.catalog.replace(0, ListKind::Resources, vec![resource]);
+    hub
+}
+
+fn session_ctx(hub: &Hub) -> RequestCtx {
+    RequestCtx::on(hub.new_session("s".into(), "2025-11-25".into(), ClientCaps::ALL))
+}
+
+fn params(json: &str) -> RawObject {
+    RawObject::parse(json).unwrap()
+}
+
+/// The reply's JSON, for requests mcpmux answers itself.
+async fn reply(hub: &Arc<Hub>, ctx: &RequestCtx, method: &str, json: &str) -> serde_json::Value {
+    match request(hub, ctx, RequestId::number(1), method.into(), params(json)).await {
+        Outcome::Reply(msg) => serde_json::from_str(&msg.to_json()).unwrap(),
+        Outcome::Accepted => panic!("{method}: accepted"),
+        Outcome::Forward(_) => panic!("{method}: forwarded"),
+    }
+}
+
+#[tokio::test]
+async fn lists_come_from_the_catalog_in_the_request_era() {
+    let hub = hub();
+    let legacy = reply(&hub, &session_ctx(&hub), "tools/list", "{}").await;
+    let names: Vec<&str> = (legacy["result"]["tools"].as_array().unwrap().iter())
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["t__echo", "t__add"]);
+    assert!(legacy["result"].get("resultType").is_none());
+    let modern = reply(&hub, &RequestCtx::modern(), "tools/list", "{}").await;
+    assert_eq!(modern["result"]["tools"], legacy["result"]["tools"]);
+    assert_eq!(modern["result"]["resultType"], "complete");
+    assert!(modern["result"]["ttlMs"].is_u64());
+    let bad = reply(
+        &hub,
+        &RequestCtx::modern(),
+        "tools/list",
+        r#"{"cursor":"forged"}"#,
+    )
+    .await;
+    assert_eq!(bad["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn names_and_uris_resolve_through_the_catalog_only() {
+    let hub = hub();
+    let ctx = session_ctx(&hub);
+    let unknown = reply(&hub, &ctx, "tools/call", r#"{"name":"echo"}"#).await;
+    assert_eq!(
+        unknown["error"]["code"], -32602,
+        "an upstream's own name is not exposed"
+    );
+    let missing = reply(&hub, &ctx, "tools/call", "{}").await;
+    assert_eq!(missing["error"]["message"], "params.name is required");
+    let down = reply(&hub, &ctx, "tools/call", r#"{"name":"t__echo"}"#).await;
+    assert_eq!(down["error"]["code"], -32000, "the upstream is not connected");
+    assert_eq!(down["error"]["data"]["upstream"], "t");
+    let resource = reply(&hub, &ctx, "resources/read", r#"{"uri":"mcpmux://other/x"}"#).await;
+    assert_eq!(resource["error"]["code"], -32002);
+    assert_eq!(resource["error"]["data"]["uri"], "mcpmux://other/x");
+}
+
+#[tokio::test]
+async fn mcpmux_answers_what_it_owns() {
+    let hub = hub();
+    let ctx = session_ctx(&hub);
+    assert_eq!(
+        reply(&hub, &ctx, "ping", "{}").await["result"],
+        serde_json::json!({})
+    );
+    assert_eq!(
+        reply(&hub, &ctx, "initialize", "{}").await["error"]["code"],
+        -32600
+    );
+    assert_eq!(
+        reply(&hub, &ctx, "nope/nothing", "{}").await["error"]["code"],
+        -32601
+    );
+    let level = reply(&hub, &ctx, "logging/setLevel", r#"{"level":"loud"}"#).await;
+    assert_eq!(level["error"]["code"], -32602);
+    let level = reply(&hub, &ctx, "logging/setLevel", r#"{"level":"warning"}"#).await;
+    assert_eq!(level["result"], serde_json::json!({}));
+    assert_eq!(ctx.session.as_ref().unwrap().log_level_name(), Some("warning"));
+}
+
+#[tokio::test]
+async fn a_modern_reply_is_shaped_and_a_call_without_a_session_is_refused() {
+    let hub = hub();
+    let modern = RequestCtx::modern();
+    let refused = reply(&hub, &modern, "tools/call", r#"{"name":"t__echo"}"#).await;
+    assert_eq!(refused["error"]["code"], -32603);
+    let discover = reply(&hub, &modern, "server/discover", "{}").await;
+    assert!(discover["result"]["supportedVersions"].is_array());
+    assert_eq!(discover["result"]["capabilities"]["tools"]["listChanged"], true);
+}
+
+#[tokio::test]
+async fn messages_that_need_no_answer_are_accepted() {
+    let hub = hub();
+    let ctx = session_ctx(&hub);
+    let bad_params = parse_message(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":[1]}"#).unwrap();
+    let Outcome::Reply(msg) = dispatch(&hub, &ctx, bad_params).await else {
+        panic!("a reply")
+    };
+    assert!(msg.to_json().contains("params must be an object"));
+    let cancel =
+        parse_message(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}"#)
+            .unwrap();
+    assert!(matches!(dispatch(&hub, &ctx, cancel).await, Outcome::Accepted));
+    let stray = Message::Response {
+        id: Some(RequestId::number(12345)),
+        payload: crate::protocol::ResponsePayload::Result(raw("{}".into())),
+    };
+    assert!(matches!(dispatch(&hub, &ctx, stray).await, Outcome::Accepted));
+}
