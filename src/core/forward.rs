@@ -53,6 +53,8 @@ pub struct ForwardedCall {
     pub shape: ResultShape,
     pub naming: Naming,
     pub deadline: Deadline,
+    /// The host request's span.
+    pub span: tracing::Span,
 }
 
 /// When a host call times out: `timeout` after it started, or after its latest progress when
@@ -234,6 +236,7 @@ impl ForwardedCall {
                 host: self.session.link(),
                 sink,
             },
+            span: self.span.clone(),
         })?;
         self.events = events;
         self.upstream_id = upstream_id;

@@ -141,6 +141,7 @@ impl Harness {
                 host: host.clone(),
                 sink,
             },
+            span: tracing::Span::none(),
         };
         self.handle.send_call(call).unwrap();
         (upstream_id, events)

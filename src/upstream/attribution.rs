@@ -83,6 +83,7 @@ mod tests {
                 sink,
             },
             started: Instant::now() - Duration::from_millis(age_ms),
+            span: tracing::Span::none(),
         }
     }
 
@@ -91,6 +92,7 @@ mod tests {
         Pending {
             origin: CallOrigin::Internal(tx),
             started: Instant::now() - Duration::from_secs(60),
+            span: tracing::Span::none(),
         }
     }
 

@@ -58,6 +58,9 @@ pub struct OutboundCall {
     /// `Mcp-Param-*` headers for a modern HTTP upstream (lowercase name, value).
     pub param_headers: Vec<(String, String)>,
     pub origin: CallOrigin,
+    /// The span of the host request behind it (none for mcpmux's own): the actor records what
+    /// happens to the call under it, so a call can be followed through the actor's channel.
+    pub span: tracing::Span,
 }
 
 /// Commands a connection actor accepts.

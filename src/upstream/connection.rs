@@ -121,6 +121,7 @@ impl Transport {
 pub(super) struct Pending {
     pub(super) origin: CallOrigin,
     pub(super) started: Instant,
+    pub(super) span: tracing::Span,
 }
 
 /// Start a connection task; the handle is usable at once (calls queue until ready).
@@ -360,7 +361,9 @@ impl Actor {
             params,
             origin,
             param_headers,
+            span,
         } = call;
+        let in_call = span.enter();
         if matches!(origin, CallOrigin::Host { .. }) && self.host_calls() >= self.ctx.server.max_in_flight {
             let error = UpstreamError::Overloaded {
                 name: self.name().to_string(),
@@ -394,11 +397,14 @@ impl Actor {
             params,
         }
         .to_json();
+        tracing::debug!(upstream = %self.name(), upstream_id, "request sent upstream");
+        drop(in_call);
         self.pending.insert(
             upstream_id,
             Pending {
                 origin,
                 started: Instant::now(),
+                span,
             },
         );
         if let Err(err) = transport.send_request(frame, upstream_id, headers) {
@@ -477,6 +483,10 @@ impl Actor {
             tracing::debug!(upstream = %self.name(), upstream_id, "dropping a late or unknown response");
             return;
         };
+        pending.span.in_scope(|| {
+            let elapsed_us = pending.started.elapsed().as_micros() as u64;
+            tracing::debug!(upstream = %self.name(), upstream_id, elapsed_us, "upstream answered");
+        });
         match pending.origin {
             CallOrigin::Internal(tx) => {
                 let _ = tx.send(match payload {

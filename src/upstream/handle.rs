@@ -193,6 +193,7 @@ impl UpstreamHandle {
             params,
             param_headers: Vec::new(),
             origin: CallOrigin::Internal(tx),
+            span: tracing::Span::none(),
         };
         self.send_call(call).map_err(CallFailure::Upstream)?;
         let mut unanswered = CancelOnDrop {
@@ -364,6 +365,7 @@ mod tests {
             params: None,
             param_headers: Vec::new(),
             origin: CallOrigin::Internal(tx),
+            span: tracing::Span::none(),
         }
     }
 

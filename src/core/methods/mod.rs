@@ -253,6 +253,7 @@ async fn start_call(
             host: session.link(),
             sink,
         },
+        span: ctx.span.clone(),
     };
     if let Err(err) = handle.send_call(call) {
         session.finish_inflight(&id, upstream_id);
@@ -270,6 +271,7 @@ async fn start_call(
         session: session.clone(),
         shape,
         naming: slot.naming.clone(),
+        span: ctx.span.clone(),
         deadline: Deadline::new(
             timeout,
             slot.server.timeout_resets_on_progress,
