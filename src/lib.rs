@@ -9,6 +9,7 @@ pub mod hub;
 pub mod protocol;
 pub mod status_command;
 pub mod upstream;
+pub mod util;
 
 pub use config::Config;
 pub use error::GatewayError;
