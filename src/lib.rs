@@ -8,6 +8,7 @@ pub mod error;
 pub mod hub;
 pub mod protocol;
 pub mod status_command;
+pub mod status_doc;
 pub mod upstream;
 pub mod util;
 

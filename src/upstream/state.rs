@@ -2,7 +2,7 @@
 //! often it was restarted and why it last failed; and crash-loop detection: too many failures
 //! in a short window put it in the `crash-loop` phase, where restarts wait the longest backoff.
 
-use serde::Serialize;
+pub use crate::status_doc::Phase;
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -11,20 +11,8 @@ use std::time::{Duration, Instant};
 pub const CRASH_LOOP_FAILURES: usize = 5;
 pub const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(120);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    Starting,
-    Ready,
-    /// Down, waiting for the next start attempt.
-    Restarting,
-    /// Down after failing again and again; restarts wait the longest backoff.
-    CrashLoop,
-    Stopped,
-}
-
 /// A copy of the state for reporting.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct StateReport {
     pub phase: Phase,
     pub restarts: u64,
