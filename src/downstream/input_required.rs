@@ -13,10 +13,11 @@ use crate::protocol::modern_result::{shape_error, shape_result, CacheHint, RESUL
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
+use parking_lot::Mutex;
 use rand::RngCore;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long a parked call waits for the host's retry.
@@ -89,13 +90,9 @@ fn now_ms() -> u64 {
 }
 
 impl ParkedCalls {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
-        self.calls.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// How many calls are parked.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.calls.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -105,7 +102,7 @@ impl ParkedCalls {
     /// Park a call until the host retries; returns the input-required result to send, or the
     /// call back when too many are parked.
     fn park(self: &Arc<Self>, call: ModernCall, asked: Vec<Asked>) -> Result<Box<RawValue>, ModernCall> {
-        let mut calls = self.lock();
+        let mut calls = self.calls.lock();
         if calls.len() >= MAX_PARKED {
             return Err(call);
         }
@@ -133,7 +130,7 @@ impl ParkedCalls {
         let store = Arc::downgrade(self);
         tokio::spawn(async move {
             tokio::time::sleep(PARK_TTL).await;
-            let expired = store.upgrade().and_then(|s| s.lock().remove(&id));
+            let expired = store.upgrade().and_then(|s| s.calls.lock().remove(&id));
             if expired.is_some() {
                 tracing::debug!("a parked call expired without a retry");
             }
@@ -145,7 +142,7 @@ impl ParkedCalls {
     /// caller and this request and has not expired.
     fn take(&self, state: &str, principal: &str, request: &str) -> Result<Parked, ResumeError> {
         let claims = self.key.open(state, principal, request, now_ms())?;
-        self.lock().remove(&claims.parked).ok_or(ResumeError::Gone)
+        self.calls.lock().remove(&claims.parked).ok_or(ResumeError::Gone)
     }
 }
 

@@ -17,9 +17,10 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::StatusCode;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -95,12 +96,8 @@ fn tagged(method: &str, params: Option<RawObject>, subscription: &RequestId) -> 
 }
 
 impl Listeners {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Listener>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.map.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -108,7 +105,7 @@ impl Listeners {
     }
 
     fn send(&self, pick: impl Fn(&Grant) -> bool, mut make: impl FnMut(&RequestId) -> Arc<str>) {
-        for listener in self.lock().values().filter(|l| pick(&l.grant)) {
+        for listener in self.map.lock().values().filter(|l| pick(&l.grant)) {
             if listener.queue.try_send(make(&listener.subscription)).is_err() {
                 tracing::debug!(subscription = %listener.subscription, "listen stream cannot take a notification");
             }
@@ -151,13 +148,14 @@ impl Listeners {
 
     /// Whether any listener watches exactly `uri`.
     pub fn watches(&self, uri: &str) -> bool {
-        self.lock()
+        self.map
+            .lock()
             .values()
             .any(|l| l.grant.uris.iter().any(|u| u == uri))
     }
 
     fn insert(&self, listener: Listener) -> Option<u64> {
-        let mut map = self.lock();
+        let mut map = self.map.lock();
         if map.len() >= MAX_LISTENERS {
             return None;
         }
@@ -167,7 +165,7 @@ impl Listeners {
     }
 
     fn remove(&self, key: u64) -> Option<Grant> {
-        self.lock().remove(&key).map(|l| l.grant)
+        self.map.lock().remove(&key).map(|l| l.grant)
     }
 }
 
