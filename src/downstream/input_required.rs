@@ -14,7 +14,6 @@ use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 use parking_lot::Mutex;
-use rand::RngCore;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -106,9 +105,7 @@ impl ParkedCalls {
         if calls.len() >= MAX_PARKED {
             return Err(call);
         }
-        let mut id = [0u8; 16];
-        rand::rng().fill_bytes(&mut id);
-        let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let id = crate::util::ids::random_hex(32);
         let state = self.key.seal(&StateClaims {
             parked: id.clone(),
             principal: call.principal.clone(),
