@@ -11,7 +11,9 @@ pub mod middleware;
 pub mod protocol;
 pub mod session;
 pub mod status_command;
+pub mod status_doc;
 pub mod upstream;
+pub mod util;
 
 pub use config::Config;
 pub use error::GatewayError;

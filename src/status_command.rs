@@ -2,7 +2,7 @@
 //! the exit status says whether every upstream is ready.
 
 use crate::config::Config;
-use serde_json::Value;
+use crate::status_doc::StatusDocument;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub fn status_url(config: &Config) -> String {
 }
 
 /// Fetch the status document.
-pub async fn fetch(url: &str) -> Result<Value, String> {
+pub async fn fetch(url: &str) -> Result<StatusDocument, String> {
     let client = reqwest::Client::builder()
         .timeout(FETCH_TIMEOUT)
         .build()
@@ -38,7 +38,7 @@ pub async fn fetch(url: &str) -> Result<Value, String> {
     if !status.is_success() {
         return Err(format!("{url} answered HTTP {status}: {}", text.trim()));
     }
-    serde_json::from_str(&text).map_err(|e| format!("{url} did not answer JSON: {e}"))
+    serde_json::from_str(&text).map_err(|e| format!("{url} did not answer a status document: {e}"))
 }
 
 /// Fetch and print the status; the exit status: 0 every upstream ready, 1 not, 2 unreachable.
@@ -53,10 +53,13 @@ pub fn command(url: &str, json: bool) -> u8 {
     match runtime.block_on(fetch(url)) {
         Ok(doc) => {
             match json {
-                true => println!("{doc:#}"),
+                true => match serde_json::to_string_pretty(&doc) {
+                    Ok(text) => println!("{text}"),
+                    Err(err) => eprintln!("error: {err}"),
+                },
                 false => print!("{}", render(&doc)),
             }
-            u8::from(!all_ready(&doc))
+            u8::from(!doc.all_ready())
         }
         Err(err) => {
             eprintln!("error: {err}");
@@ -65,44 +68,36 @@ pub fn command(url: &str, json: bool) -> u8 {
     }
 }
 
-/// Whether every upstream in the document is ready.
-pub fn all_ready(doc: &Value) -> bool {
-    doc["upstreams"]
-        .as_array()
-        .is_some_and(|ups| ups.iter().all(|u| u["phase"] == "ready"))
-}
-
 /// The document as a table for people.
-pub fn render(doc: &Value) -> String {
+pub fn render(doc: &StatusDocument) -> String {
     let mut out = String::new();
+    let version = match doc.server.version.as_str() {
+        "" => "?",
+        version => version,
+    };
     let _ = writeln!(
         out,
-        "mcpmux {}, up {} s: {} session(s), {} listen stream(s), {} call(s) waiting for input",
-        doc["server"]["version"].as_str().unwrap_or("?"),
-        doc["uptime_secs"],
-        doc["sessions"],
-        doc["listen_streams"],
-        doc["calls_waiting_for_input"],
+        "mcpmux {version}, up {} s: {} session(s), {} listen stream(s), {} call(s) waiting for input",
+        doc.uptime_secs, doc.sessions, doc.listen_streams, doc.calls_waiting_for_input,
     );
     let _ = writeln!(
         out,
         "{:<20} {:<11} {:<9} {:<10} {:>8} {:>6} {:>7} {:>9}  last error",
         "UPSTREAM", "PHASE", "ERA", "TRANSPORT", "RESTARTS", "TOOLS", "PROMPTS", "RESOURCES"
     );
-    for u in doc["upstreams"].as_array().into_iter().flatten() {
-        let text = |key: &str| u[key].as_str().unwrap_or("-").to_string();
+    for u in &doc.upstreams {
         let _ = writeln!(
             out,
             "{:<20} {:<11} {:<9} {:<10} {:>8} {:>6} {:>7} {:>9}  {}",
-            text("name"),
-            text("phase"),
-            text("era"),
-            text("transport"),
-            u["restarts"],
-            u["tools"],
-            u["prompts"],
-            u["resources"],
-            text("last_error"),
+            u.name,
+            u.phase.as_str(),
+            u.era.as_deref().unwrap_or("-"),
+            u.transport,
+            u.restarts,
+            u.tools,
+            u.prompts,
+            u.resources,
+            u.last_error.as_deref().unwrap_or("-"),
         );
     }
     out
@@ -125,12 +120,13 @@ mod tests {
                  "restarts": 7, "tools": 0, "prompts": 0, "resources": 0, "last_error": "exit 1"}
             ]
         });
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
         let table = render(&doc);
         assert_eq!(table.lines().count(), 4, "{table}");
         assert!(
             table.contains("crash-loop") && table.contains("exit 1"),
             "{table}"
         );
-        assert!(!all_ready(&doc));
+        assert!(!doc.all_ready());
     }
 }

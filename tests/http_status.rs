@@ -308,3 +308,50 @@ async fn fast_calls_get_json_and_the_rest_a_stream() {
     assert!(text.contains("slept 400"), "{text}");
     gw.stop().await;
 }
+
+/// Each value of a JSON document replaced by the name of its type, keys kept in order.
+fn shape(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), shape(v))).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
+        Value::Number(n) if n.is_u64() => "u64".into(),
+        Value::Number(_) => "number".into(),
+        Value::String(_) => "string".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Null => "null".into(),
+    }
+}
+
+/// `GET /status` keeps its keys, their order and the types of their values (external checks
+/// and `mcpmux status` read it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_document_keeps_its_shape() {
+    let gw = gateway("").await;
+    let _host = RawSession::open(&gw.url(), json!({})).await;
+    let r = get(&format!("http://{}/status", gw.local_addr()), &[]).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let doc = body_json(r).await;
+    // Compared as text: the order of keys counts.
+    let expected = json!({
+        "server": {"name": "string", "version": "string"},
+        "uptime_secs": "u64", "sessions": "u64", "listen_streams": "u64",
+        "calls_waiting_for_input": "u64",
+        "upstreams": [{
+            "name": "string", "namespace": "string", "transport": "string",
+            "isolation": "string", "phase": "string", "for_secs": "u64", "restarts": "u64",
+            "last_error": "null", "protocol_version": "string", "era": "string",
+            "tools": "u64", "prompts": "u64", "resources": "u64", "resourceTemplates": "u64"
+        }]
+    });
+    assert_eq!(shape(&doc).to_string(), expected.to_string(), "{doc}");
+    assert_eq!(doc["server"]["name"], "mcpmux");
+    assert_eq!(doc["sessions"], 1);
+    let upstream = &doc["upstreams"][0];
+    assert_eq!(upstream["name"], "t");
+    assert_eq!(upstream["phase"], "ready");
+    assert_eq!(upstream["transport"], "stdio");
+    assert_eq!(upstream["isolation"], "shared");
+    assert!(upstream["tools"].as_u64() > Some(0), "{doc}");
+    gw.stop().await;
+}

@@ -7,12 +7,12 @@
 use crate::catalog::ListKind;
 use crate::config::{Isolation, TransportConfig};
 use crate::core::hub::Hub;
+use crate::status_doc::{ServerInfo, StatusDocument, UpstreamStatus};
 use crate::upstream::UpstreamSlot;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{header, StatusCode};
-use serde_json::json;
 use std::sync::Arc;
 
 pub const STATUS_PATH: &str = "/status";
@@ -56,40 +56,46 @@ async fn ready(State(op): State<Arc<Operator>>) -> Response {
 }
 
 async fn status(State(op): State<Arc<Operator>>) -> Response {
-    let body = report(&op.hub).to_string();
-    crate::error::json_text(StatusCode::OK, body)
+    match serde_json::to_string(&report(&op.hub)) {
+        Ok(body) => crate::error::json_text(StatusCode::OK, body),
+        Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "status unavailable\n"),
+    }
 }
 
 /// The status document.
-pub fn report(hub: &Hub) -> serde_json::Value {
+pub fn report(hub: &Hub) -> StatusDocument {
     let catalog = hub.catalog.snapshot();
     let count = |index: usize, kind: ListKind| {
         (catalog.list(kind).items.iter())
             .filter(|item| item.upstream == index)
-            .count()
+            .count() as u64
     };
-    let upstreams: Vec<_> = hub
+    let upstreams = hub
         .upstreams
         .iter()
-        .map(|slot| {
-            let mut entry = upstream_entry(slot);
-            for kind in ListKind::ALL {
-                entry[kind.field()] = count(slot.index, kind).into();
-            }
-            entry
+        .map(|slot| UpstreamStatus {
+            tools: count(slot.index, ListKind::Tools),
+            prompts: count(slot.index, ListKind::Prompts),
+            resources: count(slot.index, ListKind::Resources),
+            resource_templates: count(slot.index, ListKind::Templates),
+            ..upstream_entry(slot)
         })
         .collect();
-    json!({
-        "server": { "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") },
-        "uptime_secs": hub.uptime().as_secs(),
-        "sessions": hub.sessions.len(),
-        "listen_streams": hub.sessions.listeners.len(),
-        "calls_waiting_for_input": hub.parked.len(),
-        "upstreams": upstreams,
-    })
+    StatusDocument {
+        server: ServerInfo {
+            name: "mcpmux".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        uptime_secs: hub.uptime().as_secs(),
+        sessions: hub.sessions.len() as u64,
+        listen_streams: hub.sessions.listeners.len() as u64,
+        calls_waiting_for_input: hub.parked.len() as u64,
+        upstreams,
+    }
 }
 
-fn upstream_entry(slot: &UpstreamSlot) -> serde_json::Value {
+/// An upstream's entry, its list sizes left at zero.
+fn upstream_entry(slot: &UpstreamSlot) -> UpstreamStatus {
     let state = slot.state.report();
     let facts = slot.facts.load_full();
     let transport = match &slot.server.transport {
@@ -100,16 +106,19 @@ fn upstream_entry(slot: &UpstreamSlot) -> serde_json::Value {
         Isolation::Shared => "shared",
         Isolation::PerSession => "per-session",
     };
-    json!({
-        "name": slot.server.name,
-        "namespace": slot.server.namespace,
-        "transport": transport,
-        "isolation": isolation,
-        "phase": state.phase,
-        "for_secs": state.for_secs,
-        "restarts": state.restarts,
-        "last_error": state.last_error,
-        "protocol_version": facts.as_ref().map(|f| f.protocol_version.clone()),
-        "era": facts.as_ref().map(|f| if f.is_modern() { "stateless" } else { "session" }),
-    })
+    UpstreamStatus {
+        name: slot.server.name.clone(),
+        namespace: slot.server.namespace.clone(),
+        transport: transport.into(),
+        isolation: isolation.into(),
+        phase: state.phase,
+        for_secs: state.for_secs,
+        restarts: state.restarts,
+        last_error: state.last_error,
+        protocol_version: facts.as_ref().map(|f| f.protocol_version.clone()),
+        era: facts
+            .as_ref()
+            .map(|f| if f.is_modern() { "stateless" } else { "session" }.into()),
+        ..UpstreamStatus::default()
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::ListKind;
 use crate::protocol::modern_result::CacheHint;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// An expired list is fetched again at most this often, however many hosts ask.
@@ -22,23 +22,19 @@ pub struct ListFreshness {
 }
 
 impl ListFreshness {
-    fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Observed>; 4]> {
-        self.lists.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Remember the hint of a list just fetched (`None`: the upstream gave none).
     pub fn record(&self, kind: ListKind, hint: Option<CacheHint>, fetched: Instant) {
-        self.lock()[kind as usize] = hint.map(|hint| Observed { hint, fetched });
+        self.lists.lock()[kind as usize] = hint.map(|hint| Observed { hint, fetched });
     }
 
     /// Forget every hint (the upstream went away).
     pub fn clear(&self) {
-        *self.lock() = [None; 4];
+        *self.lists.lock() = [None; 4];
     }
 
     /// The upstream's hint for a list as of `now`: its lifetime less the list's age.
     pub fn remaining(&self, kind: ListKind, now: Instant) -> Option<CacheHint> {
-        let observed = self.lock()[kind as usize]?;
+        let observed = self.lists.lock()[kind as usize]?;
         let age = now.saturating_duration_since(observed.fetched).as_millis();
         let age = u64::try_from(age).unwrap_or(u64::MAX);
         Some(CacheHint {
@@ -50,7 +46,7 @@ impl ListFreshness {
     /// Whether the list outlived the upstream's hint and was not fetched in the last moment:
     /// mcpmux should fetch it again.
     pub fn is_stale(&self, kind: ListKind, now: Instant) -> bool {
-        let Some(observed) = self.lock()[kind as usize] else {
+        let Some(observed) = self.lists.lock()[kind as usize] else {
             return false;
         };
         let age = now.saturating_duration_since(observed.fetched);

@@ -10,9 +10,10 @@ pub mod uri;
 
 use crate::protocol::RawObject;
 use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The four paginated lists an MCP server may offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -197,7 +198,7 @@ impl CatalogStore {
             parts: Mutex::new(parts),
             namings,
         };
-        store.rebuild(&store.lock_parts(), 0);
+        store.rebuild(&store.parts.lock(), 0);
         store
     }
 
@@ -206,13 +207,9 @@ impl CatalogStore {
         self.current.load_full()
     }
 
-    fn lock_parts(&self) -> std::sync::MutexGuard<'_, Vec<[Vec<RawObject>; 4]>> {
-        self.parts.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// Replace one upstream's list of one kind; returns whether what hosts see changed.
     pub fn replace(&self, upstream: usize, kind: ListKind, items: Vec<RawObject>) -> bool {
-        let mut parts = self.lock_parts();
+        let mut parts = self.parts.lock();
         let Some(slot) = parts.get_mut(upstream) else {
             return false;
         };

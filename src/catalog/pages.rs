@@ -4,23 +4,18 @@
 
 use super::{cursor, Catalog, ExposedItem, ListKind};
 use crate::protocol::message::to_raw;
+use parking_lot::Mutex;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// The results of one list of one snapshot written so far, by their `[start, end)` slice. Only
 /// pages starting at a multiple of the page size are kept (the only ones mcpmux's cursors point
 /// to), so the cache holds each item at most once.
 #[derive(Debug, Default)]
 pub(super) struct PageCache {
-    pages: Mutex<HashMap<(usize, usize), Arc<RawValue>>>,
-}
-
-impl PageCache {
-    fn lock(&self) -> MutexGuard<'_, HashMap<(usize, usize), Arc<RawValue>>> {
-        self.pages.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
+    written: Mutex<HashMap<(usize, usize), Arc<RawValue>>>,
 }
 
 impl Catalog {
@@ -33,7 +28,7 @@ impl Catalog {
         let (start, end, next) = cursor::page(list.items.len(), cursor, page_size)?;
         let keep = start % page_size == 0;
         if keep {
-            if let Some(result) = list.pages.lock().get(&(start, end)) {
+            if let Some(result) = list.pages.written.lock().get(&(start, end)) {
                 return Some(result.clone());
             }
         }
@@ -42,7 +37,14 @@ impl Catalog {
         if !keep {
             return Some(result);
         }
-        Some(list.pages.lock().entry((start, end)).or_insert(result).clone())
+        Some(
+            list.pages
+                .written
+                .lock()
+                .entry((start, end))
+                .or_insert(result)
+                .clone(),
+        )
     }
 
     /// [`Catalog::page`] followed by `extra` members (which must not repeat the list's field or
@@ -169,7 +171,7 @@ mod tests {
         assert_eq!(odd.get(), r#"{"tools":[{"name":"a__y"},{"name":"a__z"}]}"#);
         let again = catalog.page(ListKind::Tools, forged.as_deref(), 2).unwrap();
         assert!(!Arc::ptr_eq(&odd, &again));
-        assert_eq!(catalog.list(ListKind::Tools).pages.lock().len(), 1);
+        assert_eq!(catalog.list(ListKind::Tools).pages.written.lock().len(), 1);
         // A new snapshot starts with no pages and serves what changed.
         s.replace(
             0,

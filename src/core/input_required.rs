@@ -13,10 +13,10 @@ use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::Session;
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
-use rand::RngCore;
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long a parked call waits for the host's retry.
@@ -89,13 +89,9 @@ fn now_ms() -> u64 {
 }
 
 impl ParkedCalls {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Parked>> {
-        self.calls.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// How many calls are parked.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.calls.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -105,13 +101,11 @@ impl ParkedCalls {
     /// Park a call until the host retries; returns the input-required result to send, or the
     /// call back when too many are parked.
     fn park(self: &Arc<Self>, call: ModernCall, asked: Vec<Asked>) -> Result<Box<RawValue>, ModernCall> {
-        let mut calls = self.lock();
+        let mut calls = self.calls.lock();
         if calls.len() >= MAX_PARKED {
             return Err(call);
         }
-        let mut id = [0u8; 16];
-        rand::rng().fill_bytes(&mut id);
-        let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let id = crate::util::ids::random_hex(32);
         let state = self.key.seal(&StateClaims {
             parked: id.clone(),
             principal: call.principal.clone(),
@@ -133,7 +127,7 @@ impl ParkedCalls {
         let store = Arc::downgrade(self);
         tokio::spawn(async move {
             tokio::time::sleep(PARK_TTL).await;
-            let expired = store.upgrade().and_then(|s| s.lock().remove(&id));
+            let expired = store.upgrade().and_then(|s| s.calls.lock().remove(&id));
             if expired.is_some() {
                 tracing::debug!("a parked call expired without a retry");
             }
@@ -145,7 +139,7 @@ impl ParkedCalls {
     /// caller and this request and has not expired.
     fn take(&self, state: &str, principal: &str, request: &str) -> Result<Parked, ResumeError> {
         let claims = self.key.open(state, principal, request, now_ms())?;
-        self.lock().remove(&claims.parked).ok_or(ResumeError::Gone)
+        self.calls.lock().remove(&claims.parked).ok_or(ResumeError::Gone)
     }
 }
 

@@ -19,9 +19,10 @@ use axum::routing::{get, post};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderMap, StatusCode};
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -67,17 +68,13 @@ struct Legacy {
 }
 
 impl Legacy {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Link>>> {
-        self.links.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// End a link and its session (idempotent).
     fn end(&self, link: &Link, why: &str) {
         if link.closed.is_cancelled() {
             return;
         }
         link.closed.cancel();
-        self.lock().remove(&link.id);
+        self.links.lock().remove(&link.id);
         if self.hub.sessions.remove(&link.id).is_some() {
             tracing::info!(session = %link.id, why, "legacy SSE session ended");
         }
@@ -128,7 +125,7 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
         calls: AtomicUsize::new(0),
     });
     {
-        let mut links = legacy.lock();
+        let mut links = legacy.links.lock();
         if links.len() >= MAX_STREAMS {
             return refuse(DownstreamError::Unavailable("too many legacy SSE streams"));
         }
@@ -225,6 +222,7 @@ async fn accept_message(
     let id = session_param(uri)
         .ok_or_else(|| DownstreamError::BadRequest("the sessionId query parameter is required".into()))?;
     let link = legacy
+        .links
         .lock()
         .get(id)
         .cloned()
@@ -409,13 +407,13 @@ mod tests {
             closed: CancellationToken::new(),
             calls: AtomicUsize::new(0),
         });
-        legacy.lock().insert(link.id.clone(), link.clone());
+        legacy.links.lock().insert(link.id.clone(), link.clone());
         let session = hub.new_session("l1".into(), "2025-11-25".into(), Default::default());
         hub.sessions.insert(session.clone());
         assert!(legacy.push(&link, "{}".into()));
         assert!(!legacy.push(&link, "{}".into()));
         assert!(link.closed.is_cancelled() && session.closed.is_cancelled());
-        assert!(legacy.lock().is_empty() && hub.sessions.get("l1").is_none());
+        assert!(legacy.links.lock().is_empty() && hub.sessions.get("l1").is_none());
     }
 
     #[test]

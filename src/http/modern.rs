@@ -23,7 +23,6 @@ use crate::session::host::Session;
 use axum::response::Response;
 use futures_util::StreamExt;
 use http::{header, HeaderMap, StatusCode};
-use rand::RngCore;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -194,9 +193,7 @@ fn no_answer(id: RequestId) -> Response {
 
 /// A throwaway session carrying what the request's `_meta` declares.
 fn request_session(hub: &Hub, meta: &RequestMeta) -> Arc<Session> {
-    let mut bytes = [0u8; 12];
-    rand::rng().fill_bytes(&mut bytes);
-    let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let id = crate::util::ids::random_hex(24);
     let caps = ClientCaps::from_capabilities(Some(&meta.client_capabilities));
     let session = hub.new_session(format!("stateless-{id}"), MODERN_VERSION.to_string(), caps);
     match meta.log_level.as_deref().and_then(log_level_rank) {

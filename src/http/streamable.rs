@@ -20,7 +20,6 @@ use axum::routing::any;
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use rand::RngCore;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,9 +127,7 @@ fn claimed_version(headers: &HeaderMap) -> Result<String, DownstreamError> {
 }
 
 pub(super) fn new_session_id() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::util::ids::random_hex(64)
 }
 
 fn json_reply(msg: &Message, session: Option<&str>) -> Response {
@@ -253,7 +250,7 @@ async fn answer(hub: &Arc<Hub>, outcome: Outcome) -> Response {
         Outcome::Reply(reply) => json_reply(&reply, None),
         Outcome::Forward(call) => {
             let session = call.session.clone();
-            match resume::start(call, session, hub.shutdown.clone()).await {
+            match resume::start(*call, session, hub.shutdown.clone()).await {
                 resume::Reply::Json(json) => json_text(StatusCode::OK, json.to_string()),
                 resume::Reply::Stream(frames) => sse_response(frames),
             }

@@ -16,10 +16,10 @@ use crate::config::Secret;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::{parse_body, Body, Message, ParseError, ResponsePayload};
+use parking_lot::Mutex;
 use reqwest::StatusCode;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -220,7 +220,7 @@ impl HttpTransport {
     ) -> Result<(), UpstreamError> {
         let cancel = self.stop.child_token();
         if let Some(id) = upstream_id {
-            lock(&self.open_posts).insert(id, cancel.clone());
+            self.open_posts.lock().insert(id, cancel.clone());
         }
         let post = Post {
             name: self.name.clone(),
@@ -239,7 +239,7 @@ impl HttpTransport {
 
     /// Close the POST of request `upstream_id` (how 2026-07-28 cancels a request).
     pub fn abort(&mut self, upstream_id: u64) {
-        if let Some(cancel) = lock(&self.open_posts).remove(&upstream_id) {
+        if let Some(cancel) = self.open_posts.lock().remove(&upstream_id) {
             cancel.cancel();
         }
     }
@@ -296,10 +296,6 @@ impl HttpTransport {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 struct Post {
     name: Arc<str>,
     endpoint: Arc<Endpoint>,
@@ -320,7 +316,7 @@ impl Post {
             _ = self.exchange(frame) => {}
         }
         if let Some(id) = self.upstream_id {
-            lock(&self.open_posts).remove(&id);
+            self.open_posts.lock().remove(&id);
         }
     }
 

@@ -5,7 +5,9 @@
 //! POSTs (every call) go through a lean hyper client when no proxy is configured in the
 //! environment: reqwest, used for everything else, parses the URL twice per request for its
 //! redirect handling, a fifth of what relaying a call to an HTTP upstream cost (measured with
-//! callgrind, docs/benchmarks.md). Both keep connections alive and set `TCP_NODELAY`.
+//! callgrind, docs/benchmarks.md). Both keep connections alive and set `TCP_NODELAY`, and there
+//! is one of each per process, made on first use and shared by every upstream connection
+//! (configured headers ride each request; no per-server setting changes the clients).
 
 use super::http_reply::Reply;
 use crate::config::Secret;
@@ -37,17 +39,24 @@ const PROXY_VARIABLES: [&str; 6] = [
 type LeanClient =
     hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// The clients of this process: reqwest for everything, the lean one for POSTs (none when a
+/// proxy is configured).
+struct Clients {
+    reqwest: reqwest::Client,
+    lean: Option<LeanClient>,
+}
+
 /// The lean POST client and the URL as it wants it.
 #[derive(Clone)]
 struct Lean {
-    client: LeanClient,
+    client: &'static LeanClient,
     uri: http::Uri,
 }
 
 /// One upstream URL with the headers every request to it carries.
 #[derive(Clone)]
 pub(super) struct Endpoint {
-    client: reqwest::Client,
+    client: &'static reqwest::Client,
     lean: Option<Lean>,
     url: reqwest::Url,
     headers: HeaderMap,
@@ -78,14 +87,10 @@ impl Endpoint {
             value.set_sensitive(true);
             headers.insert(key, value);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build()
-            .map_err(|e| format!("http client: {}", error_chain(&e)))?;
-        let lean = lean_client().and_then(|client| Lean::at(client, &url));
+        let clients = shared_clients()?;
+        let lean = clients.lean.as_ref().and_then(|client| Lean::at(client, &url));
         Ok(Endpoint {
-            client,
+            client: &clients.reqwest,
             lean,
             url,
             headers,
@@ -111,7 +116,7 @@ impl Endpoint {
 
     /// The same client and headers at another URL (the POST endpoint a legacy SSE server names).
     pub fn at(&self, url: reqwest::Url) -> Self {
-        let lean = self.lean.as_ref().and_then(|l| Lean::at(l.client.clone(), &url));
+        let lean = self.lean.as_ref().and_then(|l| Lean::at(l.client, &url));
         Endpoint {
             url,
             lean,
@@ -193,13 +198,33 @@ impl Endpoint {
 
 impl Lean {
     /// The lean client at `url`, unless hyper cannot take the URL as it is.
-    fn at(client: LeanClient, url: &reqwest::Url) -> Option<Lean> {
+    fn at(client: &'static LeanClient, url: &reqwest::Url) -> Option<Lean> {
         let uri = url.as_str().parse::<http::Uri>().ok()?;
         Some(Lean { client, uri })
     }
 }
 
-/// A lean client for one endpoint, or `None` when a proxy is configured (reqwest honours it).
+/// The clients every endpoint of this process uses, made on first use (the proxy variables and
+/// TLS set-up are read then); an error when reqwest cannot be set up, for every endpoint alike.
+fn shared_clients() -> Result<&'static Clients, String> {
+    static CLIENTS: OnceLock<Result<Clients, String>> = OnceLock::new();
+    CLIENTS
+        .get_or_init(|| {
+            let reqwest = reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .build()
+                .map_err(|e| format!("http client: {}", error_chain(&e)))?;
+            Ok(Clients {
+                reqwest,
+                lean: lean_client(),
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The lean client, or `None` when a proxy is configured (reqwest honours it).
 fn lean_client() -> Option<LeanClient> {
     let proxied = PROXY_VARIABLES
         .iter()
@@ -207,7 +232,7 @@ fn lean_client() -> Option<LeanClient> {
     if proxied {
         return None;
     }
-    let tls = tls_config()?.clone();
+    let tls = tls_config()?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -225,22 +250,16 @@ fn lean_client() -> Option<LeanClient> {
 }
 
 /// TLS for the lean client: ring, rustls' safe defaults and the Mozilla roots (as reqwest's).
-fn tls_config() -> Option<&'static rustls::ClientConfig> {
-    static CONFIG: OnceLock<Option<rustls::ClientConfig>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            use hyper_rustls::ConfigBuilderExt;
-            let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-            match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions()
-            {
-                Ok(builder) => Some(builder.with_webpki_roots().with_no_client_auth()),
-                Err(err) => {
-                    tracing::warn!(%err, "TLS setup for the lean HTTP client failed; using reqwest");
-                    None
-                }
-            }
-        })
-        .as_ref()
+fn tls_config() -> Option<rustls::ClientConfig> {
+    use hyper_rustls::ConfigBuilderExt;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions() {
+        Ok(builder) => Some(builder.with_webpki_roots().with_no_client_auth()),
+        Err(err) => {
+            tracing::warn!(%err, "TLS setup for the lean HTTP client failed; using reqwest");
+            None
+        }
+    }
 }
 
 /// Up to `limit` bytes of a body; the rest is not read.
@@ -258,4 +277,49 @@ pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::extract::{ConnectInfo, State};
+    use parking_lot::Mutex;
+    use std::collections::HashSet;
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    type Peers = Arc<Mutex<HashSet<SocketAddr>>>;
+
+    async fn record(State(peers): State<Peers>, ConnectInfo(peer): ConnectInfo<SocketAddr>) -> &'static str {
+        peers.lock().insert(peer);
+        "{}"
+    }
+
+    #[tokio::test]
+    async fn endpoints_share_the_clients_and_their_connections() {
+        let peers = Peers::default();
+        let app = axum::Router::new()
+            .route("/mcp", axum::routing::any(record))
+            .with_state(peers.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+        });
+        let mut endpoints = Vec::new();
+        for _ in 0..3 {
+            let endpoint = Endpoint::new(&url, &[]).expect("endpoint");
+            let reply = endpoint.send_post("{}".into(), &[]).await.expect("POST");
+            assert_eq!(read_limited(reply, 1024).await, b"{}");
+            let reply = endpoint.get(None).send().await.expect("GET");
+            assert_eq!(read_limited(reply, 1024).await, b"{}");
+            // Let the connections go back to the pool before the next endpoint asks.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            endpoints.push(endpoint);
+        }
+        assert!(std::ptr::eq(endpoints[0].client, endpoints[2].client));
+        // One connection for the lean client and one for reqwest, not two per endpoint.
+        let peers = peers.lock().len();
+        assert!(peers <= 2, "{peers} connections for 3 endpoints");
+    }
 }

@@ -9,6 +9,7 @@ use super::http_reply::{BodyStream, Reply};
 use super::parse_frame;
 use crate::protocol::sse::SseDecoder;
 use crate::protocol::Message;
+use crate::util::Backoff;
 use futures_util::StreamExt;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -169,7 +170,7 @@ impl GetStream {
     /// offering the stream or the actor is gone.
     pub async fn run(self, first: reqwest::Response) {
         let mut stream = SseMessages::new(self.name.clone(), first, self.max_event_bytes);
-        let mut backoff = GET_BACKOFF_MIN;
+        let mut backoff = Backoff::new(GET_BACKOFF_MIN, GET_BACKOFF_MAX);
         loop {
             while let Some(msg) = stream.next().await {
                 if self
@@ -189,11 +190,10 @@ impl GetStream {
             }
             // Nothing to resume from (or resuming failed): open a fresh stream.
             loop {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(GET_BACKOFF_MAX);
+                tokio::time::sleep(backoff.next_delay()).await;
                 match self.endpoint.get(None).send().await {
                     Ok(resp) if resp.status().is_success() => {
-                        backoff = GET_BACKOFF_MIN;
+                        backoff.reset();
                         stream = SseMessages::new(self.name.clone(), resp, self.max_event_bytes);
                         break;
                     }

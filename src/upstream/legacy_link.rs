@@ -10,6 +10,7 @@ use super::{Command, ServerFacts, Status};
 use crate::catalog::ListKind;
 use crate::config::{HttpMode, ServerConfig, TransportConfig};
 use crate::error::UpstreamError;
+use crate::util::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -113,13 +114,14 @@ impl Actor {
         }
         tracing::warn!(upstream = %self.name(), %reason, "legacy SSE stream lost; reconnecting");
         self.fail_all(&reason);
-        let mut delay = RECONNECT_MIN;
+        let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
         let mut last = reason;
         for _ in 0..RECONNECT_ATTEMPTS {
             let Transport::LegacySse(t) = transport else {
                 return Err(last);
             };
             let connected = {
+                let delay = backoff.next_delay();
                 let attempt = async {
                     tokio::time::sleep(delay).await;
                     t.connect().await
@@ -147,7 +149,6 @@ impl Actor {
                     last = why;
                 }
             }
-            delay = (delay * 2).min(RECONNECT_MAX);
         }
         Err(format!("reconnecting failed: {last}"))
     }

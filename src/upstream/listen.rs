@@ -8,6 +8,7 @@ use crate::catalog::ListKind;
 use crate::error::codes;
 use crate::protocol::message::to_raw;
 use crate::protocol::RawObject;
+use crate::util::Backoff;
 use serde_json::value::RawValue;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -60,7 +61,7 @@ pub fn keep_listening(handle: UpstreamHandle, facts: &ServerFacts) {
     let flags = wanted(facts);
     let mut watched = handle.watched_resources();
     tokio::spawn(async move {
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         loop {
             let uris = watched.borrow_and_update().clone();
             if flags.is_empty() && uris.is_empty() {
@@ -90,13 +91,11 @@ pub fn keep_listening(handle: UpstreamHandle, facts: &ServerFacts) {
                 }
                 Err(err) => tracing::debug!(upstream = %handle.name(), %err, "upstream listen stream failed"),
             }
-            backoff = if started.elapsed() >= HEALTHY_FOR {
-                FIRST_BACKOFF
-            } else {
-                (backoff * 2).min(MAX_BACKOFF)
-            };
+            if started.elapsed() >= HEALTHY_FOR {
+                backoff.reset();
+            }
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(backoff.next_delay()) => {}
                 _ = handle.closed() => return,
             }
         }

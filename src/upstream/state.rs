@@ -2,29 +2,17 @@
 //! often it was restarted and why it last failed; and crash-loop detection: too many failures
 //! in a short window put it in the `crash-loop` phase, where restarts wait the longest backoff.
 
-use serde::Serialize;
+pub use crate::status_doc::Phase;
+use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Failures within [`CRASH_LOOP_WINDOW`] that make a crash loop.
 pub const CRASH_LOOP_FAILURES: usize = 5;
 pub const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(120);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    Starting,
-    Ready,
-    /// Down, waiting for the next start attempt.
-    Restarting,
-    /// Down after failing again and again; restarts wait the longest backoff.
-    CrashLoop,
-    Stopped,
-}
-
 /// A copy of the state for reporting.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct StateReport {
     pub phase: Phase,
     pub restarts: u64,
@@ -62,10 +50,6 @@ impl Default for UpstreamState {
 }
 
 impl UpstreamState {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn enter(inner: &mut Inner, phase: Phase, now: Instant) {
         if inner.phase != phase {
             inner.phase = phase;
@@ -75,7 +59,7 @@ impl UpstreamState {
 
     /// A start attempt begins (the first, or a restart).
     pub fn starting(&self) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         if inner.phase != Phase::Starting {
             inner.restarts += 1;
         }
@@ -83,17 +67,17 @@ impl UpstreamState {
     }
 
     pub fn ready(&self) {
-        Self::enter(&mut self.lock(), Phase::Ready, Instant::now());
+        Self::enter(&mut self.inner.lock(), Phase::Ready, Instant::now());
     }
 
     pub fn stopped(&self) {
-        Self::enter(&mut self.lock(), Phase::Stopped, Instant::now());
+        Self::enter(&mut self.inner.lock(), Phase::Stopped, Instant::now());
     }
 
     /// The upstream failed to start or its connection ended; returns the phase it is now in
     /// (`crash-loop` once [`CRASH_LOOP_FAILURES`] failures fall within [`CRASH_LOOP_WINDOW`]).
     pub fn failed(&self, reason: &str, now: Instant) -> Phase {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         inner.last_error = Some(reason.to_string());
         inner.failures.push_back(now);
         while inner
@@ -113,7 +97,7 @@ impl UpstreamState {
     }
 
     pub fn report(&self) -> StateReport {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         StateReport {
             phase: inner.phase,
             restarts: inner.restarts,

@@ -6,6 +6,8 @@ use super::parse_frame;
 use crate::config::TransportConfig;
 use crate::error::UpstreamError;
 use crate::protocol::framing::{Frame, LineSplitter};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
 use process_wrap::tokio::{KillOnDrop, ProcessGroup, TokioChildWrapper, TokioCommandWrap};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -26,7 +28,7 @@ pub struct StdioTransport {
     name: Arc<str>,
     writer: Option<mpsc::Sender<String>>,
     child: Box<dyn TokioChildWrapper>,
-    pgid: Option<i32>,
+    pgid: Option<Pid>,
 }
 
 impl StdioTransport {
@@ -66,8 +68,8 @@ impl StdioTransport {
             name: name.to_string(),
             reason: format!("cannot start `{command}`: {e}"),
         })?;
-        let pgid = child.id().and_then(|p| i32::try_from(p).ok());
-        tracing::info!(upstream = %name, command = %command, pid = ?pgid, "started stdio upstream");
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
+        tracing::info!(upstream = %name, command = %command, pid = ?pgid.map(Pid::as_raw), "started stdio upstream");
         let closed = |what: &str| UpstreamError::Unavailable {
             name: name.to_string(),
             reason: format!("child has no {what}"),
@@ -125,7 +127,7 @@ impl StdioTransport {
             tracing::info!(upstream = %self.name, "stdio upstream exited after stdin closed");
             return;
         }
-        signal_group(pgid, libc::SIGTERM);
+        signal_group(pgid, Signal::SIGTERM);
         let deadline = tokio::time::Instant::now() + TERM_GRACE;
         while group_alive(pgid) && tokio::time::Instant::now() < deadline {
             let _ = self.child.try_wait();
@@ -133,23 +135,21 @@ impl StdioTransport {
         }
         if group_alive(pgid) {
             tracing::warn!(upstream = %self.name, "process group ignored SIGTERM; sending SIGKILL");
-            signal_group(pgid, libc::SIGKILL);
+            signal_group(pgid, Signal::SIGKILL);
         }
         let _ = tokio::time::timeout(EXIT_GRACE, Box::into_pin(self.child.wait())).await;
         tracing::info!(upstream = %self.name, "stdio upstream stopped");
     }
 }
 
-fn signal_group(pgid: i32, signal: i32) {
-    // SAFETY: killpg only sends a signal; an absent group yields ESRCH, which is fine.
-    unsafe {
-        libc::killpg(pgid, signal);
-    }
+/// Signal every process of the group; a group already gone (`ESRCH`) is fine.
+fn signal_group(pgid: Pid, signal: Signal) {
+    let _ = killpg(pgid, signal);
 }
 
-fn group_alive(pgid: i32) -> bool {
-    // SAFETY: signal 0 only checks whether any process of the group exists.
-    unsafe { libc::killpg(pgid, 0) == 0 }
+/// Whether any process of the group is left (signal 0 only checks).
+fn group_alive(pgid: Pid) -> bool {
+    killpg(pgid, None).is_ok()
 }
 
 async fn write_frames(
@@ -244,5 +244,48 @@ async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spawn_sh(script: &str) -> StdioTransport {
+        let transport = TransportConfig::Stdio {
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: Vec::new(),
+            cwd: None,
+        };
+        let (inbound, _) = mpsc::channel(8);
+        StdioTransport::spawn("t".into(), &transport, 1024, inbound).expect("sh starts")
+    }
+
+    #[tokio::test]
+    async fn the_group_is_probed_and_signalled() {
+        let mut child = spawn_sh("exec sleep 30");
+        let pgid = child.pgid.expect("a process group");
+        assert!(group_alive(pgid));
+        signal_group(pgid, Signal::SIGTERM);
+        let status = Box::into_pin(child.child.wait()).await.expect("wait");
+        assert!(!status.success(), "{status}");
+        assert!(!group_alive(pgid));
+        signal_group(pgid, Signal::SIGKILL); // an absent group is fine
+    }
+
+    #[tokio::test]
+    async fn stop_kills_a_group_that_ignores_sigterm() {
+        // The ignored SIGTERM survives `exec`: only SIGKILL ends this child.
+        let child = spawn_sh("trap '' TERM; exec sleep 30");
+        let pgid = child.pgid.expect("a process group");
+        let started = std::time::Instant::now();
+        child.stop().await;
+        assert!(
+            started.elapsed() >= EXIT_GRACE + TERM_GRACE,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(!group_alive(pgid));
     }
 }

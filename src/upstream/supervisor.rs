@@ -13,6 +13,7 @@ use crate::config::Isolation;
 use crate::protocol::message::{json_string, raw};
 use crate::protocol::modern_result::CacheHint;
 use crate::protocol::RawObject;
+use crate::util::Backoff;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -24,6 +25,8 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 const READY_WAIT: Duration = Duration::from_secs(90);
 const RESTART_MIN: Duration = Duration::from_secs(1);
 const RESTART_MAX: Duration = Duration::from_secs(30);
+/// The most a restart's random extra wait adds to its step.
+const RESTART_JITTER_MAX: Duration = Duration::from_millis(250);
 /// A connection that stayed up this long resets the restart backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
@@ -36,7 +39,7 @@ pub async fn supervise(
 ) {
     let slot = &pool[index];
     let mut first_attempt = true;
-    let mut backoff = RESTART_MIN;
+    let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX).with_jitter_cap(RESTART_JITTER_MAX);
     loop {
         slot.state.starting();
         let handle = spawn_connection(pool.connection_context(index, None));
@@ -91,29 +94,28 @@ pub async fn supervise(
         let changed = pool.catalog.clear(index);
         pool.emit(HostEvent::ListsChanged(&changed));
         if up_since.elapsed() > STABLE_AFTER {
-            backoff = RESTART_MIN;
+            backoff.reset();
         }
         let reason = failure.unwrap_or_else(|| "connection ended".into());
         if slot.state.failed(&reason, Instant::now()) == Phase::CrashLoop {
-            backoff = RESTART_MAX;
+            backoff.jump_to_max();
             tracing::error!(
                 upstream = %slot.server.name,
                 %reason,
                 "upstream is crash-looping ({CRASH_LOOP_FAILURES} failures within {} s); next attempt in {} s",
                 CRASH_LOOP_WINDOW.as_secs(),
-                backoff.as_secs()
+                backoff.step().as_secs()
             );
         }
-        let jitter = Duration::from_millis(rand::random::<u64>() % 250);
-        tracing::warn!(upstream = %slot.server.name, delay_ms = (backoff + jitter).as_millis() as u64, "restarting upstream");
+        let delay = backoff.next_delay();
+        tracing::warn!(upstream = %slot.server.name, delay_ms = delay.as_millis() as u64, "restarting upstream");
         tokio::select! {
-            _ = tokio::time::sleep(backoff + jitter) => {}
+            _ = tokio::time::sleep(delay) => {}
             _ = pool.shutdown.cancelled() => {
                 slot.state.stopped();
                 return;
             }
         }
-        backoff = (backoff * 2).min(RESTART_MAX);
     }
 }
 

@@ -37,7 +37,7 @@ pub enum Outcome {
     /// Answered by mcpmux itself, in the request's era.
     Reply(Message),
     /// Answered by an upstream, over a stream.
-    Forward(ForwardedCall),
+    Forward(Box<ForwardedCall>),
 }
 
 /// Route one session-era message from a host session.
@@ -259,7 +259,7 @@ async fn start_call(
         session.finish_inflight(&id, upstream_id);
         return Outcome::Reply(upstream_error_reply(id, &err));
     }
-    Outcome::Forward(ForwardedCall {
+    Outcome::Forward(Box::new(ForwardedCall {
         events,
         method,
         params: Some(upstream_params),
@@ -277,5 +277,5 @@ async fn start_call(
             slot.server.timeout_resets_on_progress,
             gateway.max_request_timeout,
         ),
-    })
+    }))
 }

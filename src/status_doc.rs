@@ -1,0 +1,163 @@
+//! The `/status` document, one set of types for the gateway that writes it and for
+//! `mcpmux status` that reads it. Field order and names are the wire format; it imports only serde.
+
+use serde::{Deserialize, Serialize};
+
+/// What `GET /status` answers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StatusDocument {
+    pub server: ServerInfo,
+    pub uptime_secs: u64,
+    /// Host sessions open (session era and legacy SSE).
+    pub sessions: u64,
+    pub listen_streams: u64,
+    pub calls_waiting_for_input: u64,
+    /// One entry per configured upstream, in the order of the configuration.
+    pub upstreams: Vec<UpstreamStatus>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// One configured upstream.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UpstreamStatus {
+    pub name: String,
+    pub namespace: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// `shared` or `per-session`.
+    pub isolation: String,
+    pub phase: Phase,
+    /// Seconds since the phase began.
+    pub for_secs: u64,
+    pub restarts: u64,
+    pub last_error: Option<String>,
+    /// The negotiated protocol version, once the upstream answered.
+    pub protocol_version: Option<String>,
+    /// `session` or `stateless`, once the upstream answered.
+    pub era: Option<String>,
+    pub tools: u64,
+    pub prompts: u64,
+    pub resources: u64,
+    #[serde(rename = "resourceTemplates")]
+    pub resource_templates: u64,
+}
+
+/// Where an upstream is in its life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Starting,
+    Ready,
+    /// Down, waiting for the next start attempt.
+    Restarting,
+    /// Down after failing again and again; restarts wait the longest backoff.
+    CrashLoop,
+    Stopped,
+    /// A phase this build does not know (read from a newer gateway); never entered by mcpmux.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+impl Phase {
+    /// The name in the document.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Ready => "ready",
+            Phase::Restarting => "restarting",
+            Phase::CrashLoop => "crash-loop",
+            Phase::Stopped => "stopped",
+            Phase::Unknown => "unknown",
+        }
+    }
+}
+
+impl StatusDocument {
+    /// Whether every upstream is ready.
+    pub fn all_ready(&self) -> bool {
+        self.upstreams.iter().all(|u| u.phase == Phase::Ready)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> StatusDocument {
+        StatusDocument {
+            server: ServerInfo {
+                name: "mcpmux".into(),
+                version: "0.1.0".into(),
+            },
+            uptime_secs: 5,
+            sessions: 2,
+            listen_streams: 1,
+            calls_waiting_for_input: 0,
+            upstreams: vec![UpstreamStatus {
+                name: "time".into(),
+                namespace: "time".into(),
+                transport: "stdio".into(),
+                isolation: "per-session".into(),
+                phase: Phase::CrashLoop,
+                for_secs: 3,
+                restarts: 7,
+                last_error: Some("exit 1".into()),
+                protocol_version: None,
+                era: None,
+                tools: 1,
+                prompts: 2,
+                resources: 3,
+                resource_templates: 4,
+            }],
+        }
+    }
+
+    #[test]
+    fn writes_the_wire_format_in_order() {
+        let text = serde_json::to_string(&sample()).expect("serialises");
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"server":{"name":"mcpmux","version":"0.1.0"},"uptime_secs":5,"sessions":2,"#,
+                r#""listen_streams":1,"calls_waiting_for_input":0,"upstreams":[{"name":"time","#,
+                r#""namespace":"time","transport":"stdio","isolation":"per-session","#,
+                r#""phase":"crash-loop","for_secs":3,"restarts":7,"last_error":"exit 1","#,
+                r#""protocol_version":null,"era":null,"tools":1,"prompts":2,"resources":3,"#,
+                r#""resourceTemplates":4}]}"#
+            )
+        );
+        let back: StatusDocument = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back, sample());
+        assert!(!back.all_ready());
+    }
+
+    #[test]
+    fn reads_leniently() {
+        let doc: StatusDocument = serde_json::from_str(
+            r#"{"upstreams":[{"name":"a","phase":"ready"},{"name":"b","phase":"draining","extra":1}]}"#,
+        )
+        .expect("missing and unknown fields are fine");
+        assert_eq!(doc.upstreams[0].phase, Phase::Ready);
+        assert_eq!(doc.upstreams[1].phase, Phase::Unknown);
+        assert!(!doc.all_ready());
+        for phase in [
+            Phase::Starting,
+            Phase::Ready,
+            Phase::Restarting,
+            Phase::CrashLoop,
+            Phase::Stopped,
+        ] {
+            let text = serde_json::to_string(&phase).expect("serialises");
+            assert_eq!(text, format!("\"{}\"", phase.as_str()));
+        }
+    }
+}
