@@ -1,7 +1,28 @@
 //! mcpmux: one Streamable HTTP MCP endpoint in front of many upstream MCP servers.
 //! [`run`] serves a [`Config`] until a shutdown token fires; [`start`] returns a running gateway.
+//!
+//! The map (dependencies point down; no module imports one above it):
+//!
+//! ```text
+//!  lib.rs        composition root: start/run/stop, the tower layer stack
+//!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
+//!  middleware    tower layers: Host/Origin access check, request tracing
+//!  core          one pipeline for both eras: RequestCtx, methods/ (one file per method),
+//!                forwarded calls, era bridges, the hub (shared state)
+//!  session       host sessions (HostLink), registry (HostEvents), kept streams, listeners
+//!  upstream      connection actors, handles, supervisors, the pool; HostLink/HostEvents traits,
+//!                server-to-client routes, attribution rule, per-session connections
+//!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
+//!  config        the TOML file, interpolation, validation
+//!  protocol      the pure codec and MCP vocabulary (no I/O)
+//! ```
+//!
+//! A host's `tools/call` goes http → core → upstream and its events come back to core through
+//! the call's channel; `upstream` reaches a host only through the traits it owns.
 
 pub mod admin;
+#[cfg(test)]
+mod architecture_tests;
 pub mod catalog;
 pub mod config;
 pub mod core;

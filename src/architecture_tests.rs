@@ -1,0 +1,105 @@
+//! The layering of the source tree, checked: every `crate::` reference of a top-level module
+//! points to a module of a lower layer, so no two modules import each other and `upstream`
+//! names nothing host-side.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Each top-level module's layer; a module may only use modules of lower layers.
+const LAYERS: &[(&str, u8)] = &[
+    ("protocol", 0),
+    ("util", 0),
+    ("status_doc", 0),
+    ("config", 1),
+    ("error", 2),
+    ("catalog", 2),
+    ("upstream", 3),
+    ("session", 4),
+    ("core", 5),
+    ("middleware", 5),
+    ("http", 6),
+    ("admin", 6),
+    ("status_command", 7),
+];
+
+/// What `upstream` must never name: the host side.
+const HOST_SIDE: &[&str] = &["session", "core", "http", "admin", "middleware"];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Which top-level modules each top-level module references (`crate::name`).
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let first = relative
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        if ["lib", "main", "architecture_tests"].contains(&module.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let used = graph.entry(module.clone()).or_default();
+        for (at, _) in text.match_indices("crate::") {
+            let name: String = text[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && name != module {
+                used.insert(name);
+            }
+        }
+    }
+    graph
+}
+
+fn layer(module: &str) -> u8 {
+    match LAYERS.iter().find(|(name, _)| *name == module) {
+        Some((_, layer)) => *layer,
+        None => panic!("top-level module {module} has no layer in architecture_tests.rs"),
+    }
+}
+
+#[test]
+fn every_import_points_down_the_layers() {
+    let graph = imports();
+    assert!(
+        graph.contains_key("upstream") && graph.contains_key("core"),
+        "{graph:?}"
+    );
+    let mut upward = Vec::new();
+    for (module, used) in &graph {
+        for other in used.iter().filter(|o| LAYERS.iter().any(|(n, _)| n == *o)) {
+            if layer(other) >= layer(module) {
+                upward.push(format!("{module} -> {other}"));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that do not point down: {upward:?}");
+}
+
+#[test]
+fn upstream_names_nothing_host_side() {
+    let graph = imports();
+    let host_side: Vec<&String> = graph["upstream"]
+        .iter()
+        .filter(|m| HOST_SIDE.contains(&m.as_str()))
+        .collect();
+    assert!(host_side.is_empty(), "upstream imports {host_side:?}");
+}
