@@ -19,6 +19,7 @@ pub mod conformance;
 pub mod everything;
 pub mod interop_report;
 pub mod mcp;
+pub mod test_server;
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -576,7 +577,7 @@ pub fn test_server_toml(name: &str, args: &[&str], log: Option<&Path>) -> String
     };
     format!(
         "[servers.{name}]\ncommand = {:?}\nargs = {args}\n{env}",
-        env!("CARGO_BIN_EXE_mcpmux-test-server")
+        path_str(test_server::test_server_bin())
     )
 }
 

@@ -2,16 +2,14 @@
 //! (including grandchildren of wrapper shells), and configuration errors make `serve` fail with
 //! a message naming the problem.
 
-mod support;
-
+use crate::support::mcp::RawSession;
+use crate::support::{free_port, peers, run_client, scratch_dir, ChildGuard};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-use support::mcp::RawSession;
-use support::{free_port, peers, run_client, scratch_dir, ChildGuard};
 
 /// Upper bound for the gateway to start serving with every upstream's tools listed.
 const READY_TIMEOUT: Duration = Duration::from_secs(45);
@@ -320,11 +318,13 @@ async fn stop_on_signal_leaves_no_process(signal: libc::c_int, signal_name: &str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_gateway_and_every_upstream_process() {
+    let _suite = crate::suite::enter(module_path!());
     stop_on_signal_leaves_no_process(libc::SIGTERM, "SIGTERM").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigint_stops_gateway_and_every_upstream_process() {
+    let _suite = crate::suite::enter(module_path!());
     stop_on_signal_leaves_no_process(libc::SIGINT, "SIGINT").await;
 }
 
@@ -333,7 +333,7 @@ async fn sigint_stops_gateway_and_every_upstream_process() {
 // ---------------------------------------------------------------------------------------------
 
 /// Run `mcpmux serve --config FILE` and require it to fail by itself (bounded).
-fn serve_must_fail(config: &Path, env_remove: &[&str]) -> support::ClientRun {
+fn serve_must_fail(config: &Path, env_remove: &[&str]) -> crate::support::ClientRun {
     let mut cmd = mcpmux_cmd("serve", config);
     for var in env_remove {
         cmd.env_remove(var);
@@ -346,6 +346,7 @@ fn serve_must_fail(config: &Path, env_remove: &[&str]) -> support::ClientRun {
 
 #[test]
 fn unknown_key_fails_naming_key_and_line() {
+    let _suite = crate::suite::enter(module_path!());
     let dir = scratch_dir("unknown-key");
     let port = free_port();
     // Line 6, inside a server table.
@@ -374,6 +375,7 @@ fn unknown_key_fails_naming_key_and_line() {
 
 #[test]
 fn missing_env_var_fails_naming_the_variable() {
+    let _suite = crate::suite::enter(module_path!());
     const VAR: &str = "MCPMUX_GRACEFUL_TEST_SURELY_UNSET_VAR";
     let dir = scratch_dir("missing-env");
     let port = free_port();

@@ -5,12 +5,10 @@
 //! server, a crash loop (reported by `/status` and `mcpmux status`), and an abandoned session
 //! whose per-session upstream process goes away with it.
 
-mod support;
-
+use crate::support::mcp::RawSession;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::time::Duration;
-use support::mcp::RawSession;
-use support::*;
 
 /// A guard against hangs (not a performance assertion): no single step here may take longer.
 const STEP_LIMIT: Duration = Duration::from_secs(60);
@@ -60,6 +58,7 @@ fn process_alive(pid: u64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_stops_answering_is_found_by_its_health_check_and_restarted() {
+    let _suite = crate::suite::enter(module_path!());
     let servers = format!(
         "{}health_check_interval_secs = 1\nhealth_check_timeout_secs = 1\n\n{}",
         test_server_toml("frozen", &[], None),
@@ -112,6 +111,7 @@ async fn a_server_that_stops_answering_is_found_by_its_health_check_and_restarte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_cancel_upstream_and_progress_extends_them_up_to_the_hard_maximum() {
+    let _suite = crate::suite::enter(module_path!());
     let dir = scratch_dir("timeouts");
     let log = dir.join("plain.jsonl");
     let servers = format!(
@@ -163,6 +163,7 @@ async fn timeouts_cancel_upstream_and_progress_extends_them_up_to_the_hard_maxim
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_limits_fail_fast_and_one_session_cannot_starve_another() {
+    let _suite = crate::suite::enter(module_path!());
     let servers = format!(
         "{}\n{}max_in_flight = 2\n",
         test_server_toml("busy", &[], None),
@@ -199,6 +200,7 @@ async fn in_flight_limits_fail_fast_and_one_session_cannot_starve_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_over_the_line_limit_fails_its_call_at_once() {
+    let _suite = crate::suite::enter(module_path!());
     let servers = format!("{}max_line_bytes = 65536\n", test_server_toml("t", &[], None));
     let gw = boot_gateway(&servers, "").await;
     let s = RawSession::open(&gw.url(), json!({})).await;
@@ -218,6 +220,7 @@ async fn a_reply_over_the_line_limit_fails_its_call_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_starting_modern_server_is_still_spoken_to_in_its_era() {
+    let _suite = crate::suite::enter(module_path!());
     // mcp-server-time (Python mcp 2.3.0) after 7 s of start-up: the discover probe is answered
     // after mcpmux already sent initialize, which the server refuses.
     let (python, args) = peers().time_cmd.clone();
@@ -244,6 +247,7 @@ async fn a_slow_starting_modern_server_is_still_spoken_to_in_its_era() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_loop_is_reported_and_retried_slowly_while_others_serve() {
+    let _suite = crate::suite::enter(module_path!());
     let servers = format!(
         "{}\n{}",
         test_server_toml("broken", &["--crash-on-start"], None),
@@ -290,6 +294,7 @@ async fn a_crash_loop_is_reported_and_retried_slowly_while_others_serve() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abandoned_session_is_reaped_with_its_per_session_process() {
+    let _suite = crate::suite::enter(module_path!());
     let servers = format!(
         "{}isolation = \"per-session\"\n",
         test_server_toml("own", &[], None)

@@ -2,13 +2,11 @@
 //! progress, server-to-client requests, list_changed, pagination, URIs, subscriptions, logging,
 //! faults.
 
-mod support;
-
+use crate::support::mcp::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
-use support::mcp::*;
-use support::*;
 use tokio::sync::mpsc;
 
 const SAMPLING: &str = r#"{"sampling":{},"elicitation":{},"roots":{}}"#;
@@ -48,6 +46,7 @@ fn text_of(resp: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pagination_walks_every_upstream_page_and_serves_its_own_cursors() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("page_size = 7").await;
     let s = RawSession::open(&env.gw.url(), caps()).await;
     let (tools, pages) = s.list_all("tools/list", "tools").await;
@@ -72,6 +71,7 @@ async fn pagination_walks_every_upstream_page_and_serves_its_own_cursors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_sessions_reusing_ids_never_see_each_others_replies() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let url = env.gw.url();
     let mut tasks = Vec::new();
@@ -116,6 +116,7 @@ async fn sixteen_sessions_reusing_ids_never_see_each_others_replies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_reaches_exactly_the_upstream_holding_the_request() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let s = RawSession::open(&env.gw.url(), json!({})).await;
     let mut slow = s
@@ -166,6 +167,7 @@ async fn cancellation_reaches_exactly_the_upstream_holding_the_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_tokens_are_swapped_per_request_and_mapped_back() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let a = RawSession::open(&env.gw.url(), json!({})).await;
     let b = RawSession::open(&env.gw.url(), json!({})).await;
@@ -199,6 +201,7 @@ async fn progress_tokens_are_swapped_per_request_and_mapped_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_goes_to_the_calling_session_and_the_answer_goes_back() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let a = RawSession::open(&env.gw.url(), caps()).await;
     let b = RawSession::open(&env.gw.url(), caps()).await;
@@ -263,6 +266,7 @@ async fn sampling_goes_to_the_calling_session_and_the_answer_goes_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_cancelling_its_own_request_reaches_the_right_session() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let a = RawSession::open(&env.gw.url(), caps()).await;
     let mut call = a
@@ -289,6 +293,7 @@ async fn told_tools_changed_once(stream: &mut mpsc::Receiver<Value>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_reaches_every_open_session_once_and_the_catalog_follows() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let a = RawSession::open(&env.gw.url(), json!({})).await;
     let b = RawSession::open(&env.gw.url(), json!({})).await;
@@ -311,6 +316,7 @@ async fn list_changed_reaches_every_open_session_once_and_the_catalog_follows() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_list_changed_for_one_change_reaches_each_session_once() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let a = RawSession::open(&env.gw.url(), json!({})).await;
     let b = RawSession::open(&env.gw.url(), json!({})).await;
@@ -329,6 +335,7 @@ async fn a_burst_of_list_changed_for_one_change_reaches_each_session_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_made_while_a_list_is_re_fetched_is_not_lost() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let a = RawSession::open(&env.gw.url(), json!({})).await;
     let mut ga = a.get_stream().await;
@@ -358,6 +365,7 @@ async fn a_change_made_while_a_list_is_re_fetched_is_not_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resource_uris_are_namespaced_wherever_they_appear() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let s = RawSession::open(&env.gw.url(), json!({})).await;
     let (resources, _) = s.list_all("resources/list", "resources").await;
@@ -431,6 +439,7 @@ async fn resource_uris_are_namespaced_wherever_they_appear() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resource_updates_go_only_to_subscribers() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let a = RawSession::open(&env.gw.url(), json!({})).await;
     let b = RawSession::open(&env.gw.url(), json!({})).await;
@@ -459,6 +468,7 @@ async fn resource_updates_go_only_to_subscribers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_level_is_kept_per_session_and_messages_ride_the_call_stream() {
+    let _suite = crate::suite::enter(module_path!());
     let env = two_upstreams("").await;
     let s = RawSession::open(&env.gw.url(), json!({})).await;
     assert_eq!(
@@ -504,6 +514,7 @@ async fn log_level_is_kept_per_session_and_messages_ride_the_call_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_stay_with_their_upstream() {
+    let _suite = crate::suite::enter(module_path!());
     let dir = scratch_dir("faults");
     let servers = format!(
         "{}\n{}\n{}",

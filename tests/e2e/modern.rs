@@ -3,12 +3,10 @@
 //! mcp 2.3.0 server (modern, Streamable HTTP); sampling bridged both ways; listen streams; the
 //! header and version rules; cancellation by closing the request's stream.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
-use support::*;
 
 const MODERN: &str = "2026-07-28";
 
@@ -50,6 +48,7 @@ async fn mixed_gateway(everything_isolation: &str) -> (mcpmux::Gateway, ChildGua
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_eras_side_by_side_with_sampling_bridged_both_ways() {
+    let _suite = crate::suite::enter(module_path!());
     let (gw, _upstream) = mixed_gateway("per-session").await;
     let url = gw.url();
     let everything = |mode: &'static str| {
@@ -99,6 +98,7 @@ async fn both_eras_side_by_side_with_sampling_bridged_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_streams_and_session_streams_both_receive_list_changed() {
+    let _suite = crate::suite::enter(module_path!());
     let (gw, _upstream) = mixed_gateway("shared").await;
     let url = gw.url();
     let run = blocking(move || run_py_modern(&url, &["listen", "pym__add_tool", "made_at_runtime"])).await;
@@ -112,6 +112,7 @@ async fn listen_streams_and_session_streams_both_receive_list_changed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_param_headers_are_checked_from_hosts_and_recomputed_for_a_modern_upstream() {
+    let _suite = crate::suite::enter(module_path!());
     let (gw, _upstream) = mixed_gateway("shared").await;
     // A non-ASCII value travels in the =?base64?...?= form; the Python server refuses a call
     // whose Mcp-Param-Region header is missing or differs from the argument.
@@ -150,6 +151,7 @@ async fn mcp_param_headers_are_checked_from_hosts_and_recomputed_for_a_modern_up
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resource_subscriptions_reach_a_modern_upstream_through_its_listen_filter() {
+    let _suite = crate::suite::enter(module_path!());
     let (gw, _upstream) = mixed_gateway("shared").await;
     let url = gw.url();
     let run = blocking(move || run_py_modern(&url, &["watch", "pym__set_note"])).await;
@@ -217,6 +219,7 @@ impl Modern {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_requests_follow_the_header_and_version_rules() {
+    let _suite = crate::suite::enter(module_path!());
     let servers = test_server_toml("t", &[], None);
     let gw = boot_gateway(&servers, "").await;
     let m = Modern {
@@ -344,6 +347,7 @@ async fn modern_requests_follow_the_header_and_version_rules() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_a_modern_stream_cancels_the_call_upstream() {
+    let _suite = crate::suite::enter(module_path!());
     let dir = scratch_dir("modern-cancel");
     let log = dir.join("upstream.jsonl");
     let gw = boot_gateway(&test_server_toml("t", &[], Some(&log)), "").await;

@@ -4,19 +4,17 @@
 //! as hosts on `/sse`, both at once, losing and regaining the upstream, and the HTTP rules of
 //! the legacy endpoints.
 
-mod support;
-
+use crate::support::everything::check_everything;
+use crate::support::mcp::{wait_for, RawSession, WAIT};
+use crate::support::{
+    boot_gateway, free_port, log_dir, peers, run_client, run_py_client_async, scratch_dir, spawn_server,
+    test_server_toml, toml_list, ChildGuard, ClientRun, CLIENT_TIMEOUT,
+};
 use futures_util::StreamExt;
 use mcpmux::protocol::sse::{SseDecoder, SseEvent};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::everything::check_everything;
-use support::mcp::{wait_for, RawSession, WAIT};
-use support::{
-    boot_gateway, free_port, log_dir, peers, run_client, run_py_client_async, scratch_dir, spawn_server,
-    test_server_toml, toml_list, ChildGuard, ClientRun, CLIENT_TIMEOUT,
-};
 use tokio::sync::mpsc;
 
 /// server-everything in SSE mode on `port` (`GET /sse`, `POST /message?sessionId=…`), started
@@ -71,6 +69,7 @@ fn base_url(gw: &mcpmux::Gateway) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_sse_upstream_forced_and_detected_and_a_legacy_host_in_front() {
+    let _suite = crate::suite::enter(module_path!());
     let port = free_port();
     let _everything = start_everything_sse(port).await;
     let url = format!("http://127.0.0.1:{port}/sse");
@@ -111,6 +110,7 @@ async fn legacy_sse_upstream_forced_and_detected_and_a_legacy_host_in_front() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_a_legacy_sse_upstream_fails_its_calls_at_once_and_it_reconnects() {
+    let _suite = crate::suite::enter(module_path!());
     let port = free_port();
     let mut everything = start_everything_sse(port).await;
     let servers = format!("[servers.ev]\nurl = \"http://127.0.0.1:{port}/sse\"\n");
@@ -165,6 +165,7 @@ async fn losing_a_legacy_sse_upstream_fails_its_calls_at_once_and_it_reconnects(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_hosts_python_sse_client_and_inspector_on_sse() {
+    let _suite = crate::suite::enter(module_path!());
     let (command, args) = peers().everything_stdio_cmd();
     let servers = format!(
         "[servers.everything]\ncommand = {command:?}\nargs = {}\nisolation = \"per-session\"\n",
@@ -297,6 +298,7 @@ impl LegacyHost {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_endpoints_follow_the_http_rules_and_end_with_their_stream() {
+    let _suite = crate::suite::enter(module_path!());
     let servers = test_server_toml("test", &["--tools", "2"], None);
     let gw = gateway(&servers, "path = \"/api/mcp\"\nmax_body_bytes = 4096\n").await;
     let base = base_url(&gw);

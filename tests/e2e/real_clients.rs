@@ -4,14 +4,12 @@
 //!
 //! Each test starts its own gateway (and its own upstreams) and stops it gracefully at the end.
 
-mod support;
-
-use serde_json::Value;
-use support::everything::{check_everything, str_list};
-use support::{
+use crate::support::everything::{check_everything, str_list};
+use crate::support::{
     boot_gateway, free_port, peers, run_py_client_async, run_ts_client_async, start_everything_http,
     toml_list, ChildGuard, ClientRun,
 };
+use serde_json::Value;
 
 /// How an upstream is shared between host sessions.
 #[derive(Clone, Copy)]
@@ -131,6 +129,7 @@ fn assert_everything(run: &ClientRun, namespace: &str, roots: bool) {
 /// tools of all three are listed under their namespaces and calls reach each upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_smoke_three_upstreams_legacy_and_auto() {
+    let _suite = crate::suite::enter(module_path!());
     ensure_peers().await;
     let (port, _http) = spawn_everything_http().await;
     let servers = everything_stdio("everything", Iso::Shared)
@@ -263,12 +262,14 @@ async fn everything_through(upstream: Upstream, sdk: Sdk) {
 /// sampling, elicitation, roots and progress round trips all reach the right host session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_everything_per_session_stdio() {
+    let _suite = crate::suite::enter(module_path!());
     everything_through(Upstream::Stdio, Sdk::Python).await;
 }
 
 /// Same through a per-session Streamable HTTP server-everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_everything_per_session_http() {
+    let _suite = crate::suite::enter(module_path!());
     everything_through(Upstream::Http, Sdk::Python).await;
 }
 
@@ -279,6 +280,7 @@ async fn python_everything_per_session_http() {
 /// time, and the `everything` scenario through the per-session stdio one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_smoke_and_everything() {
+    let _suite = crate::suite::enter(module_path!());
     ensure_peers().await;
     let (port, _http) = spawn_everything_http().await;
     let servers = everything_stdio("everything", Iso::PerSession)
@@ -308,6 +310,7 @@ async fn typescript_smoke_and_everything() {
 /// TypeScript `everything` scenario through a per-session Streamable HTTP server-everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_everything_per_session_http() {
+    let _suite = crate::suite::enter(module_path!());
     everything_through(Upstream::Http, Sdk::TypeScript).await;
 }
 
@@ -315,6 +318,7 @@ async fn typescript_everything_per_session_http() {
 /// JSON-RPC ids overlap with the others', yet each call gets its own echo back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sixteen_concurrent_sessions_shared_stdio() {
+    let _suite = crate::suite::enter(module_path!());
     ensure_peers().await;
     let gw = start_gateway(&everything_stdio("everything", Iso::Shared)).await;
     let run = run_py_client_async(

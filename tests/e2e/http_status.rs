@@ -1,11 +1,9 @@
 //! The status codes and headers of the Streamable HTTP endpoint (2025-11-25 transport rules).
 
-mod support;
-
+use crate::support::mcp::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::time::Duration;
-use support::mcp::*;
-use support::*;
 
 async fn gateway(extra: &str) -> mcpmux::Gateway {
     boot_gateway(&test_server_toml("t", &["--tools", "2"], None), extra).await
@@ -44,6 +42,7 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"p
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn post_statuses() {
+    let _suite = crate::suite::enter(module_path!());
     let gw = gateway("").await;
     let url = gw.url();
     // Accept must list both media types.
@@ -133,6 +132,7 @@ async fn post_statuses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_origin_or_host_is_forbidden() {
+    let _suite = crate::suite::enter(module_path!());
     let gw = gateway("").await;
     let url = gw.url();
     let r = send(&url, &[("origin", "http://evil.example.com")], INIT).await;
@@ -149,6 +149,7 @@ async fn foreign_origin_or_host_is_forbidden() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_and_delete() {
+    let _suite = crate::suite::enter(module_path!());
     let gw = gateway("").await;
     let url = gw.url();
     let s = RawSession::open(&url, json!({})).await;
@@ -192,6 +193,7 @@ async fn get_and_delete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_from_2025_03_26_clients_are_served() {
+    let _suite = crate::suite::enter(module_path!());
     let gw = gateway("").await;
     let old = RawSession::open_version(&gw.url(), json!({}), "2025-03-26").await;
     assert_eq!(old.version, "2025-03-26");
@@ -234,6 +236,7 @@ async fn batches_from_2025_03_26_clients_are_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_probe_is_refused_so_clients_fall_back() {
+    let _suite = crate::suite::enter(module_path!());
     let gw = gateway("").await;
     let r = post(&gw.url())
         .header("accept", ACCEPT_BOTH)
@@ -250,6 +253,7 @@ async fn modern_probe_is_refused_so_clients_fall_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_and_idle_reaping() {
+    let _suite = crate::suite::enter(module_path!());
     let gw = gateway("max_body_bytes = 4096\nsession_idle_timeout_secs = 1").await;
     let s = RawSession::open(&gw.url(), json!({})).await;
     let big = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t__echo","arguments":{"message":"x".repeat(8000)}}});
@@ -275,6 +279,7 @@ async fn limits_and_idle_reaping() {
 /// or one slower than the reply window, gets an SSE stream (primed for a 2025-11-25 host).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fast_calls_get_json_and_the_rest_a_stream() {
+    let _suite = crate::suite::enter(module_path!());
     let gw = gateway("").await;
     let host = RawSession::open_version(&gw.url(), json!({}), "2025-11-25").await;
     let call = |id: u64, name: &str, args: Value| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name,"arguments":args,"_meta":{"progressToken":id}}});

@@ -2,14 +2,12 @@
 //! host's dropped connection and is continued with `Last-Event-ID`, an upstream that polls
 //! (ends its stream mid-call) mirrored to hosts that may poll and hidden from older ones.
 
-mod support;
-
+use crate::support::conformance::Target;
+use crate::support::mcp::*;
+use crate::support::*;
 use futures_util::StreamExt;
 use mcpmux::protocol::sse::{SseDecoder, SseEvent};
 use serde_json::{json, Value};
-use support::conformance::Target;
-use support::mcp::*;
-use support::*;
 use tokio::sync::mpsc;
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(15);
@@ -67,6 +65,7 @@ async fn polling_upstream() -> (ChildGuard, mcpmux::Gateway) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_polls_makes_a_2025_11_25_host_poll_too() {
+    let _suite = crate::suite::enter(module_path!());
     let (_target, gw) = polling_upstream().await;
     let s = RawSession::open(&gw.url(), json!({})).await;
     let resp = s.post(call(7, "test_reconnection", json!({}))).await;
@@ -114,6 +113,7 @@ async fn an_upstream_that_polls_makes_a_2025_11_25_host_poll_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_host_keeps_its_stream_while_mcpmux_resumes_the_upstream() {
+    let _suite = crate::suite::enter(module_path!());
     let (_target, gw) = polling_upstream().await;
     let s = RawSession::open_version(&gw.url(), json!({}), "2025-06-18").await;
     let resp = s.post(call(3, "test_reconnection", json!({}))).await;
@@ -130,6 +130,7 @@ async fn an_older_host_keeps_its_stream_while_mcpmux_resumes_the_upstream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_outlives_its_dropped_stream_and_is_resumed_with_last_event_id() {
+    let _suite = crate::suite::enter(module_path!());
     let log = scratch_dir("resumption").join("upstream.log");
     let gw = boot_gateway(&test_server_toml("slowpoke", &[], Some(&log)), "").await;
     let s = RawSession::open(&gw.url(), json!({})).await;
@@ -157,6 +158,7 @@ async fn a_call_outlives_its_dropped_stream_and_is_resumed_with_last_event_id() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_stream_continues_after_the_last_event_the_host_saw() {
+    let _suite = crate::suite::enter(module_path!());
     let gw = boot_gateway(&test_server_toml("steps", &[], None), "").await;
     let s = RawSession::open(&gw.url(), json!({})).await;
     let params = json!({"name":"steps__progress","arguments":{"steps":3,"delay_ms":300},"_meta":{"progressToken":"p"}});

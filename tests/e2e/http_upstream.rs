@@ -1,14 +1,13 @@
 //! A Streamable HTTP upstream (server-everything) behind mcpmux: SSE replies with priming
 //! events, the session header, and the transparent re-initialize after the upstream forgets us.
 
-mod support;
-
+use crate::support::mcp::*;
+use crate::support::*;
 use serde_json::json;
-use support::mcp::*;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_upstream_restart_is_survived_by_a_transparent_reinitialize() {
+    let _suite = crate::suite::enter(module_path!());
     let port = free_port();
     let server = tokio::task::spawn_blocking(move || start_everything_http(port))
         .await
@@ -37,6 +36,7 @@ async fn http_upstream_restart_is_survived_by_a_transparent_reinitialize() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_http_upstream_is_named_and_others_keep_working() {
+    let _suite = crate::suite::enter(module_path!());
     let dead = free_port();
     let servers = format!(
         "[servers.gone]\nurl = \"http://127.0.0.1:{dead}/mcp\"\n\n{}",

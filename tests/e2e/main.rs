@@ -1,0 +1,23 @@
+//! mcpmux's end-to-end suites, linked into one test binary (one build of `tests/support` and one
+//! link instead of one per suite). Each module was a test binary of its own before; run one with
+//! `cargo test --test e2e faults::` (or any test name filter).
+//!
+//! Tests of one suite run side by side as libtest schedules them, as before; tests of different
+//! suites never overlap, as when each suite was a binary run after the other. Every test therefore
+//! starts with `let _suite = crate::suite::enter(module_path!());` (see [`suite`]): several suites
+//! run real npm and PyPI servers and timing-sensitive scenarios, and 2 cores do not leave room
+//! for two suites at once.
+
+mod suite;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod faults;
+mod graceful_stop;
+mod http_status;
+mod http_upstream;
+mod legacy_sse;
+mod modern;
+mod real_clients;
+mod resumption;
+mod routing;
