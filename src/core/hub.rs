@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::core::input_required::ParkedCalls;
 use crate::error::UpstreamError;
 use crate::protocol::ClientCaps;
-use crate::session::{Session, SessionRegistry};
+use crate::session::{Session, SessionRegistry, SessionState};
 use crate::upstream::pool::SupervisorInputs;
 use crate::upstream::ties::HostTies;
 use crate::upstream::{UpstreamHandle, Upstreams};
@@ -49,7 +49,12 @@ impl Hub {
 
     /// A new host session (not yet registered).
     pub fn new_session(&self, id: String, protocol_version: String, caps: ClientCaps) -> Arc<Session> {
-        Session::new(id, protocol_version, caps, self.ties.clone())
+        self.open_session(id, SessionState::new(protocol_version, caps))
+    }
+
+    /// A host session with `state` (not yet registered).
+    pub fn open_session(&self, id: String, state: SessionState) -> Arc<Session> {
+        Session::restore(id, state, self.ties.clone())
     }
 
     /// Wait (bounded) until every upstream finished its first start attempt.

@@ -334,9 +334,11 @@ async fn initialize(
     let (mut session, mut result) = open_session(&legacy.hub, params.as_ref(), link.id.clone()).await;
     let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
     if asked.as_deref() == Some(LEGACY_VERSION) {
-        session = legacy
-            .hub
-            .new_session(link.id.clone(), LEGACY_VERSION.into(), session.caps);
+        let state = crate::session::SessionState {
+            protocol_version: LEGACY_VERSION.into(),
+            ..session.state()
+        };
+        session = legacy.hub.open_session(link.id.clone(), state);
         if let Ok(mut obj) = RawObject::parse(result.get()) {
             obj.set_str("protocolVersion", LEGACY_VERSION);
             result = obj.to_raw();

@@ -5,7 +5,7 @@
 use super::RawObject;
 
 /// Client capabilities a host declared in `initialize`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientCaps {
     pub sampling: bool,
     pub elicitation_form: bool,

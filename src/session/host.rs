@@ -3,6 +3,7 @@
 //! [`HostLink`] to upstream connections; the server-to-client requests routed to it and its own
 //! connections are kept in the shared [`HostTies`], which it unties when it ends.
 
+use super::state::SessionState;
 use super::streams::CallStreams;
 use crate::protocol::logging::{log_level_rank, LOG_LEVELS};
 use crate::protocol::{ClientCaps, Message, RequestId};
@@ -31,12 +32,13 @@ pub struct InflightCall {
     pub upstream_id: u64,
 }
 
-/// A host session.
+/// A host session: its movable state (see [`SessionState`]) and what lives only here.
 pub struct Session {
     pub id: String,
     key: HostKey,
     pub protocol_version: String,
     pub caps: ClientCaps,
+    client_info: Option<serde_json::Value>,
     pub closed: CancellationToken,
     log_level: Mutex<Option<usize>>,
     get_stream: Mutex<Option<mpsc::Sender<Arc<str>>>>,
@@ -50,13 +52,19 @@ pub struct Session {
 
 impl Session {
     pub fn new(id: String, protocol_version: String, caps: ClientCaps, ties: Arc<HostTies>) -> Arc<Self> {
+        Session::restore(id, SessionState::new(protocol_version, caps), ties)
+    }
+
+    /// A session with `state` (new, or opened from a sealed token).
+    pub fn restore(id: String, state: SessionState, ties: Arc<HostTies>) -> Arc<Self> {
         Arc::new(Session {
             id,
             key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
-            protocol_version,
-            caps,
+            protocol_version: state.protocol_version,
+            caps: state.caps,
+            client_info: state.client_info,
             closed: CancellationToken::new(),
-            log_level: Mutex::new(None),
+            log_level: Mutex::new(state.log_level),
             get_stream: Mutex::new(None),
             inflight: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(HashSet::new()),
@@ -64,6 +72,16 @@ impl Session {
             streams: CallStreams::default(),
             ties,
         })
+    }
+
+    /// What of this session can be sealed and moved to another replica.
+    pub fn state(&self) -> SessionState {
+        SessionState {
+            protocol_version: self.protocol_version.clone(),
+            caps: self.caps,
+            client_info: self.client_info.clone(),
+            log_level: self.log_level(),
+        }
     }
 
     /// This session as upstream connections see it.
@@ -306,5 +324,19 @@ mod tests {
         assert!(s.push_get("{}".into()));
         drop(rx);
         assert!(s.open_get_stream().is_some());
+    }
+
+    #[test]
+    fn a_session_restored_from_its_state_behaves_the_same() {
+        let ties = Arc::new(HostTies::new());
+        let state = SessionState::new("2025-11-25", ClientCaps::ALL)
+            .with_client_info(Some(serde_json::json!({"name": "c", "version": "1"})));
+        let first = Session::restore("a".into(), state, ties.clone());
+        first.set_log_level(log_level_rank("error").unwrap());
+        let sealed = serde_json::to_string(&first.state()).unwrap();
+        let moved = Session::restore("a".into(), serde_json::from_str(&sealed).unwrap(), ties);
+        assert_eq!(moved.state(), first.state());
+        assert!(!moved.wants_log(Some("info")) && moved.wants_log(Some("critical")));
+        assert_eq!(moved.caps, ClientCaps::ALL);
     }
 }

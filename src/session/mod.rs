@@ -5,7 +5,9 @@
 pub mod host;
 pub mod listeners;
 pub mod registry;
+pub mod state;
 pub mod streams;
 
 pub use host::Session;
 pub use registry::SessionRegistry;
+pub use state::SessionState;

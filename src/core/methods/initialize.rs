@@ -5,7 +5,7 @@
 use crate::core::hub::Hub;
 use crate::protocol::message::to_raw;
 use crate::protocol::{version, ClientCaps, RawObject};
-use crate::session::Session;
+use crate::session::{Session, SessionState};
 use std::sync::Arc;
 
 /// mcpmux's `serverInfo`.
@@ -25,7 +25,11 @@ pub async fn initialize(
         .unwrap_or_default();
     let negotiated = version::negotiate(&requested);
     let caps = ClientCaps::from_capabilities(params.and_then(|p| p.get_object("capabilities")).as_ref());
-    let session = hub.new_session(session_id, negotiated.to_string(), caps);
+    let client_info = params
+        .and_then(|p| p.get("clientInfo"))
+        .and_then(|info| serde_json::from_str(info.get()).ok());
+    let state = SessionState::new(negotiated, caps).with_client_info(client_info);
+    let session = hub.open_session(session_id, state);
     let mut result = serde_json::json!({
         "protocolVersion": negotiated,
         "capabilities": merged_capabilities(hub),
