@@ -4,52 +4,21 @@
 
 use super::call_channel::{call_channel, CallEvents};
 use super::connection::{Actor, ConnectionContext, Inbound, Transport};
-use super::host::{HostKey, HostLink, NoHosts};
+use super::host::{HostKey, HostLink, NoHosts, TestHost};
 use super::ties::HostTies;
 use super::{CallEvent, CallOrigin, OutboundCall, Status, UpstreamHandle, CALL_EVENT_QUEUE, COMMAND_QUEUE};
 use crate::catalog::Naming;
 use crate::config::Config;
 use crate::protocol::message::{parse_message, raw};
-use crate::protocol::{ClientCaps, Message, RequestId};
-use parking_lot::Mutex;
+use crate::protocol::{Message, RequestId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-struct TestHost {
-    key: HostKey,
-    pushed: Mutex<Vec<Arc<str>>>,
-}
-
-impl HostLink for TestHost {
-    fn key(&self) -> HostKey {
-        self.key
-    }
-    fn caps(&self) -> ClientCaps {
-        ClientCaps::ALL
-    }
-    fn log_level_name(&self) -> Option<&'static str> {
-        None
-    }
-    fn wants_log(&self, _level: Option<&str>) -> bool {
-        true
-    }
-    fn push(&self, json: Arc<str>) -> bool {
-        self.pushed.lock().push(json);
-        true
-    }
-    fn is_closed(&self) -> bool {
-        false
-    }
-}
-
 fn host(key: HostKey) -> Arc<dyn HostLink> {
-    Arc::new(TestHost {
-        key,
-        pushed: Mutex::new(Vec::new()),
-    })
+    TestHost::link(key)
 }
 
 /// A connection whose server is the test.

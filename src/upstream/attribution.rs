@@ -46,40 +46,16 @@ pub(super) fn attribute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ClientCaps;
     use crate::upstream::call_channel::call_channel;
-    use crate::upstream::host::HostKey;
+    use crate::upstream::host::{HostKey, TestHost};
     use std::time::{Duration, Instant};
-
-    struct Host(HostKey);
-
-    impl HostLink for Host {
-        fn key(&self) -> HostKey {
-            self.0
-        }
-        fn caps(&self) -> ClientCaps {
-            ClientCaps::default()
-        }
-        fn log_level_name(&self) -> Option<&'static str> {
-            None
-        }
-        fn wants_log(&self, _level: Option<&str>) -> bool {
-            true
-        }
-        fn push(&self, _json: Arc<str>) -> bool {
-            true
-        }
-        fn is_closed(&self) -> bool {
-            false
-        }
-    }
 
     fn host_call(key: HostKey, age_ms: u64) -> Pending {
         let (sink, events) = call_channel(4);
         std::mem::forget(events);
         Pending {
             origin: CallOrigin::Host {
-                host: Arc::new(Host(key)),
+                host: TestHost::link(key),
                 sink,
             },
             started: Instant::now() - Duration::from_millis(age_ms),
@@ -127,7 +103,7 @@ mod tests {
     #[test]
     fn a_per_session_connection_belongs_to_its_owner() {
         let pending = HashMap::from([(1, host_call(10, 5)), (2, host_call(20, 500))]);
-        let owner: Arc<dyn HostLink> = Arc::new(Host(10));
+        let owner = TestHost::link(10);
         assert_eq!(
             key_of(attribute(&pending, None, Some(owner.clone()))),
             Some((10, true))

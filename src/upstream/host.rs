@@ -49,6 +49,46 @@ pub trait HostEvents: Send + Sync {
     fn emit(&self, event: HostEvent<'_>);
 }
 
+/// A host for tests: every capability, every log level, and what was pushed to its stream.
+#[cfg(test)]
+pub(crate) struct TestHost {
+    pub key: HostKey,
+    pub pushed: parking_lot::Mutex<Vec<Arc<str>>>,
+}
+
+#[cfg(test)]
+impl TestHost {
+    pub fn link(key: HostKey) -> Arc<dyn HostLink> {
+        Arc::new(TestHost {
+            key,
+            pushed: parking_lot::Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[cfg(test)]
+impl HostLink for TestHost {
+    fn key(&self) -> HostKey {
+        self.key
+    }
+    fn caps(&self) -> ClientCaps {
+        ClientCaps::ALL
+    }
+    fn log_level_name(&self) -> Option<&'static str> {
+        None
+    }
+    fn wants_log(&self, _level: Option<&str>) -> bool {
+        true
+    }
+    fn push(&self, json: Arc<str>) -> bool {
+        self.pushed.lock().push(json);
+        true
+    }
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
 /// Hosts that hear nothing (a connection with no hosts behind it, and tests).
 pub struct NoHosts;
 

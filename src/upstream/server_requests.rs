@@ -228,33 +228,10 @@ impl ServerRequests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ClientCaps;
-
-    struct Host(HostKey);
-
-    impl HostLink for Host {
-        fn key(&self) -> HostKey {
-            self.0
-        }
-        fn caps(&self) -> ClientCaps {
-            ClientCaps::ALL
-        }
-        fn log_level_name(&self) -> Option<&'static str> {
-            None
-        }
-        fn wants_log(&self, _level: Option<&str>) -> bool {
-            true
-        }
-        fn push(&self, _json: Arc<str>) -> bool {
-            true
-        }
-        fn is_closed(&self) -> bool {
-            false
-        }
-    }
+    use crate::upstream::host::TestHost;
 
     fn host(key: HostKey) -> Arc<dyn HostLink> {
-        Arc::new(Host(key))
+        TestHost::link(key)
     }
 
     fn local() -> (AnswerTo, oneshot::Receiver<ResponsePayload>) {

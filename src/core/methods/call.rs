@@ -2,7 +2,7 @@
 //! original name (never by splitting on the separator), the `Mcp-Param-*` headers a modern
 //! upstream's tool annotates, then the call forwarded.
 
-use super::{start_call, Outcome, Target};
+use super::{required_str, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
 use crate::core::context::RequestCtx;
@@ -21,13 +21,9 @@ pub async fn serve(
     kind: ListKind,
     shape: ResultShape,
 ) -> Outcome {
-    let Some(name) = params.get_str("name") else {
-        return Outcome::Reply(error_reply(
-            id,
-            codes::INVALID_PARAMS,
-            "params.name is required",
-            None,
-        ));
+    let name = match required_str(&params, "name", &id) {
+        Ok(name) => name,
+        Err(refusal) => return refusal,
     };
     let catalog = hub.catalog.snapshot();
     let Some(item) = catalog.list(kind).lookup(&name) else {

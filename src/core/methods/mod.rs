@@ -73,6 +73,19 @@ fn no_session(id: RequestId) -> Message {
     )
 }
 
+/// A string member the request must carry, or the -32602 answer naming it.
+fn required_str(params: &RawObject, key: &str, id: &RequestId) -> Result<String, Outcome> {
+    params.get_str(key).ok_or_else(|| {
+        let message = format!("params.{key} is required");
+        Outcome::Reply(error_reply(id.clone(), codes::INVALID_PARAMS, &message, None))
+    })
+}
+
+/// An exposed resource URI's upstream and original URI, or the resource-not-found answer.
+fn resolve_uri(hub: &Hub, uri: &str, id: &RequestId) -> Result<(usize, String), Outcome> {
+    (hub.catalog.snapshot().resolve_uri(uri)).ok_or_else(|| resource_not_found(id.clone(), uri))
+}
+
 /// The answer to a request whose params are not an object.
 pub fn invalid_params_object(id: RequestId) -> Message {
     error_reply(id, codes::INVALID_PARAMS, "params must be an object", None)

@@ -1,12 +1,10 @@
 //! `resources/read`: the exposed URI resolved to its upstream and original URI, then forwarded;
 //! URIs in the contents are exposed again on the way back.
 
-use super::{resource_not_found, start_call, Outcome, Target};
+use super::{required_str, resolve_uri, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
-use crate::error::codes;
-use crate::protocol::message::error_reply;
 use crate::protocol::{RawObject, RequestId};
 use std::sync::Arc;
 
@@ -17,16 +15,13 @@ pub async fn serve(
     method: String,
     mut params: RawObject,
 ) -> Outcome {
-    let Some(uri) = params.get_str("uri") else {
-        return Outcome::Reply(error_reply(
-            id,
-            codes::INVALID_PARAMS,
-            "params.uri is required",
-            None,
-        ));
+    let uri = match required_str(&params, "uri", &id) {
+        Ok(uri) => uri,
+        Err(refusal) => return refusal,
     };
-    let Some((upstream, original)) = hub.catalog.snapshot().resolve_uri(&uri) else {
-        return resource_not_found(id, &uri);
+    let (upstream, original) = match resolve_uri(hub, &uri, &id) {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
     };
     params.set_str("uri", &original);
     start_call(

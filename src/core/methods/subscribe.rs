@@ -2,7 +2,7 @@
 //! asked once for as long as any session (or listen stream) wants the resource; a modern upstream
 //! has the URI join mcpmux's listen filter instead.
 
-use super::{resource_not_found, start_call, upstream_error_reply, Outcome, Target};
+use super::{required_str, resolve_uri, start_call, upstream_error_reply, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::config::Isolation;
 use crate::core::context::RequestCtx;
@@ -22,16 +22,13 @@ pub async fn serve(
     let Some(session) = ctx.session.as_ref() else {
         return Outcome::Reply(super::no_session(id));
     };
-    let Some(uri) = params.get_str("uri") else {
-        return Outcome::Reply(error_reply(
-            id,
-            codes::INVALID_PARAMS,
-            "params.uri is required",
-            None,
-        ));
+    let uri = match required_str(&params, "uri", &id) {
+        Ok(uri) => uri,
+        Err(refusal) => return refusal,
     };
-    let Some((upstream, original)) = hub.catalog.snapshot().resolve_uri(&uri) else {
-        return resource_not_found(id, &uri);
+    let (upstream, original) = match resolve_uri(hub, &uri, &id) {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
     };
     if method == "resources/subscribe" {
         session.subscribe(&uri);
