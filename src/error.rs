@@ -2,14 +2,43 @@
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};
+use std::sync::Arc;
 
 pub use crate::protocol::codes;
+
+/// The underlying failure of an error (an I/O or HTTP client error), kept for its chain.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Which side of the gateway an error comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Side {
+    /// The host's request (a refusal: its fault, or the gateway protecting itself from it).
+    Host,
+    /// An upstream, by its id (the config name).
+    Upstream(String),
+    /// mcpmux itself.
+    Internal,
+}
+
+/// Whether sending the same request again may succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Not without changing it.
+    Never,
+    /// Later, once the cause passes (a restart, a drained queue).
+    Later,
+}
 
 /// Something an upstream connection could not do.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
     #[error("upstream '{name}' is not available: {reason}")]
-    Unavailable { name: String, reason: String },
+    Unavailable {
+        name: String,
+        reason: String,
+        #[source]
+        cause: Option<Cause>,
+    },
     #[error("upstream '{name}' closed the connection: {reason}")]
     Closed { name: String, reason: String },
     #[error("upstream '{name}' did not answer within {secs} s")]
@@ -27,6 +56,42 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// `name` cannot be reached or started, for `reason`.
+    pub fn unavailable(name: impl Into<String>, reason: impl Into<String>) -> Self {
+        UpstreamError::Unavailable {
+            name: name.into(),
+            reason: reason.into(),
+            cause: None,
+        }
+    }
+
+    /// The same error, keeping the failure underneath it.
+    pub fn because(mut self, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        if let UpstreamError::Unavailable { cause, .. } = &mut self {
+            *cause = Some(Arc::new(error));
+        }
+        self
+    }
+
+    /// Always an upstream, by id.
+    pub fn side(&self) -> Side {
+        Side::Upstream(self.upstream().to_string())
+    }
+
+    /// Whether the same request may succeed later.
+    pub fn retry(&self) -> Retry {
+        match self {
+            UpstreamError::Unavailable { .. }
+            | UpstreamError::Closed { .. }
+            | UpstreamError::Timeout { .. }
+            | UpstreamError::Overloaded { .. } => Retry::Later,
+            UpstreamError::Http { status, .. } if *status >= 500 || *status == 408 || *status == 429 => {
+                Retry::Later
+            }
+            UpstreamError::Http { .. } | UpstreamError::Protocol { .. } => Retry::Never,
+        }
+    }
+
     /// The JSON-RPC code a host sees for this failure.
     pub fn code(&self) -> i64 {
         match self {
@@ -84,6 +149,22 @@ pub enum DownstreamError {
 }
 
 impl DownstreamError {
+    /// The host's request, except when mcpmux is out of room for it.
+    pub fn side(&self) -> Side {
+        match self {
+            DownstreamError::Unavailable(_) => Side::Internal,
+            _ => Side::Host,
+        }
+    }
+
+    /// Only a gateway out of room may take the same request later.
+    pub fn retry(&self) -> Retry {
+        match self {
+            DownstreamError::Unavailable(_) => Retry::Later,
+            _ => Retry::Never,
+        }
+    }
+
     /// The HTTP status for this refusal.
     pub fn status(&self) -> StatusCode {
         match self {
@@ -143,4 +224,39 @@ pub enum GatewayError {
     },
     #[error("server error: {0}")]
     Serve(std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn errors_say_their_side_their_retry_class_and_their_cause() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let down = UpstreamError::unavailable("docs", "request failed: refused").because(refused);
+        assert_eq!(down.side(), Side::Upstream("docs".into()));
+        assert_eq!(down.retry(), Retry::Later);
+        assert_eq!(down.code(), codes::UPSTREAM_UNAVAILABLE);
+        assert_eq!(down.source().map(|c| c.to_string()).as_deref(), Some("refused"));
+        assert_eq!(
+            down.to_string(),
+            "upstream 'docs' is not available: request failed: refused"
+        );
+        let bad = UpstreamError::Http {
+            name: "docs".into(),
+            status: 401,
+            detail: "no".into(),
+        };
+        assert_eq!(bad.retry(), Retry::Never);
+        let busy = UpstreamError::Http {
+            name: "docs".into(),
+            status: 503,
+            detail: "busy".into(),
+        };
+        assert_eq!(busy.retry(), Retry::Later);
+        assert_eq!(DownstreamError::UnknownSession.side(), Side::Host);
+        assert_eq!(DownstreamError::UnknownSession.retry(), Retry::Never);
+        assert_eq!(DownstreamError::Unavailable("full").side(), Side::Internal);
+    }
 }

@@ -188,6 +188,9 @@ impl ForwardedCall {
                     }
                     Ok(Some(CallEvent::Response(_))) => {}
                     Ok(Some(CallEvent::Failed(error))) => {
+                        call.span.in_scope(|| {
+                            tracing::debug!(side = ?error.side(), retry = ?error.retry(), %error, "call failed");
+                        });
                         yield Frame::Response(call.error_frame(error.to_error_object()));
                         break;
                     }

@@ -270,13 +270,7 @@ impl Actor {
                     tracing::warn!(upstream = %self.name(), %reason, "re-initialize failed");
                     if let Some(id) = upstream_id {
                         let reason = format!("re-initialize failed: {reason}");
-                        self.fail_pending(
-                            id,
-                            UpstreamError::Unavailable {
-                                name: self.name().to_string(),
-                                reason,
-                            },
-                        );
+                        self.fail_pending(id, UpstreamError::unavailable(self.name().to_string(), reason));
                     }
                     return;
                 }

@@ -154,10 +154,7 @@ impl UpstreamHandle {
     }
 
     fn unavailable(&self, reason: &str) -> UpstreamError {
-        UpstreamError::Unavailable {
-            name: self.name().to_string(),
-            reason: reason.to_string(),
-        }
+        UpstreamError::unavailable(self.name().to_string(), reason.to_string())
     }
 
     /// Queue a call; fails fast when the connection is down or its queue is full.

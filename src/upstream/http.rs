@@ -342,10 +342,7 @@ impl Post {
             Ok(resp) => resp,
             Err(err) => {
                 let reason = format!("request failed: {err}");
-                let error = UpstreamError::Unavailable {
-                    name: self.name.to_string(),
-                    reason,
-                };
+                let error = UpstreamError::unavailable(self.name.to_string(), reason);
                 self.emit(self.fail(error)).await;
                 return;
             }
@@ -477,11 +474,8 @@ impl Post {
             };
             if let Err(why) = resumed {
                 let reason = format!("the reply stream ended before the response ({why})");
-                self.emit(self.fail(UpstreamError::Unavailable {
-                    name: self.name.to_string(),
-                    reason,
-                }))
-                .await;
+                self.emit(self.fail(UpstreamError::unavailable(self.name.to_string(), reason)))
+                    .await;
                 return;
             }
         }

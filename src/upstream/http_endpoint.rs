@@ -71,10 +71,7 @@ impl Endpoint {
         url: &str,
         configured: &[(String, Secret)],
     ) -> Result<Self, UpstreamError> {
-        Self::new(url, configured).map_err(|reason| UpstreamError::Unavailable {
-            name: name.to_string(),
-            reason,
-        })
+        Self::new(url, configured).map_err(|reason| UpstreamError::unavailable(name.to_string(), reason))
     }
 
     pub fn new(url: &str, configured: &[(String, Secret)]) -> Result<Self, String> {

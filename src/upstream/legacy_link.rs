@@ -29,10 +29,7 @@ pub(super) fn http_transport(
     inbound: mpsc::Sender<Inbound>,
 ) -> Result<Transport, UpstreamError> {
     let TransportConfig::Http { url, headers, mode } = &server.transport else {
-        return Err(UpstreamError::Unavailable {
-            name: name.to_string(),
-            reason: "not a url server".into(),
-        });
+        return Err(UpstreamError::unavailable(name.to_string(), "not a url server"));
     };
     let max = server.max_line_bytes;
     Ok(match mode {
@@ -156,10 +153,8 @@ impl Actor {
     /// A call arriving while the stream is being reopened fails at once.
     fn refuse(&mut self, cmd: Command, reason: &str) {
         if let Command::Call(call) = cmd {
-            let error = UpstreamError::Unavailable {
-                name: self.name().to_string(),
-                reason: format!("reconnecting after: {reason}"),
-            };
+            let error =
+                UpstreamError::unavailable(self.name().to_string(), format!("reconnecting after: {reason}"));
             self.fail_origin(call.origin, error);
         }
     }

@@ -143,10 +143,8 @@ impl LegacySseTransport {
 
     /// Queue one message for POSTing; replies arrive on the stream.
     pub fn send(&mut self, frame: String, upstream_id: Option<u64>) -> Result<(), UpstreamError> {
-        let unavailable = |reason: &str| UpstreamError::Unavailable {
-            name: self.name.to_string(),
-            reason: reason.to_string(),
-        };
+        let unavailable =
+            |reason: &str| UpstreamError::unavailable(self.name.to_string(), reason.to_string());
         let Some(writer) = &self.writer else {
             return Err(unavailable("the SSE stream is not open"));
         };
@@ -286,10 +284,10 @@ impl Poster {
             let error = match outcome {
                 Ok(Ok(())) => continue,
                 Ok(Err(error)) => error,
-                Err(_) => UpstreamError::Unavailable {
-                    name: self.name.to_string(),
-                    reason: format!("no answer to a POST within {} s", POST_TIMEOUT.as_secs()),
-                },
+                Err(_) => UpstreamError::unavailable(
+                    self.name.to_string(),
+                    format!("no answer to a POST within {} s", POST_TIMEOUT.as_secs()),
+                ),
             };
             match upstream_id {
                 Some(upstream_id) => {
@@ -308,10 +306,7 @@ impl Poster {
     async fn post(&self, frame: String) -> Result<(), UpstreamError> {
         let resp = self.endpoint.post(frame).send().await.map_err(|err| {
             let reason = format!("POST failed: {}", error_chain(&err));
-            UpstreamError::Unavailable {
-                name: self.name.to_string(),
-                reason,
-            }
+            UpstreamError::unavailable(self.name.to_string(), reason).because(err)
         })?;
         let status = resp.status();
         // Read the (short) body so the connection can be reused.

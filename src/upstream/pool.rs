@@ -162,10 +162,10 @@ impl Upstreams {
                 Some(handle) => Ok((*handle).clone()),
                 None => {
                     let reason = slot.down_reason.load_full().map(|r| (*r).clone());
-                    Err(UpstreamError::Unavailable {
-                        name: slot.server.name.clone(),
-                        reason: reason.unwrap_or_else(|| "not connected".into()),
-                    })
+                    Err(UpstreamError::unavailable(
+                        slot.server.name.clone(),
+                        reason.unwrap_or_else(|| "not connected".into()),
+                    ))
                 }
             };
         }
@@ -175,10 +175,10 @@ impl Upstreams {
         if host.is_closed() {
             // The session ended while this call was on its way: nothing will stop it later.
             self.ties.untie(host.key());
-            return Err(UpstreamError::Unavailable {
-                name: slot.server.name.clone(),
-                reason: "the host session ended".into(),
-            });
+            return Err(UpstreamError::unavailable(
+                slot.server.name.clone(),
+                "the host session ended",
+            ));
         }
         handle.wait_ready(CONNECT_WAIT).await?;
         Ok(handle)

@@ -46,10 +46,7 @@ impl StdioTransport {
             cwd,
         } = transport
         else {
-            return Err(UpstreamError::Unavailable {
-                name: name.to_string(),
-                reason: "not a stdio server".into(),
-            });
+            return Err(UpstreamError::unavailable(name.to_string(), "not a stdio server"));
         };
         let mut cmd = TokioCommandWrap::with_new(command, |c| {
             c.args(args)
@@ -64,16 +61,13 @@ impl StdioTransport {
             }
         });
         cmd.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-        let mut child = cmd.spawn().map_err(|e| UpstreamError::Unavailable {
-            name: name.to_string(),
-            reason: format!("cannot start `{command}`: {e}"),
+        let mut child = cmd.spawn().map_err(|e| {
+            UpstreamError::unavailable(name.to_string(), format!("cannot start `{command}`: {e}")).because(e)
         })?;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
         tracing::info!(upstream = %name, command = %command, pid = ?pgid.map(Pid::as_raw), "started stdio upstream");
-        let closed = |what: &str| UpstreamError::Unavailable {
-            name: name.to_string(),
-            reason: format!("child has no {what}"),
-        };
+        let closed =
+            |what: &str| UpstreamError::unavailable(name.to_string(), format!("child has no {what}"));
         let stdin = child.stdin().take().ok_or_else(|| closed("stdin"))?;
         let stdout = child.stdout().take().ok_or_else(|| closed("stdout"))?;
         let stderr = child.stderr().take().ok_or_else(|| closed("stderr"))?;
