@@ -70,6 +70,9 @@ pub enum Command {
         method: String,
         params: Option<Box<RawValue>>,
     },
+    /// Cancellations or answers wait in the urgent lane (when the queue is full, the actor
+    /// finds them before its next command anyway).
+    Wake,
     /// Give the connection up (it stopped answering): pending calls fail with this reason.
     Abandon(String),
 }

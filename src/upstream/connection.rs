@@ -195,9 +195,10 @@ impl Actor {
         let reason = match reason {
             Some(reason) => reason,
             None => loop {
+                if handle.has_urgent() {
+                    self.on_urgent(&mut transport);
+                }
                 tokio::select! {
-                    biased;
-                    _ = handle.urgent_ready() => self.on_urgent(&mut transport),
                     Some(cmd) = commands.recv() => match cmd {
                         Command::Abandon(reason) => break reason,
                         cmd => self.on_command(&mut transport, cmd),
@@ -309,7 +310,8 @@ impl Actor {
                 let frame = Message::Notification { method, params }.to_json();
                 self.send_frame(transport, frame, None);
             }
-            Command::Abandon(_) => {}
+            // The loop takes the urgent lane before the next command.
+            Command::Abandon(_) | Command::Wake => {}
         }
     }
 

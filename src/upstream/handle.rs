@@ -11,10 +11,10 @@ use crate::protocol::{RequestId, ResponsePayload};
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 /// How long an upstream may take to acknowledge `resources/subscribe` or `resources/unsubscribe`.
@@ -41,7 +41,8 @@ struct HandleInner {
     acknowledged_resources: watch::Sender<BTreeSet<String>>,
     /// Cancellations and answers to server requests: never dropped for a full command queue.
     urgent: Mutex<Urgent>,
-    urgent_ready: Notify,
+    /// Something waits in `urgent` (checked by the actor before each command it takes).
+    urgent_waiting: AtomicBool,
 }
 
 /// What the actor takes before its command queue.
@@ -79,7 +80,7 @@ impl UpstreamHandle {
                 watched_resources: watch::Sender::new(BTreeSet::new()),
                 acknowledged_resources: watch::Sender::new(BTreeSet::new()),
                 urgent: Mutex::new(Urgent::default()),
-                urgent_ready: Notify::new(),
+                urgent_waiting: AtomicBool::new(false),
             }),
         }
     }
@@ -282,7 +283,7 @@ impl UpstreamHandle {
         }
         urgent.cancels.push((upstream_id, reason.to_string()));
         drop(urgent);
-        self.inner.urgent_ready.notify_one();
+        self.wake();
     }
 
     /// Answer a server-to-client request (in the same lane as cancellations).
@@ -294,17 +295,26 @@ impl UpstreamHandle {
         }
         urgent.answers.push((upstream_id, payload));
         drop(urgent);
-        self.inner.urgent_ready.notify_one();
+        self.wake();
     }
 
-    /// Wait until a cancellation or answer waits.
-    pub(super) async fn urgent_ready(&self) {
-        self.inner.urgent_ready.notified().await
+    /// Flag the urgent lane and wake an idle actor; a full queue needs no wake-up (the actor
+    /// looks at the lane before each command it takes).
+    fn wake(&self) {
+        self.inner.urgent_waiting.store(true, Ordering::Release);
+        let _ = self.inner.commands.try_send(Command::Wake);
+    }
+
+    /// Whether a cancellation or answer waits.
+    pub(super) fn has_urgent(&self) -> bool {
+        self.inner.urgent_waiting.load(Ordering::Acquire)
     }
 
     /// Take every waiting cancellation and answer.
     pub(super) fn take_urgent(&self) -> Urgent {
-        std::mem::take(&mut *self.inner.urgent.lock())
+        let mut urgent = self.inner.urgent.lock();
+        self.inner.urgent_waiting.store(false, Ordering::Release);
+        std::mem::take(&mut *urgent)
     }
 
     /// Answer a server-to-client request with an error.
