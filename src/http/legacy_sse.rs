@@ -5,7 +5,7 @@
 //! server-to-client requests) goes out on the stream through one bounded queue. A host that
 //! stops reading, or closes the stream, ends its session.
 
-use super::streamable::{new_session_id, refuse, sse_response};
+use super::streamable::{new_session_id, refuse, sse_response, with_keepalive};
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize as open_session, Outcome};
@@ -33,8 +33,6 @@ pub const OUT_QUEUE: usize = 1024;
 pub const INBOX: usize = 256;
 /// Legacy streams open at once.
 pub const MAX_STREAMS: usize = 4096;
-/// Comment lines that keep idle streams from being cut by proxies.
-const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 /// How often a stream checks, once shutdown began, whether its calls have finished.
 const DRAIN_CHECK: Duration = Duration::from_millis(50);
 /// The version a legacy host asking for it gets (it is not served on `/mcp`).
@@ -144,8 +142,6 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
     let frames = async_stream::stream! {
         let _guard = guard;
         yield first;
-        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
-        keepalive.tick().await;
         let mut drain = tokio::time::interval(DRAIN_CHECK);
         let mut draining = false;
         loop {
@@ -163,11 +159,10 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
                     }
                 }
                 _ = tokio::time::sleep_until(init_deadline), if link.session.get().is_none() => break,
-                _ = keepalive.tick() => yield Bytes::from_static(b": keepalive\n\n"),
             }
         }
     };
-    sse_response(frames.boxed())
+    sse_response(with_keepalive(frames.boxed()))
 }
 
 /// Ends the link when its stream is dropped (the host closed it, or it ended).

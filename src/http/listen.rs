@@ -13,14 +13,10 @@ use crate::protocol::modern_result::RESULT_COMPLETE;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::listeners::{tagged, Grant, Listener, LISTENER_QUEUE, MAX_LISTENERS};
 use axum::response::Response;
-use bytes::Bytes;
 use futures_util::StreamExt;
 use http::StatusCode;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
-
-const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 
 /// Decide what a listen request gets: list notifications mcpmux can deliver, and resource
 /// subscriptions whose upstream supports them (shared connections only).
@@ -125,15 +121,12 @@ pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
     let frames = async_stream::stream! {
         let _guard = guard;
         yield crate::protocol::sse::event_bytes(None, None, &ack);
-        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
-        keepalive.tick().await;
         loop {
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(json) => yield crate::protocol::sse::event_bytes(None, None, &json),
                     None => break,
                 },
-                _ = keepalive.tick() => yield Bytes::from_static(b": keepalive\n\n"),
                 _ = shutdown.cancelled() => {
                     // A graceful end: the listen request completes.
                     let result = format!(
@@ -149,5 +142,5 @@ pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
             }
         }
     };
-    super::streamable::sse_response(frames.boxed())
+    super::streamable::sse_response(super::streamable::with_keepalive(frames.boxed()))
 }

@@ -145,6 +145,26 @@ fn sse_frame(json: &str) -> Bytes {
     crate::protocol::sse::event_bytes(None, None, json)
 }
 
+/// `frames` with a keepalive comment every [`KEEPALIVE_EVERY`] while they last, so proxies do
+/// not cut an idle long-lived stream (the GET stream, a listen stream, a legacy SSE stream).
+pub(super) fn with_keepalive(frames: BoxStream<'static, Bytes>) -> BoxStream<'static, Bytes> {
+    let stream = async_stream::stream! {
+        let mut frames = frames;
+        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
+        keepalive.tick().await;
+        loop {
+            tokio::select! {
+                frame = frames.next() => match frame {
+                    Some(frame) => yield frame,
+                    None => break,
+                },
+                _ = keepalive.tick() => yield Bytes::from_static(b": keepalive\n\n"),
+            }
+        }
+    };
+    stream.boxed()
+}
+
 pub(super) fn sse_response(frames: BoxStream<'static, Bytes>) -> Response {
     let body = HttpBody::from_stream(frames.map(Ok::<_, Infallible>));
     let mut resp = Response::new(body);
@@ -328,21 +348,18 @@ fn get(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError>
     let closed = session.closed.clone();
     let shutdown = hub.shutdown.clone();
     let frames = async_stream::stream! {
-        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
-        keepalive.tick().await;
         loop {
             tokio::select! {
                 msg = queue.recv() => match msg {
                     Some(json) => yield sse_frame(&json),
                     None => break,
                 },
-                _ = keepalive.tick() => yield Bytes::from_static(b": keepalive\n\n"),
                 _ = closed.cancelled() => break,
                 _ = shutdown.cancelled() => break,
             }
         }
     };
-    Ok(sse_response(frames.boxed()))
+    Ok(sse_response(with_keepalive(frames.boxed())))
 }
 
 fn delete(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError> {
@@ -386,5 +403,22 @@ mod tests {
     fn sse_frames_never_split_json() {
         let frame = sse_frame("{\"a\":\r\n 1}");
         assert_eq!(&frame[..], b"data: {\"a\":   1}\n\n");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_streams_get_a_keepalive_and_end_with_their_frames() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+        let frames =
+            futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
+        let mut stream = with_keepalive(frames.boxed());
+        tx.send(Bytes::from_static(b"data: 1\n\n")).await.unwrap();
+        assert_eq!(stream.next().await.unwrap(), Bytes::from_static(b"data: 1\n\n"));
+        // Nothing for a while: the paused clock runs to the keepalive.
+        assert_eq!(
+            stream.next().await.unwrap(),
+            Bytes::from_static(b": keepalive\n\n")
+        );
+        drop(tx);
+        assert!(stream.next().await.is_none());
     }
 }
