@@ -141,6 +141,16 @@ pub fn with_envelope(
     client_info: &RawValue,
     log_level: Option<&str>,
 ) -> Box<RawValue> {
+    envelope_object(params, capabilities, client_info, log_level).to_raw()
+}
+
+/// [`with_envelope`], as an object (for a caller that reads it before sending it).
+pub fn envelope_object(
+    params: Option<&RawValue>,
+    capabilities: &RawValue,
+    client_info: &RawValue,
+    log_level: Option<&str>,
+) -> RawObject {
     let mut obj = params
         .and_then(|p| RawObject::parse(p.get()).ok())
         .unwrap_or_default();
@@ -155,7 +165,7 @@ pub fn with_envelope(
         }
     }
     obj.set("_meta", meta.to_raw());
-    obj.to_raw()
+    obj
 }
 
 /// Check a modern HTTP request's headers against its body (answered with 400 and -32020 on

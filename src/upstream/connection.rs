@@ -2,7 +2,7 @@
 //! itself (ids come from the handle), keeps the pending map, routes replies, notifications and
 //! server-to-client requests to the right host call or session, and stops the transport.
 
-use super::handshake::modern_params;
+use super::handshake::modern_params_object;
 use super::host::{HostEvents, HostLink};
 use super::legacy_sse::LegacySseTransport;
 use super::stdio::StdioTransport;
@@ -15,7 +15,7 @@ use crate::config::{Era, ServerConfig, TransportConfig};
 use crate::error::UpstreamError;
 use crate::protocol::message::cancelled_notification;
 use crate::protocol::modern::{self, MODERN_VERSION};
-use crate::protocol::{ClientCaps, Message, RawObject, RequestId, ResponsePayload};
+use crate::protocol::{ClientCaps, Message, RequestId, ResponsePayload};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -376,14 +376,13 @@ impl Actor {
                 CallOrigin::Host { host, .. } => (host.caps(), host.log_level_name()),
                 CallOrigin::Internal(_) => (ClientCaps::ALL, None),
             };
-            let params = modern_params(params.as_deref(), caps, level);
-            let parsed = RawObject::parse(params.get()).ok();
-            headers = modern::request_headers(&method, parsed.as_ref(), MODERN_VERSION)
+            let params = modern_params_object(params.as_deref(), caps, level);
+            headers = modern::request_headers(&method, Some(&params), MODERN_VERSION)
                 .into_iter()
                 .map(|(name, value)| (name.to_string(), value))
                 .chain(param_headers)
                 .collect();
-            Some(params)
+            Some(params.to_raw())
         } else {
             params
         };

@@ -19,6 +19,15 @@ pub fn modern_params(params: Option<&RawValue>, caps: ClientCaps, log_level: Opt
     modern::with_envelope(params, &to_raw(&caps.to_json()), &client_info(), log_level)
 }
 
+/// [`modern_params`], as an object.
+pub fn modern_params_object(
+    params: Option<&RawValue>,
+    caps: ClientCaps,
+    log_level: Option<&str>,
+) -> crate::protocol::RawObject {
+    modern::envelope_object(params, &to_raw(&caps.to_json()), &client_info(), log_level)
+}
+
 /// `server/discover`, declaring everything mcpmux can route.
 pub fn discover_request(id: u64) -> Message {
     Message::Request {
