@@ -121,6 +121,96 @@ impl UpstreamError {
     }
 }
 
+/// Why the pipeline answers a host request with an error itself (the request reached a method).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RequestError {
+    #[error("params must be an object")]
+    ParamsNotObject,
+    #[error("params.{0} is required")]
+    MissingParam(&'static str),
+    #[error("Unknown {what}: {name}")]
+    UnknownName { what: &'static str, name: String },
+    #[error("Resource not found")]
+    ResourceNotFound { uri: String },
+    #[error("unknown completion reference")]
+    UnknownReference,
+    #[error("invalid cursor")]
+    InvalidCursor,
+    #[error("invalid log level {0:?}")]
+    InvalidLogLevel(String),
+    #[error("Method not found: {0}")]
+    MethodNotFound(String),
+    #[error("session already initialized")]
+    AlreadyInitialized,
+    #[error("mcpmux: this session already has {0} requests in flight (gateway.max_in_flight_per_session)")]
+    SessionBusy(usize),
+    #[error("mcpmux: this request needs a session")]
+    NoSession,
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// An upstream refused something mcpmux asked on the host's behalf.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl RequestError {
+    /// The JSON-RPC code a host sees.
+    pub fn code(&self) -> i64 {
+        match self {
+            RequestError::ParamsNotObject
+            | RequestError::MissingParam(_)
+            | RequestError::UnknownName { .. }
+            | RequestError::UnknownReference
+            | RequestError::InvalidCursor
+            | RequestError::InvalidLogLevel(_) => codes::INVALID_PARAMS,
+            RequestError::ResourceNotFound { .. } => codes::RESOURCE_NOT_FOUND,
+            RequestError::MethodNotFound(_) => codes::METHOD_NOT_FOUND,
+            RequestError::AlreadyInitialized => codes::INVALID_REQUEST,
+            RequestError::SessionBusy(_) => codes::OVERLOADED,
+            RequestError::NoSession | RequestError::Refused(_) => codes::INTERNAL_ERROR,
+            RequestError::Upstream(error) => error.code(),
+        }
+    }
+
+    /// Where it comes from.
+    pub fn side(&self) -> Side {
+        match self {
+            RequestError::Upstream(error) => error.side(),
+            RequestError::NoSession => Side::Internal,
+            _ => Side::Host,
+        }
+    }
+
+    /// Whether the same request may succeed later.
+    pub fn retry(&self) -> Retry {
+        match self {
+            RequestError::Upstream(error) => error.retry(),
+            RequestError::SessionBusy(_) | RequestError::Refused(_) => Retry::Later,
+            _ => Retry::Never,
+        }
+    }
+
+    /// The error object of the answer.
+    pub fn to_error_object(&self) -> Box<serde_json::value::RawValue> {
+        match self {
+            RequestError::Upstream(error) => error.to_error_object(),
+            RequestError::ResourceNotFound { uri } => {
+                let data = serde_json::json!({ "uri": uri });
+                crate::protocol::message::error_object(self.code(), &self.to_string(), Some(&data))
+            }
+            _ => crate::protocol::message::error_object(self.code(), &self.to_string(), None),
+        }
+    }
+
+    /// The answer to request `id`.
+    pub fn reply(&self, id: crate::protocol::RequestId) -> crate::protocol::Message {
+        crate::protocol::Message::Response {
+            id: Some(id),
+            payload: crate::protocol::ResponsePayload::Error(self.to_error_object()),
+        }
+    }
+}
+
 /// A request from a host that mcpmux refuses at the HTTP layer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum DownstreamError {
@@ -258,5 +348,31 @@ mod tests {
         assert_eq!(DownstreamError::UnknownSession.side(), Side::Host);
         assert_eq!(DownstreamError::UnknownSession.retry(), Retry::Never);
         assert_eq!(DownstreamError::Unavailable("full").side(), Side::Internal);
+    }
+
+    #[test]
+    fn the_pipelines_refusals_are_mapped_here() {
+        let id = crate::protocol::RequestId::number(7);
+        let missing = RequestError::MissingParam("name").reply(id.clone()).to_json();
+        assert_eq!(
+            missing,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"params.name is required"}}"#
+        );
+        let gone = RequestError::ResourceNotFound { uri: "x://a".into() };
+        assert!(gone
+            .reply(id.clone())
+            .to_json()
+            .contains(r#""code":-32002,"message":"Resource not found","data":{"uri":"x://a"}"#));
+        let busy = RequestError::SessionBusy(64);
+        assert_eq!(
+            (busy.code(), busy.retry(), busy.side()),
+            (codes::OVERLOADED, Retry::Later, Side::Host)
+        );
+        let down = RequestError::from(UpstreamError::unavailable("t", "not connected"));
+        assert_eq!(
+            (down.code(), down.side()),
+            (codes::UPSTREAM_UNAVAILABLE, Side::Upstream("t".into()))
+        );
+        assert!(down.reply(id).to_json().contains(r#""data":{"upstream":"t"}"#));
     }
 }

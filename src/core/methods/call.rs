@@ -7,8 +7,7 @@ use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
-use crate::error::codes;
-use crate::protocol::message::error_reply;
+use crate::error::RequestError;
 use crate::protocol::{modern_params, RawObject, RequestId};
 use std::sync::Arc;
 
@@ -28,12 +27,7 @@ pub async fn serve(
     let catalog = hub.catalog.snapshot();
     let Some(item) = catalog.list(kind).lookup(&name) else {
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
-        return Outcome::Reply(error_reply(
-            id,
-            codes::INVALID_PARAMS,
-            &format!("Unknown {what}: {name}"),
-            None,
-        ));
+        return Outcome::refused(id, RequestError::UnknownName { what, name });
     };
     let mut target = Target::new(item.upstream, shape);
     let modern_upstream = hub.upstreams[item.upstream]

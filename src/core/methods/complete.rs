@@ -6,8 +6,7 @@ use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
-use crate::error::codes;
-use crate::protocol::message::error_reply;
+use crate::error::RequestError;
 use crate::protocol::{RawObject, RequestId};
 use std::sync::Arc;
 
@@ -19,12 +18,7 @@ pub async fn serve(
     mut params: RawObject,
 ) -> Outcome {
     let Some(mut reference) = params.get_object("ref") else {
-        return Outcome::Reply(error_reply(
-            id,
-            codes::INVALID_PARAMS,
-            "params.ref is required",
-            None,
-        ));
+        return Outcome::refused(id, RequestError::MissingParam("ref"));
     };
     let catalog = hub.catalog.snapshot();
     let target = match reference.get_str("type").as_deref() {
@@ -39,12 +33,7 @@ pub async fn serve(
         _ => None,
     };
     let Some((upstream, key, original)) = target else {
-        return Outcome::Reply(error_reply(
-            id,
-            codes::INVALID_PARAMS,
-            "unknown completion reference",
-            None,
-        ));
+        return Outcome::refused(id, RequestError::UnknownReference);
     };
     reference.set_str(key, &original);
     params.set("ref", reference.to_raw());

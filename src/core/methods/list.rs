@@ -7,8 +7,8 @@ use super::shape_reply;
 use crate::catalog::ListKind;
 use crate::core::context::{Era, RequestCtx};
 use crate::core::hub::Hub;
-use crate::error::codes;
-use crate::protocol::message::{error_reply, result_response, to_raw};
+use crate::error::RequestError;
+use crate::protocol::message::{result_response, to_raw};
 use crate::protocol::modern_result::{own_result_members, CacheHint};
 use crate::protocol::{Message, RawObject, RequestId};
 use crate::upstream::{ConnectionEvent, UpstreamSlot};
@@ -41,7 +41,7 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
 
 /// The answer to a list request whose cursor this gateway did not issue.
 pub fn invalid_cursor(id: RequestId) -> Message {
-    error_reply(id, codes::INVALID_PARAMS, "invalid cursor", None)
+    RequestError::InvalidCursor.reply(id)
 }
 
 /// The cache hint of one merged list: the shortest lifetime and most private scope of its

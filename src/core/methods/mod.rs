@@ -20,8 +20,8 @@ use super::forward::{Deadline, ForwardedCall};
 use super::hub::Hub;
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
-use crate::error::{codes, UpstreamError};
-use crate::protocol::message::{error_reply, method_not_found, raw, result_response, to_raw};
+use crate::error::RequestError;
+use crate::protocol::message::{raw, result_response, to_raw};
 use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::InflightCall;
@@ -63,32 +63,29 @@ pub async fn dispatch(hub: &Arc<Hub>, ctx: &RequestCtx, msg: Message) -> Outcome
     }
 }
 
-/// The answer to a request that needs a session where the face gave it none.
-fn no_session(id: RequestId) -> Message {
-    error_reply(
-        id,
-        codes::INTERNAL_ERROR,
-        "mcpmux: this request needs a session",
-        None,
-    )
+impl Outcome {
+    /// The pipeline's own error answer to request `id` (codes and messages: `error.rs`).
+    pub fn refused(id: RequestId, error: RequestError) -> Outcome {
+        Outcome::Reply(error.reply(id))
+    }
 }
 
 /// A string member the request must carry, or the -32602 answer naming it.
-fn required_str(params: &RawObject, key: &str, id: &RequestId) -> Result<String, Outcome> {
-    params.get_str(key).ok_or_else(|| {
-        let message = format!("params.{key} is required");
-        Outcome::Reply(error_reply(id.clone(), codes::INVALID_PARAMS, &message, None))
-    })
+fn required_str(params: &RawObject, key: &'static str, id: &RequestId) -> Result<String, Outcome> {
+    (params.get_str(key)).ok_or_else(|| Outcome::refused(id.clone(), RequestError::MissingParam(key)))
 }
 
 /// An exposed resource URI's upstream and original URI, or the resource-not-found answer.
 fn resolve_uri(hub: &Hub, uri: &str, id: &RequestId) -> Result<(usize, String), Outcome> {
-    (hub.catalog.snapshot().resolve_uri(uri)).ok_or_else(|| resource_not_found(id.clone(), uri))
+    (hub.catalog.snapshot().resolve_uri(uri)).ok_or_else(|| {
+        let error = RequestError::ResourceNotFound { uri: uri.to_string() };
+        Outcome::refused(id.clone(), error)
+    })
 }
 
 /// The answer to a request whose params are not an object.
 pub fn invalid_params_object(id: RequestId) -> Message {
-    error_reply(id, codes::INVALID_PARAMS, "params must be an object", None)
+    RequestError::ParamsNotObject.reply(id)
 }
 
 /// Serve one request; the reply is in the request's era.
@@ -110,12 +107,7 @@ pub async fn request(
             return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Templates, &params))
         }
         "ping" => Outcome::Reply(result_response(id, raw("{}".into()))),
-        "initialize" => Outcome::Reply(error_reply(
-            id,
-            codes::INVALID_REQUEST,
-            "session already initialized",
-            None,
-        )),
+        "initialize" => Outcome::refused(id, RequestError::AlreadyInitialized),
         "tools/call" => {
             call::serve(
                 hub,
@@ -146,7 +138,7 @@ pub async fn request(
         }
         "completion/complete" => complete::serve(hub, ctx, id, method, params).await,
         "logging/setLevel" => set_level::serve(hub, ctx, id, &params).await,
-        _ => Outcome::Reply(method_not_found(id, &method)),
+        _ => Outcome::refused(id, RequestError::MethodNotFound(method)),
     };
     match (ctx.era, outcome) {
         (Era::Modern, Outcome::Reply(reply)) => Outcome::Reply(shape_reply(reply, None)),
@@ -193,24 +185,6 @@ impl Target {
     }
 }
 
-fn resource_not_found(id: RequestId, uri: &str) -> Outcome {
-    let data = serde_json::json!({ "uri": uri });
-    Outcome::Reply(error_reply(
-        id,
-        codes::RESOURCE_NOT_FOUND,
-        "Resource not found",
-        Some(&data),
-    ))
-}
-
-/// An error response carrying an upstream failure.
-pub fn upstream_error_reply(id: RequestId, error: &UpstreamError) -> Message {
-    Message::Response {
-        id: Some(id),
-        payload: ResponsePayload::Error(error.to_error_object()),
-    }
-}
-
 /// Send a host request to upstream `index`, swapping the progress token for the upstream id.
 async fn start_call(
     hub: &Arc<Hub>,
@@ -221,7 +195,7 @@ async fn start_call(
     target: Target,
 ) -> Outcome {
     let Some(session) = ctx.session.as_ref() else {
-        return Outcome::Reply(no_session(id));
+        return Outcome::refused(id, RequestError::NoSession);
     };
     let Target {
         upstream: index,
@@ -230,7 +204,7 @@ async fn start_call(
     } = target;
     let handle = match hub.connection_for(index, session).await {
         Ok(handle) => handle,
-        Err(err) => return Outcome::Reply(upstream_error_reply(id, &err)),
+        Err(err) => return Outcome::refused(id, err.into()),
     };
     let upstream_id = handle.next_id();
     let mut client_progress_token = None;
@@ -250,11 +224,7 @@ async fn start_call(
         upstream_id,
     };
     if !session.try_add_inflight(id.clone(), inflight, gateway.max_in_flight_per_session) {
-        let message = format!(
-            "mcpmux: this session already has {} requests in flight (gateway.max_in_flight_per_session)",
-            gateway.max_in_flight_per_session
-        );
-        return Outcome::Reply(error_reply(id, codes::OVERLOADED, &message, None));
+        return Outcome::refused(id, RequestError::SessionBusy(gateway.max_in_flight_per_session));
     }
     let upstream_params = params.to_raw();
     let call = OutboundCall {
@@ -270,7 +240,7 @@ async fn start_call(
     };
     if let Err(err) = handle.send_call(call) {
         session.finish_inflight(&id, upstream_id);
-        return Outcome::Reply(upstream_error_reply(id, &err));
+        return Outcome::refused(id, err.into());
     }
     Outcome::Forward(Box::new(ForwardedCall {
         events,

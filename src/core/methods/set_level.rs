@@ -5,9 +5,9 @@ use super::Outcome;
 use crate::config::Isolation;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
-use crate::error::codes;
+use crate::error::RequestError;
 use crate::protocol::logging::{log_level_rank, LOG_LEVELS};
-use crate::protocol::message::{error_reply, json_string, raw, result_response};
+use crate::protocol::message::{json_string, raw, result_response};
 use crate::protocol::{RawObject, RequestId};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,16 +17,11 @@ const SET_LEVEL_WAIT: Duration = Duration::from_secs(5);
 
 pub async fn serve(hub: &Arc<Hub>, ctx: &RequestCtx, id: RequestId, params: &RawObject) -> Outcome {
     let Some(session) = ctx.session.as_ref() else {
-        return Outcome::Reply(super::no_session(id));
+        return Outcome::refused(id, RequestError::NoSession);
     };
     let level = params.get_str("level").unwrap_or_default();
     let Some(rank) = log_level_rank(&level) else {
-        return Outcome::Reply(error_reply(
-            id,
-            codes::INVALID_PARAMS,
-            &format!("invalid log level {level:?}"),
-            None,
-        ));
+        return Outcome::refused(id, RequestError::InvalidLogLevel(level));
     };
     session.set_log_level(rank);
     // A shared upstream gets the most verbose level any session asked for; mcpmux filters per session.

@@ -2,13 +2,13 @@
 //! asked once for as long as any session (or listen stream) wants the resource; a modern upstream
 //! has the URI join mcpmux's listen filter instead.
 
-use super::{required_str, resolve_uri, start_call, upstream_error_reply, Outcome, Target};
+use super::{required_str, resolve_uri, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::config::Isolation;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
-use crate::error::codes;
-use crate::protocol::message::{error_reply, raw, result_response};
+use crate::error::RequestError;
+use crate::protocol::message::{raw, result_response};
 use crate::protocol::{RawObject, RequestId};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ pub async fn serve(
     mut params: RawObject,
 ) -> Outcome {
     let Some(session) = ctx.session.as_ref() else {
-        return Outcome::Reply(super::no_session(id));
+        return Outcome::refused(id, RequestError::NoSession);
     };
     let uri = match required_str(&params, "uri", &id) {
         Ok(uri) => uri,
@@ -42,7 +42,7 @@ pub async fn serve(
     }
     let handle = match hub.connection_for(upstream, session).await {
         Ok(handle) => handle,
-        Err(err) => return Outcome::Reply(upstream_error_reply(id, &err)),
+        Err(err) => return Outcome::refused(id, err.into()),
     };
     if handle.facts().is_some_and(|f| f.is_modern()) {
         // No resources/subscribe in 2026-07-28: the URI joins mcpmux's listen filter instead.
@@ -52,7 +52,7 @@ pub async fn serve(
                 .await
             {
                 Ok(()) => result_response(id, raw("{}".into())),
-                Err(err) => error_reply(id, codes::INTERNAL_ERROR, &err.to_string(), None),
+                Err(err) => RequestError::Refused(err.to_string()).reply(id),
             },
         );
     }
