@@ -138,14 +138,18 @@ mod rewrite {
 mod list {
     use super::*;
     use mcpmux::catalog::{CatalogStore, ListKind, Naming};
+    use mcpmux::config::UpstreamId;
     use mcpmux::protocol::modern_result::{own_result_members, CacheHint};
 
     /// A catalog of `upstreams` × `per` tools shaped like [`tools_list`]'s.
     fn catalog(upstreams: usize, per: usize) -> CatalogStore {
         let namings = (0..upstreams)
-            .map(|i| Naming {
-                namespace: format!("s{i}"),
-                separator: "__".into(),
+            .map(|i| {
+                let naming = Naming {
+                    namespace: format!("s{i}"),
+                    separator: "__".into(),
+                };
+                (UpstreamId::new(&format!("s{i}")), naming)
             })
             .collect();
         let store = CatalogStore::new(namings);
@@ -166,7 +170,7 @@ mod list {
                 .iter()
                 .filter_map(|t| RawObject::parse(t.get()).ok())
                 .collect();
-            store.replace(upstream, ListKind::Tools, items);
+            store.replace(&UpstreamId::new(&format!("s{upstream}")), ListKind::Tools, items);
         }
         store
     }

@@ -111,10 +111,10 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let shutdown = CancellationToken::new();
     let (hub, inputs) = Hub::new(config.clone(), shutdown.clone());
     let mut tasks = Vec::new();
-    for (index, events) in inputs.events.into_iter().enumerate() {
+    for (id, events) in inputs.events {
         tasks.push(tokio::spawn(upstream::supervisor::supervise(
             hub.upstreams.clone(),
-            index,
+            id,
             events,
             inputs.started.clone(),
         )));

@@ -4,6 +4,7 @@
 
 use super::Knobs;
 use mcpmux::catalog::{cursor, uri, CatalogStore, ListKind, Naming};
+use mcpmux::config::UpstreamId;
 use mcpmux::protocol::message::{parse_message, raw};
 use mcpmux::protocol::{modern, modern_params, modern_result, Message, RawObject, ResponsePayload};
 use serde_json::value::RawValue;
@@ -230,15 +231,22 @@ fn check_result(payload: &ResponsePayload) {
 /// Items of a list result exposed under a prefixed and an unprefixed upstream: every item of
 /// the prefixed one is found again by the name or URI hosts see, and prefixed URIs route back.
 fn check_catalog(result: &RawObject) {
+    let (prefixed, unprefixed) = (UpstreamId::new("prefixed"), UpstreamId::new("unprefixed"));
     let store = CatalogStore::new(vec![
-        Naming {
-            namespace: NS.into(),
-            separator: "__".into(),
-        },
-        Naming {
-            namespace: String::new(),
-            separator: "__".into(),
-        },
+        (
+            prefixed.clone(),
+            Naming {
+                namespace: NS.into(),
+                separator: "__".into(),
+            },
+        ),
+        (
+            unprefixed.clone(),
+            Naming {
+                namespace: String::new(),
+                separator: "__".into(),
+            },
+        ),
     ]);
     for kind in ListKind::ALL {
         let Some(items) = result.get_array(kind.field()) else {
@@ -248,8 +256,8 @@ fn check_catalog(result: &RawObject) {
             .iter()
             .filter_map(|i| RawObject::parse(i.get()).ok())
             .collect();
-        store.replace(0, kind, items.clone());
-        store.replace(1, kind, items);
+        store.replace(&prefixed, kind, items.clone());
+        store.replace(&unprefixed, kind, items);
         let catalog = store.snapshot();
         let list = catalog.list(kind);
         for item in &list.items {
@@ -262,10 +270,13 @@ fn check_catalog(result: &RawObject) {
             let shown = exposed
                 .get_str(key)
                 .unwrap_or_else(|| panic!("{} lost {key}", item.json));
-            let found = list.lookup(&shown).map(|i| (i.upstream, i.original.as_str()));
-            assert_eq!(found, Some((item.upstream, item.original.as_str())));
-            if item.upstream == 0 && kind == ListKind::Resources {
-                assert_eq!(catalog.resolve_uri(&shown), Some((0, item.original.clone())));
+            let found = list.lookup(&shown).map(|i| (&i.upstream, i.original.as_str()));
+            assert_eq!(found, Some((&item.upstream, item.original.as_str())));
+            if item.upstream == prefixed && kind == ListKind::Resources {
+                assert_eq!(
+                    catalog.resolve_uri(&shown),
+                    Some((prefixed.clone(), item.original.clone()))
+                );
             }
         }
     }

@@ -5,7 +5,7 @@
 //! the MCP endpoint (a refusal here is `forbidden` in plain text).
 
 use crate::catalog::ListKind;
-use crate::config::{Isolation, TransportConfig};
+use crate::config::{Isolation, TransportConfig, UpstreamId};
 use crate::core::hub::Hub;
 use crate::status_doc::{ServerInfo, StatusDocument, UpstreamStatus};
 use crate::upstream::UpstreamSlot;
@@ -65,19 +65,19 @@ async fn status(State(op): State<Arc<Operator>>) -> Response {
 /// The status document.
 pub fn report(hub: &Hub) -> StatusDocument {
     let catalog = hub.catalog.snapshot();
-    let count = |index: usize, kind: ListKind| {
+    let count = |upstream: &UpstreamId, kind: ListKind| {
         (catalog.list(kind).items.iter())
-            .filter(|item| item.upstream == index)
+            .filter(|item| item.upstream == *upstream)
             .count() as u64
     };
     let upstreams = hub
         .upstreams
         .iter()
         .map(|slot| UpstreamStatus {
-            tools: count(slot.index, ListKind::Tools),
-            prompts: count(slot.index, ListKind::Prompts),
-            resources: count(slot.index, ListKind::Resources),
-            resource_templates: count(slot.index, ListKind::Templates),
+            tools: count(&slot.id, ListKind::Tools),
+            prompts: count(&slot.id, ListKind::Prompts),
+            resources: count(&slot.id, ListKind::Resources),
+            resource_templates: count(&slot.id, ListKind::Templates),
             ..upstream_entry(slot)
         })
         .collect();

@@ -8,6 +8,7 @@ pub mod pages;
 pub mod results;
 pub mod uri;
 
+use crate::config::UpstreamId;
 use crate::protocol::RawObject;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -83,8 +84,8 @@ impl ListKind {
 /// One item as hosts see it.
 #[derive(Debug)]
 pub struct ExposedItem {
-    /// Index of the owning upstream in configuration order.
-    pub upstream: usize,
+    /// The owning upstream.
+    pub upstream: UpstreamId,
     /// The upstream's own name or URI.
     pub original: String,
     /// The serialised item with the exposed name or URI.
@@ -135,7 +136,8 @@ pub struct Catalog {
     /// Bumps on every change.
     pub epoch: u64,
     lists: [ItemList; 4],
-    namings: Vec<Naming>,
+    /// Every upstream with its naming, in configuration order.
+    namings: Arc<[(UpstreamId, Naming)]>,
 }
 
 impl Catalog {
@@ -149,50 +151,54 @@ impl Catalog {
     /// Prefixed URIs route by their namespace. Unprefixed ones go to an unprefixed upstream:
     /// the one listing that exact resource, else the one with a matching template, else the only
     /// unprefixed upstream if there is exactly one.
-    pub fn resolve_uri(&self, exposed: &str) -> Option<(usize, String)> {
+    pub fn resolve_uri(&self, exposed: &str) -> Option<(UpstreamId, String)> {
         if let Some((ns, original)) = uri::split(exposed) {
-            if let Some(i) = self.namings.iter().position(|n| n.namespace == ns) {
-                return Some((i, original.to_string()));
+            if let Some((id, _)) = self.namings.iter().find(|(_, n)| n.namespace == ns) {
+                return Some((id.clone(), original.to_string()));
             }
         }
-        let unprefixed: Vec<usize> = (0..self.namings.len())
-            .filter(|&i| self.namings[i].namespace.is_empty())
+        let unprefixed: Vec<&UpstreamId> = (self.namings.iter())
+            .filter(|(_, n)| n.namespace.is_empty())
+            .map(|(id, _)| id)
             .collect();
         if let Some(item) = self.list(ListKind::Resources).lookup(exposed) {
-            if unprefixed.contains(&item.upstream) {
-                return Some((item.upstream, exposed.to_string()));
+            if unprefixed.contains(&&item.upstream) {
+                return Some((item.upstream.clone(), exposed.to_string()));
             }
         }
         let templates = self.list(ListKind::Templates);
         if let Some(item) = templates
             .items
             .iter()
-            .find(|t| unprefixed.contains(&t.upstream) && uri::template_matches(&t.original, exposed))
+            .find(|t| unprefixed.contains(&&t.upstream) && uri::template_matches(&t.original, exposed))
         {
-            return Some((item.upstream, exposed.to_string()));
+            return Some((item.upstream.clone(), exposed.to_string()));
         }
         match unprefixed.as_slice() {
-            [only] => Some((*only, exposed.to_string())),
+            [only] => Some(((*only).clone(), exposed.to_string())),
             _ => None,
         }
     }
 
     /// The naming rules of an upstream.
-    pub fn naming(&self, upstream: usize) -> Option<&Naming> {
-        self.namings.get(upstream)
+    pub fn naming(&self, upstream: &UpstreamId) -> Option<&Naming> {
+        self.namings.iter().find(|(id, _)| id == upstream).map(|(_, n)| n)
     }
 }
 
 /// Owns the per-upstream lists and publishes merged snapshots.
 pub struct CatalogStore {
     current: ArcSwap<Catalog>,
+    /// Each upstream's lists, in the order of `namings`.
     parts: Mutex<Vec<[Vec<RawObject>; 4]>>,
-    namings: Vec<Naming>,
+    namings: Arc<[(UpstreamId, Naming)]>,
 }
 
 impl CatalogStore {
-    pub fn new(namings: Vec<Naming>) -> Self {
+    /// A store for these upstreams; earlier ones win a clash of exposed names.
+    pub fn new(namings: Vec<(UpstreamId, Naming)>) -> Self {
         let parts = namings.iter().map(|_| Default::default()).collect();
+        let namings: Arc<[(UpstreamId, Naming)]> = namings.into();
         let store = CatalogStore {
             current: ArcSwap::from_pointee(Catalog::default()),
             parts: Mutex::new(parts),
@@ -208,9 +214,12 @@ impl CatalogStore {
     }
 
     /// Replace one upstream's list of one kind; returns whether what hosts see changed.
-    pub fn replace(&self, upstream: usize, kind: ListKind, items: Vec<RawObject>) -> bool {
+    pub fn replace(&self, upstream: &UpstreamId, kind: ListKind, items: Vec<RawObject>) -> bool {
+        let Some(position) = self.namings.iter().position(|(id, _)| id == upstream) else {
+            return false;
+        };
         let mut parts = self.parts.lock();
-        let Some(slot) = parts.get_mut(upstream) else {
+        let Some(slot) = parts.get_mut(position) else {
             return false;
         };
         slot[kind as usize] = items;
@@ -222,7 +231,7 @@ impl CatalogStore {
     }
 
     /// Drop everything an upstream offered (it went away); returns the kinds that changed.
-    pub fn clear(&self, upstream: usize) -> Vec<ListKind> {
+    pub fn clear(&self, upstream: &UpstreamId) -> Vec<ListKind> {
         ListKind::ALL
             .into_iter()
             .filter(|&k| self.replace(upstream, k, Vec::new()))
@@ -242,8 +251,7 @@ impl CatalogStore {
 
     fn merge(&self, parts: &[[Vec<RawObject>; 4]], kind: ListKind) -> ItemList {
         let mut list = ItemList::default();
-        for (upstream, lists) in parts.iter().enumerate() {
-            let naming = &self.namings[upstream];
+        for ((upstream, naming), lists) in self.namings.iter().zip(parts) {
             for item in &lists[kind as usize] {
                 let Some(original) = item.get_str(kind.key_field()) else {
                     continue;
@@ -264,7 +272,7 @@ impl CatalogStore {
                 edited.set_str(kind.key_field(), &exposed);
                 list.index.insert(exposed, list.items.len());
                 list.items.push(ExposedItem {
-                    upstream,
+                    upstream: upstream.clone(),
                     original,
                     json: edited.to_raw(),
                 });
@@ -278,20 +286,30 @@ impl CatalogStore {
 mod tests {
     use super::*;
 
+    fn id(n: usize) -> UpstreamId {
+        UpstreamId::new(&format!("u{n}"))
+    }
+
     fn obj(text: &str) -> RawObject {
         RawObject::parse(text).unwrap()
     }
 
     fn store() -> CatalogStore {
         CatalogStore::new(vec![
-            Naming {
-                namespace: "a".into(),
-                separator: "__".into(),
-            },
-            Naming {
-                namespace: "".into(),
-                separator: "__".into(),
-            },
+            (
+                id(0),
+                Naming {
+                    namespace: "a".into(),
+                    separator: "__".into(),
+                },
+            ),
+            (
+                id(1),
+                Naming {
+                    namespace: "".into(),
+                    separator: "__".into(),
+                },
+            ),
         ])
     }
 
@@ -299,42 +317,45 @@ mod tests {
     fn names_are_namespaced_and_resolved_by_lookup() {
         let s = store();
         assert!(s.replace(
-            0,
+            &id(0),
             ListKind::Tools,
             vec![obj(r#"{"name":"x__y","extra":{"k":1}}"#)]
         ));
-        assert!(s.replace(1, ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
+        assert!(s.replace(&id(1), ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
         let cat = s.snapshot();
         let tools = cat.list(ListKind::Tools);
         let item = tools.lookup("a__x__y").unwrap();
-        assert_eq!((item.upstream, item.original.as_str()), (0, "x__y"));
+        assert_eq!((item.upstream.clone(), item.original.as_str()), (id(0), "x__y"));
         assert_eq!(item.json.get(), r#"{"name":"a__x__y","extra":{"k":1}}"#);
-        assert_eq!(tools.lookup("plain").unwrap().upstream, 1);
+        assert_eq!(tools.lookup("plain").unwrap().upstream, id(1));
         assert!(tools.lookup("x__y").is_none());
-        assert!(!s.replace(1, ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
-        assert_eq!(s.clear(0), vec![ListKind::Tools]);
+        assert!(!s.replace(&id(1), ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
+        assert_eq!(s.clear(&id(0)), vec![ListKind::Tools]);
+        // An upstream is known by its config name, not by where it sits: an unknown one changes nothing.
+        assert!(!s.replace(&UpstreamId::new("gone"), ListKind::Tools, vec![obj(r#"{"name":"z"}"#)]));
+        assert!(s.snapshot().list(ListKind::Tools).lookup("z").is_none());
     }
 
     #[test]
     fn uris_route_by_prefix_then_by_unprefixed_owner() {
         let s = store();
         s.replace(
-            0,
+            &id(0),
             ListKind::Resources,
             vec![obj(r#"{"uri":"test://static/0","name":"s"}"#)],
         );
         s.replace(
-            1,
+            &id(1),
             ListKind::Templates,
             vec![obj(r#"{"uriTemplate":"demo://t/{id}","name":"t"}"#)],
         );
         let cat = s.snapshot();
         assert_eq!(
             cat.resolve_uri("mcpmux://a/test://static/0"),
-            Some((0, "test://static/0".into()))
+            Some((id(0), "test://static/0".into()))
         );
-        assert_eq!(cat.resolve_uri("demo://t/4"), Some((1, "demo://t/4".into())));
-        assert_eq!(cat.resolve_uri("other://x"), Some((1, "other://x".into())));
+        assert_eq!(cat.resolve_uri("demo://t/4"), Some((id(1), "demo://t/4".into())));
+        assert_eq!(cat.resolve_uri("other://x"), Some((id(1), "other://x".into())));
         assert_eq!(
             cat.list(ListKind::Resources).items[0].json.get(),
             r#"{"uri":"mcpmux://a/test://static/0","name":"s"}"#

@@ -114,16 +114,18 @@ impl Serialize for PageResult<'_> {
 mod tests {
     use super::*;
     use crate::catalog::{CatalogStore, Naming};
+    use crate::config::UpstreamId;
     use crate::protocol::message::raw;
     use crate::protocol::RawObject;
 
     fn store(tools: &[&str]) -> CatalogStore {
-        let store = CatalogStore::new(vec![Naming {
+        let naming = Naming {
             namespace: "a".into(),
             separator: "__".into(),
-        }]);
+        };
+        let store = CatalogStore::new(vec![(UpstreamId::new("a"), naming)]);
         let items = tools.iter().map(|t| RawObject::parse(t).unwrap()).collect();
-        store.replace(0, ListKind::Tools, items);
+        store.replace(&UpstreamId::new("a"), ListKind::Tools, items);
         store
     }
 
@@ -174,7 +176,7 @@ mod tests {
         assert_eq!(catalog.list(ListKind::Tools).pages.written.lock().len(), 1);
         // A new snapshot starts with no pages and serves what changed.
         s.replace(
-            0,
+            &UpstreamId::new("a"),
             ListKind::Tools,
             vec![RawObject::parse(r#"{"name":"w"}"#).unwrap()],
         );

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+mod id;
 mod raw;
 mod server;
 mod transport;
+pub use id::UpstreamId;
 use raw::{line_col, parse_error, RawConfig, RawGateway};
 use server::build_server;
 pub use transport::HttpMode;
@@ -103,6 +105,8 @@ impl Default for GatewayConfig {
 pub struct ServerConfig {
     /// The key of the `[servers.NAME]` table.
     pub name: String,
+    /// The same name as the upstream's identity.
+    pub id: UpstreamId,
     /// Prefix for exposed names; "" exposes them unprefixed.
     pub namespace: String,
     pub isolation: Isolation,

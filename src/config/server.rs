@@ -2,7 +2,10 @@
 //! isolation, era, limits and timeouts, validated with errors that name the key and line.
 
 use super::raw::{Ordered, RawServer};
-use super::{ConfigError, Ctx, Era, GatewayConfig, Isolation, Secret, ServerConfig, TransportConfig, MIB_16};
+use super::{
+    ConfigError, Ctx, Era, GatewayConfig, Isolation, Secret, ServerConfig, TransportConfig, UpstreamId,
+    MIB_16,
+};
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -267,6 +270,7 @@ pub(super) fn build_server(
         .transpose()?
         .unwrap_or(MIB_16);
     Ok(ServerConfig {
+        id: UpstreamId::new(&name),
         name,
         namespace,
         isolation,

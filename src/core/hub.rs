@@ -2,7 +2,7 @@
 //! upstreams, the session registry, and the modern calls parked for their retry.
 
 use crate::catalog::CatalogStore;
-use crate::config::Config;
+use crate::config::{Config, UpstreamId};
 use crate::core::input_required::ParkedCalls;
 use crate::error::UpstreamError;
 use crate::protocol::ClientCaps;
@@ -75,9 +75,9 @@ impl Hub {
     /// The connection that serves `session` for upstream `index`.
     pub async fn connection_for(
         &self,
-        index: usize,
+        upstream: &UpstreamId,
         session: &Arc<Session>,
     ) -> Result<UpstreamHandle, UpstreamError> {
-        self.upstreams.connection_for(index, &session.link()).await
+        self.upstreams.connection_for(upstream, &session.link()).await
     }
 }

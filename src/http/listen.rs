@@ -3,7 +3,7 @@
 //! granted notifications on an SSE stream; resource subscriptions are taken out upstream for as
 //! long as a listener or a session wants them.
 
-use crate::config::Isolation;
+use crate::config::{Isolation, UpstreamId};
 use crate::core::hub::Hub;
 use crate::error::codes;
 use crate::protocol::message::error_reply;
@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 /// Decide what a listen request gets: list notifications mcpmux can deliver, and resource
 /// subscriptions whose upstream supports them (shared connections only).
-fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(usize, String, String)>) {
+fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, String)>) {
     let asked = |key: &str| requested.get(key).map(|v| v.get()) == Some("true");
     let caps = crate::core::methods::initialize::merged_capabilities(hub);
     let mut grant = Grant {
@@ -36,10 +36,12 @@ fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(usize, String, String
         .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
         .unwrap_or_default();
     for uri in uris {
-        let Some((index, original)) = catalog.resolve_uri(&uri) else {
+        let Some((upstream, original)) = catalog.resolve_uri(&uri) else {
             continue;
         };
-        let slot = &hub.upstreams[index];
+        let Some(slot) = hub.upstreams.get(&upstream) else {
+            continue;
+        };
         let supports = slot.facts.load().as_ref().is_some_and(|f| {
             f.capabilities
                 .pointer("/resources/subscribe")
@@ -48,15 +50,19 @@ fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(usize, String, String
         });
         if supports && slot.server.isolation == Isolation::Shared && !grant.uris.contains(&uri) {
             grant.uris.push(uri.clone());
-            upstream_subscriptions.push((index, uri, original));
+            upstream_subscriptions.push((upstream, uri, original));
         }
     }
     (grant, upstream_subscriptions)
 }
 
 /// Start or stop change notifications for a resource on an upstream's shared connection.
-fn upstream_subscription(hub: &Arc<Hub>, index: usize, original: String, on: bool) {
-    let Some(handle) = hub.upstreams[index].shared.load_full() else {
+fn upstream_subscription(hub: &Arc<Hub>, upstream: &UpstreamId, original: String, on: bool) {
+    let Some(handle) = hub
+        .upstreams
+        .get(upstream)
+        .and_then(|slot| slot.shared.load_full())
+    else {
         return;
     };
     tokio::spawn(async move {
@@ -70,13 +76,13 @@ fn upstream_subscription(hub: &Arc<Hub>, index: usize, original: String, on: boo
 struct ListenerGuard {
     hub: Arc<Hub>,
     key: u64,
-    subscriptions: Vec<(usize, String, String)>,
+    subscriptions: Vec<(UpstreamId, String, String)>,
 }
 
 impl Drop for ListenerGuard {
     fn drop(&mut self) {
         self.hub.sessions.listeners.remove(self.key);
-        for (index, exposed, original) in std::mem::take(&mut self.subscriptions) {
+        for (upstream, exposed, original) in std::mem::take(&mut self.subscriptions) {
             let listened = self.hub.sessions.listeners.watches(&exposed);
             let subscribed = self
                 .hub
@@ -85,7 +91,7 @@ impl Drop for ListenerGuard {
                 .iter()
                 .any(|s| s.is_subscribed_exact(&exposed));
             if !listened && !subscribed {
-                upstream_subscription(&self.hub, index, original, false);
+                upstream_subscription(&self.hub, &upstream, original, false);
             }
         }
     }
@@ -106,8 +112,8 @@ pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
         let body = error_reply(id, codes::OVERLOADED, &message, None).to_json();
         return super::streamable::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
     };
-    for (index, _, original) in &upstream {
-        upstream_subscription(hub, *index, original.clone(), true);
+    for (id, _, original) in &upstream {
+        upstream_subscription(hub, id, original.clone(), true);
     }
     let guard = ListenerGuard {
         hub: hub.clone(),

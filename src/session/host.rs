@@ -5,6 +5,7 @@
 
 use super::state::SessionState;
 use super::streams::CallStreams;
+use crate::config::UpstreamId;
 use crate::protocol::logging::{log_level_rank, LOG_LEVELS};
 use crate::protocol::{ClientCaps, Message, RequestId};
 use crate::upstream::host::{HostKey, HostLink};
@@ -238,9 +239,9 @@ impl Session {
         self.subscriptions.lock().contains(uri)
     }
 
-    /// This session's own connection to upstream `index` (`isolation = "per-session"`).
-    pub fn connection(&self, index: usize) -> Option<UpstreamHandle> {
-        self.ties.connection(self.key, index)
+    /// This session's own connection to `upstream` (`isolation = "per-session"`).
+    pub fn connection(&self, upstream: &UpstreamId) -> Option<UpstreamHandle> {
+        self.ties.connection(self.key, upstream)
     }
 
     /// Every connection opened for this session.

@@ -8,7 +8,7 @@ use super::host::{HostKey, HostLink, NoHosts, TestHost};
 use super::ties::HostTies;
 use super::{CallEvent, CallOrigin, OutboundCall, Status, UpstreamHandle, CALL_EVENT_QUEUE, COMMAND_QUEUE};
 use crate::catalog::Naming;
-use crate::config::Config;
+use crate::config::{Config, UpstreamId};
 use crate::protocol::message::{parse_message, raw};
 use crate::protocol::{Message, RequestId};
 use std::collections::HashMap;
@@ -37,7 +37,7 @@ impl Harness {
         let (events, _) = mpsc::channel(8);
         let ctx = ConnectionContext {
             server: Arc::new(config.servers[0].clone()),
-            index: 0,
+            id: UpstreamId::new("t"),
             naming: Naming {
                 namespace: "t".into(),
                 separator: "__".into(),
@@ -50,7 +50,13 @@ impl Harness {
         let (commands_tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (status, status_rx) = watch::channel(Status::Starting);
         let stop = CancellationToken::new();
-        let handle = UpstreamHandle::new("t".into(), 0, commands_tx, status_rx, stop.clone());
+        let handle = UpstreamHandle::new(
+            "t".into(),
+            UpstreamId::new("t"),
+            commands_tx,
+            status_rx,
+            stop.clone(),
+        );
         let actor = Actor {
             ctx,
             handle: handle.clone(),

@@ -11,7 +11,7 @@ use super::{
     CallEvent, CallFailure, CallOrigin, Command, OutboundCall, Status, UpstreamHandle, COMMAND_QUEUE,
 };
 use crate::catalog::{ListKind, Naming};
-use crate::config::{Era, ServerConfig, TransportConfig};
+use crate::config::{Era, ServerConfig, TransportConfig, UpstreamId};
 use crate::error::UpstreamError;
 use crate::protocol::message::cancelled_notification;
 use crate::protocol::modern::{self, MODERN_VERSION};
@@ -52,7 +52,7 @@ pub enum ConnectionEvent {
 #[derive(Clone)]
 pub struct ConnectionContext {
     pub server: Arc<ServerConfig>,
-    pub index: usize,
+    pub id: UpstreamId,
     pub naming: Naming,
     /// Where list changes, resource updates and unclaimed log messages go.
     pub hosts: Arc<dyn HostEvents>,
@@ -130,7 +130,7 @@ pub fn spawn_connection(ctx: ConnectionContext) -> UpstreamHandle {
     let (status_tx, status_rx) = watch::channel(Status::Starting);
     let stop = CancellationToken::new();
     let name: Arc<str> = ctx.server.name.as_str().into();
-    let handle = UpstreamHandle::new(name, ctx.index, commands_tx, status_rx, stop.clone());
+    let handle = UpstreamHandle::new(name, ctx.id.clone(), commands_tx, status_rx, stop.clone());
     let actor = Actor {
         ctx,
         handle: handle.clone(),

@@ -5,6 +5,7 @@
 use super::call::{CallFailure, CallOrigin, Command, OutboundCall};
 use super::facts::{ServerFacts, Status};
 use super::COMMAND_QUEUE;
+use crate::config::UpstreamId;
 use crate::error::UpstreamError;
 use crate::protocol::message::{error_object, json_string, raw};
 use crate::protocol::{RequestId, ResponsePayload};
@@ -27,7 +28,7 @@ static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
 struct HandleInner {
     name: Arc<str>,
-    index: usize,
+    upstream: UpstreamId,
     /// Unique among every connection this process opened.
     connection_id: u64,
     commands: mpsc::Sender<Command>,
@@ -63,7 +64,7 @@ pub struct UpstreamHandle {
 impl UpstreamHandle {
     pub(super) fn new(
         name: Arc<str>,
-        index: usize,
+        upstream: UpstreamId,
         commands: mpsc::Sender<Command>,
         status: watch::Receiver<Status>,
         stop: CancellationToken,
@@ -71,7 +72,7 @@ impl UpstreamHandle {
         UpstreamHandle {
             inner: Arc::new(HandleInner {
                 name,
-                index,
+                upstream,
                 connection_id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
                 commands,
                 next_id: AtomicU64::new(1),
@@ -90,7 +91,13 @@ impl UpstreamHandle {
     pub(crate) fn detached(name: &str) -> Self {
         let (commands, _) = mpsc::channel(1);
         let (_, status) = watch::channel(Status::Starting);
-        UpstreamHandle::new(name.into(), 0, commands, status, CancellationToken::new())
+        UpstreamHandle::new(
+            name.into(),
+            UpstreamId::new(name),
+            commands,
+            status,
+            CancellationToken::new(),
+        )
     }
 
     /// Identifies this connection among every connection the process opened.
@@ -113,9 +120,9 @@ impl UpstreamHandle {
         &self.inner.name
     }
 
-    /// The server's index in configuration order.
-    pub fn index(&self) -> usize {
-        self.inner.index
+    /// The upstream this connection belongs to.
+    pub fn upstream_id(&self) -> &UpstreamId {
+        &self.inner.upstream
     }
 
     /// A fresh id, unique on this connection.
@@ -380,7 +387,13 @@ mod tests {
     fn a_full_command_queue_fails_calls_fast_but_keeps_cancellations_and_answers() {
         let (commands, _actor_end) = mpsc::channel(2);
         let (_, status) = watch::channel(Status::Starting);
-        let handle = UpstreamHandle::new("u".into(), 0, commands, status, CancellationToken::new());
+        let handle = UpstreamHandle::new(
+            "u".into(),
+            UpstreamId::new("u"),
+            commands,
+            status,
+            CancellationToken::new(),
+        );
         handle.send_call(queued_call(&handle)).unwrap();
         handle.send_call(queued_call(&handle)).unwrap();
         let refused = handle.send_call(queued_call(&handle));

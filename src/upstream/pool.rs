@@ -8,9 +8,10 @@ use super::ties::HostTies;
 use super::{spawn_connection, ConnectionContext, ConnectionEvent, ServerFacts, UpstreamHandle};
 use crate::catalog::freshness::ListFreshness;
 use crate::catalog::{CatalogStore, Naming};
-use crate::config::{Config, Isolation, ServerConfig};
+use crate::config::{Config, Isolation, ServerConfig, UpstreamId};
 use crate::error::UpstreamError;
 use arc_swap::ArcSwapOption;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -26,7 +27,8 @@ const SUPERVISOR_EVENTS: usize = 64;
 /// One configured upstream.
 pub struct UpstreamSlot {
     pub server: Arc<ServerConfig>,
-    pub index: usize,
+    /// Its identity (the config name), which survives a reload.
+    pub id: UpstreamId,
     pub naming: Naming,
     /// The connection serving every session (shared isolation).
     pub shared: ArcSwapOption<UpstreamHandle>,
@@ -43,7 +45,9 @@ pub struct UpstreamSlot {
 
 /// The upstreams of a gateway.
 pub struct Upstreams {
+    /// In configuration order (earlier ones win a clash of exposed names).
     slots: Vec<UpstreamSlot>,
+    by_id: HashMap<UpstreamId, usize>,
     pub catalog: Arc<CatalogStore>,
     pub ties: Arc<HostTies>,
     hosts: Arc<dyn HostEvents>,
@@ -54,7 +58,7 @@ pub struct Upstreams {
 /// What each supervisor needs to start with: its event queue, and the counter of upstreams that
 /// finished their first start attempt.
 pub struct SupervisorInputs {
-    pub events: Vec<mpsc::Receiver<ConnectionEvent>>,
+    pub events: Vec<(UpstreamId, mpsc::Receiver<ConnectionEvent>)>,
     pub started: watch::Sender<usize>,
 }
 
@@ -71,13 +75,13 @@ impl Upstreams {
             separator: config.gateway.separator.clone(),
         };
         let mut events = Vec::new();
-        let slots = (config.servers.iter().enumerate())
-            .map(|(index, server)| {
+        let slots = (config.servers.iter())
+            .map(|server| {
                 let (tx, rx) = mpsc::channel(SUPERVISOR_EVENTS);
-                events.push(rx);
+                events.push((server.id.clone(), rx));
                 UpstreamSlot {
                     server: Arc::new(server.clone()),
-                    index,
+                    id: server.id.clone(),
                     naming: naming(server),
                     shared: ArcSwapOption::empty(),
                     facts: ArcSwapOption::empty(),
@@ -91,8 +95,9 @@ impl Upstreams {
         let (started_tx, started_rx) = watch::channel(0);
         let upstreams = Upstreams {
             catalog: Arc::new(CatalogStore::new(
-                slots.iter().map(|s| s.naming.clone()).collect(),
+                slots.iter().map(|s| (s.id.clone(), s.naming.clone())).collect(),
             )),
+            by_id: slots.iter().enumerate().map(|(i, s)| (s.id.clone(), i)).collect(),
             slots,
             ties,
             hosts,
@@ -104,6 +109,16 @@ impl Upstreams {
             started: started_tx,
         };
         (Arc::new(upstreams), inputs)
+    }
+
+    /// The upstream `id`, if it is configured.
+    pub fn get(&self, id: &UpstreamId) -> Option<&UpstreamSlot> {
+        self.by_id.get(id).and_then(|&i| self.slots.get(i))
+    }
+
+    /// The upstream `id`, or why a call to it cannot be served.
+    pub fn slot(&self, id: &UpstreamId) -> Result<&UpstreamSlot, UpstreamError> {
+        (self.get(id)).ok_or_else(|| UpstreamError::unavailable(id.as_str(), "not configured"))
     }
 
     pub fn iter(&self) -> std::slice::Iter<'_, UpstreamSlot> {
@@ -135,12 +150,15 @@ impl Upstreams {
         *self.started.borrow() >= self.slots.len()
     }
 
-    /// Connection context for a new connection to upstream `index`.
-    pub fn connection_context(&self, index: usize, owner: Option<&Arc<dyn HostLink>>) -> ConnectionContext {
-        let slot = &self.slots[index];
+    /// Connection context for a new connection to the upstream of `slot`.
+    pub fn connection_context(
+        &self,
+        slot: &UpstreamSlot,
+        owner: Option<&Arc<dyn HostLink>>,
+    ) -> ConnectionContext {
         ConnectionContext {
             server: slot.server.clone(),
-            index,
+            id: slot.id.clone(),
             naming: slot.naming.clone(),
             hosts: self.hosts.clone(),
             ties: self.ties.clone(),
@@ -149,14 +167,14 @@ impl Upstreams {
         }
     }
 
-    /// The connection that serves `host` for upstream `index`, opening a per-session one on the
+    /// The connection that serves `host` for upstream `id`, opening a per-session one on the
     /// session's first call (and again after it went down).
     pub async fn connection_for(
         &self,
-        index: usize,
+        id: &UpstreamId,
         host: &Arc<dyn HostLink>,
     ) -> Result<UpstreamHandle, UpstreamError> {
-        let slot = &self.slots[index];
+        let slot = self.slot(id)?;
         if slot.server.isolation == Isolation::Shared {
             return match slot.shared.load_full() {
                 Some(handle) => Ok((*handle).clone()),
@@ -169,8 +187,8 @@ impl Upstreams {
                 }
             };
         }
-        let handle = self.ties.connection_or_open(host.key(), index, || {
-            spawn_connection(self.connection_context(index, Some(host)))
+        let handle = self.ties.connection_or_open(host.key(), id, || {
+            spawn_connection(self.connection_context(slot, Some(host)))
         });
         if host.is_closed() {
             // The session ended while this call was on its way: nothing will stop it later.
@@ -190,13 +208,5 @@ impl Upstreams {
         let mut all: Vec<UpstreamHandle> = shared.map(|h| (*h).clone()).collect();
         all.extend(self.ties.all_connections());
         all
-    }
-}
-
-impl std::ops::Index<usize> for Upstreams {
-    type Output = UpstreamSlot;
-
-    fn index(&self, index: usize) -> &UpstreamSlot {
-        &self.slots[index]
     }
 }

@@ -5,11 +5,12 @@
 
 use super::coalesce;
 use super::host::HostEvent;
-use super::pool::Upstreams;
+use super::pool::{UpstreamSlot, Upstreams};
 use super::state::{Phase, CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW};
 use super::{spawn_connection, CallFailure, ConnectionEvent, ServerFacts, Status, UpstreamHandle};
 use crate::catalog::ListKind;
 use crate::config::Isolation;
+use crate::config::UpstreamId;
 use crate::protocol::message::{json_string, raw};
 use crate::protocol::modern_result::CacheHint;
 use crate::protocol::RawObject;
@@ -30,19 +31,23 @@ const RESTART_JITTER_MAX: Duration = Duration::from_millis(250);
 /// A connection that stayed up this long resets the restart backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
-/// Run the supervisor of upstream `index` until shutdown.
+/// Run the supervisor of upstream `id` until shutdown.
 pub async fn supervise(
     pool: Arc<Upstreams>,
-    index: usize,
+    id: UpstreamId,
     mut events: mpsc::Receiver<ConnectionEvent>,
     started: watch::Sender<usize>,
 ) {
-    let slot = &pool[index];
+    let Some(slot) = pool.get(&id) else {
+        tracing::error!(upstream = %id, "no such upstream to supervise");
+        started.send_modify(|n| *n += 1);
+        return;
+    };
     let mut first_attempt = true;
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX).with_jitter_cap(RESTART_JITTER_MAX);
     loop {
         slot.state.starting();
-        let handle = spawn_connection(pool.connection_context(index, None));
+        let handle = spawn_connection(pool.connection_context(slot, None));
         let ready = handle.wait_ready(READY_WAIT).await;
         let up_since = Instant::now();
         let mut failure = None;
@@ -51,7 +56,7 @@ pub async fn supervise(
                 slot.state.ready();
                 slot.facts.store(Some(facts.clone()));
                 slot.down_reason.store(None);
-                refresh_all(&pool, index, &handle, &facts).await;
+                refresh_all(&pool, slot, &handle, &facts).await;
                 if slot.server.isolation == Isolation::PerSession {
                     // The catalog came from this probe connection; sessions open their own.
                     handle.shutdown();
@@ -91,7 +96,7 @@ pub async fn supervise(
         }
         slot.shared.store(None);
         slot.list_freshness.clear();
-        let changed = pool.catalog.clear(index);
+        let changed = pool.catalog.clear(&slot.id);
         pool.emit(HostEvent::ListsChanged(&changed));
         if up_since.elapsed() > STABLE_AFTER {
             backoff.reset();
@@ -124,7 +129,7 @@ pub async fn supervise(
 /// fetch per (list, upstream), with the connection that reported last.
 async fn watch_events(pool: &Arc<Upstreams>, events: &mut mpsc::Receiver<ConnectionEvent>) {
     let key = |event: &ConnectionEvent| match event {
-        ConnectionEvent::ListChanged { kind, via } => (*kind, via.index()),
+        ConnectionEvent::ListChanged { kind, via } => (*kind, via.upstream_id().clone()),
     };
     coalesce::serve(events, key, |batch| refetch(pool, batch)).await;
 }
@@ -141,9 +146,11 @@ async fn refetch(pool: &Arc<Upstreams>, batch: Vec<ConnectionEvent>) {
     for (kind, via, fetched) in futures_util::future::join_all(fetches).await {
         match fetched {
             Ok(FetchedList { items, hint }) => {
-                let slot = &pool[via.index()];
+                let Some(slot) = pool.get(via.upstream_id()) else {
+                    continue;
+                };
                 slot.list_freshness.record(kind, hint, Instant::now());
-                if pool.catalog.replace(via.index(), kind, items) {
+                if pool.catalog.replace(&slot.id, kind, items) {
                     changed.push(kind);
                 }
             }
@@ -156,7 +163,12 @@ async fn refetch(pool: &Arc<Upstreams>, batch: Vec<ConnectionEvent>) {
 }
 
 /// Load every list the server offers into the catalog and tell sessions what changed.
-async fn refresh_all(pool: &Arc<Upstreams>, index: usize, handle: &UpstreamHandle, facts: &ServerFacts) {
+async fn refresh_all(
+    pool: &Arc<Upstreams>,
+    slot: &UpstreamSlot,
+    handle: &UpstreamHandle,
+    facts: &ServerFacts,
+) {
     let mut changed = Vec::new();
     for kind in ListKind::ALL {
         if !facts.has(kind.capability()) {
@@ -165,8 +177,8 @@ async fn refresh_all(pool: &Arc<Upstreams>, index: usize, handle: &UpstreamHandl
         match fetch_list(handle, kind).await {
             Ok(FetchedList { items, hint }) => {
                 tracing::info!(upstream = %handle.name(), list = kind.method(), count = items.len(), "loaded list");
-                pool[index].list_freshness.record(kind, hint, Instant::now());
-                if pool.catalog.replace(index, kind, items) {
+                slot.list_freshness.record(kind, hint, Instant::now());
+                if pool.catalog.replace(&slot.id, kind, items) {
                     changed.push(kind);
                 }
             }

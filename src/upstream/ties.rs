@@ -5,6 +5,7 @@
 use super::host::HostKey;
 use super::server_requests::ServerRequests;
 use super::UpstreamHandle;
+use crate::config::UpstreamId;
 use dashmap::DashMap;
 use std::collections::HashMap;
 
@@ -13,8 +14,8 @@ use std::collections::HashMap;
 pub struct HostTies {
     /// Server-to-client requests on their way to hosts.
     pub routes: ServerRequests,
-    /// Per-session connections, by host and upstream index.
-    connections: DashMap<HostKey, HashMap<usize, UpstreamHandle>>,
+    /// Per-session connections, by host and upstream.
+    connections: DashMap<HostKey, HashMap<UpstreamId, UpstreamHandle>>,
 }
 
 impl HostTies {
@@ -22,21 +23,21 @@ impl HostTies {
         Self::default()
     }
 
-    /// The live connection of `host` to upstream `index`, or the one `open` makes: checked and
+    /// The live connection of `host` to `upstream`, or the one `open` makes: checked and
     /// recorded under one lock, so concurrent first calls of a session open one connection. A
     /// connection that went down is replaced (and told to stop).
     pub fn connection_or_open(
         &self,
         host: HostKey,
-        index: usize,
+        upstream: &UpstreamId,
         open: impl FnOnce() -> UpstreamHandle,
     ) -> UpstreamHandle {
         let mut of_host = self.connections.entry(host).or_default();
-        match of_host.get(&index) {
+        match of_host.get(upstream) {
             Some(live) if !live.is_down() => live.clone(),
             _ => {
                 let handle = open();
-                if let Some(dead) = of_host.insert(index, handle.clone()) {
+                if let Some(dead) = of_host.insert(upstream.clone(), handle.clone()) {
                     dead.shutdown();
                 }
                 handle
@@ -44,9 +45,9 @@ impl HostTies {
         }
     }
 
-    /// The connection of `host` to upstream `index`, if it has one.
-    pub fn connection(&self, host: HostKey, index: usize) -> Option<UpstreamHandle> {
-        self.connections.get(&host)?.get(&index).cloned()
+    /// The connection of `host` to `upstream`, if it has one.
+    pub fn connection(&self, host: HostKey, upstream: &UpstreamId) -> Option<UpstreamHandle> {
+        self.connections.get(&host)?.get(upstream).cloned()
     }
 
     /// Every connection opened for `host`.
@@ -97,7 +98,7 @@ mod tests {
                     let (ties, opened, start) = (ties.clone(), opened.clone(), start.clone());
                     std::thread::spawn(move || {
                         start.wait();
-                        ties.connection_or_open(round, 0, || {
+                        ties.connection_or_open(round, &UpstreamId::new("u"), || {
                             opened.fetch_add(1, Ordering::SeqCst);
                             UpstreamHandle::detached("u")
                         })
@@ -117,11 +118,12 @@ mod tests {
     #[test]
     fn untying_a_host_stops_its_connections() {
         let ties = HostTies::new();
-        let a = ties.connection_or_open(1, 0, || UpstreamHandle::detached("a"));
-        let b = ties.connection_or_open(2, 0, || UpstreamHandle::detached("b"));
+        let a = ties.connection_or_open(1, &UpstreamId::new("u"), || UpstreamHandle::detached("a"));
+        let b = ties.connection_or_open(2, &UpstreamId::new("u"), || UpstreamHandle::detached("b"));
         assert_eq!(ties.all_connections().len(), 2);
         ties.untie(1);
         assert!(a.is_stopping() && !b.is_stopping());
-        assert!(ties.connection(1, 0).is_none() && ties.connection(2, 0).is_some());
+        let u = UpstreamId::new("u");
+        assert!(ties.connection(1, &u).is_none() && ties.connection(2, &u).is_some());
     }
 }

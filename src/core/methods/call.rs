@@ -29,12 +29,9 @@ pub async fn serve(
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
         return Outcome::refused(id, RequestError::UnknownName { what, name });
     };
-    let mut target = Target::new(item.upstream, shape);
-    let modern_upstream = hub.upstreams[item.upstream]
-        .facts
-        .load()
-        .as_ref()
-        .is_some_and(|f| f.is_modern());
+    let mut target = Target::new(item.upstream.clone(), shape);
+    let modern_upstream = (hub.upstreams.get(&item.upstream))
+        .is_some_and(|slot| slot.facts.load().as_ref().is_some_and(|f| f.is_modern()));
     if kind == ListKind::Tools && modern_upstream {
         if let Some((annotations, arguments)) = annotated_arguments(item.json.get(), &params) {
             target.param_headers = modern_params::param_header_values(&annotations, &arguments);

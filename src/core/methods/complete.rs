@@ -24,7 +24,7 @@ pub async fn serve(
     let target = match reference.get_str("type").as_deref() {
         Some("ref/prompt") => reference.get_str("name").and_then(|name| {
             let item = catalog.list(ListKind::Prompts).lookup(&name)?;
-            Some((item.upstream, "name", item.original.clone()))
+            Some((item.upstream.clone(), "name", item.original.clone()))
         }),
         Some("ref/resource") => reference
             .get_str("uri")

@@ -20,6 +20,7 @@ use super::forward::{Deadline, ForwardedCall};
 use super::hub::Hub;
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
+use crate::config::UpstreamId;
 use crate::error::RequestError;
 use crate::protocol::message::{raw, result_response, to_raw};
 use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
@@ -76,7 +77,7 @@ fn required_str(params: &RawObject, key: &'static str, id: &RequestId) -> Result
 }
 
 /// An exposed resource URI's upstream and original URI, or the resource-not-found answer.
-fn resolve_uri(hub: &Hub, uri: &str, id: &RequestId) -> Result<(usize, String), Outcome> {
+fn resolve_uri(hub: &Hub, uri: &str, id: &RequestId) -> Result<(UpstreamId, String), Outcome> {
     (hub.catalog.snapshot().resolve_uri(uri)).ok_or_else(|| {
         let error = RequestError::ResourceNotFound { uri: uri.to_string() };
         Outcome::refused(id.clone(), error)
@@ -170,13 +171,13 @@ pub fn shape_reply(reply: Message, cache: Option<CacheHint>) -> Message {
 /// Which upstream a host request goes to, how its result is exposed, and the `Mcp-Param-*`
 /// headers a modern upstream expects for it (its own tool schema's annotations).
 struct Target {
-    upstream: usize,
+    upstream: UpstreamId,
     shape: ResultShape,
     param_headers: Vec<(String, String)>,
 }
 
 impl Target {
-    fn new(upstream: usize, shape: ResultShape) -> Self {
+    fn new(upstream: UpstreamId, shape: ResultShape) -> Self {
         Target {
             upstream,
             shape,
@@ -198,11 +199,11 @@ async fn start_call(
         return Outcome::refused(id, RequestError::NoSession);
     };
     let Target {
-        upstream: index,
+        upstream,
         shape,
         param_headers,
     } = target;
-    let handle = match hub.connection_for(index, session).await {
+    let handle = match hub.connection_for(&upstream, session).await {
         Ok(handle) => handle,
         Err(err) => return Outcome::refused(id, err.into()),
     };
@@ -215,7 +216,10 @@ async fn start_call(
             params.set("_meta", meta.to_raw());
         }
     }
-    let slot = &hub.upstreams[index];
+    let slot = match hub.upstreams.slot(&upstream) {
+        Ok(slot) => slot,
+        Err(err) => return Outcome::refused(id, err.into()),
+    };
     let gateway = &hub.config.gateway;
     let timeout = slot.server.effective_request_timeout(gateway);
     let (sink, events) = call_channel(CALL_EVENT_QUEUE);

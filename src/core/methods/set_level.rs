@@ -40,7 +40,7 @@ pub async fn serve(hub: &Arc<Hub>, ctx: &RequestCtx, id: RequestId, params: &Raw
         }
         let (handle, level_rank) = match slot.server.isolation {
             Isolation::Shared => (slot.shared.load_full().map(|h| (*h).clone()), shared_rank),
-            Isolation::PerSession => (session.connection(slot.index), rank),
+            Isolation::PerSession => (session.connection(&slot.id), rank),
         };
         if let Some(handle) = handle {
             targets.push((handle, LOG_LEVELS[level_rank]));

@@ -34,13 +34,13 @@ pub async fn serve(
         session.subscribe(&uri);
     } else {
         session.unsubscribe(&uri);
-        let shared = hub.upstreams[upstream].server.isolation == Isolation::Shared;
+        let shared = (hub.upstreams.get(&upstream)).is_some_and(|s| s.server.isolation == Isolation::Shared);
         let still_watched = hub.sessions.all().iter().any(|s| s.is_subscribed_exact(&uri));
         if shared && still_watched {
             return Outcome::Reply(result_response(id, raw("{}".into())));
         }
     }
-    let handle = match hub.connection_for(upstream, session).await {
+    let handle = match hub.connection_for(&upstream, session).await {
         Ok(handle) => handle,
         Err(err) => return Outcome::refused(id, err.into()),
     };

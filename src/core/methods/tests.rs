@@ -20,9 +20,10 @@ fn hub() -> Arc<Hub> {
         ))
         .unwrap()
     });
-    hub.catalog.replace(0, ListKind::Tools, tools.into());
+    hub.catalog.replace(&"t".into(), ListKind::Tools, tools.into());
     let resource = RawObject::parse(r#"{"uri":"file:///a","name":"a"}"#).unwrap();
-    hub.catalog.replace(0, ListKind::Resources, vec![resource]);
+    hub.catalog
+        .replace(&"t".into(), ListKind::Resources, vec![resource]);
     hub
 }
 
