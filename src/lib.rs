@@ -65,7 +65,7 @@ impl Gateway {
 
     /// The endpoint URL.
     pub fn url(&self) -> String {
-        format!("http://{}{}", self.addr, self.hub.config.gateway.path)
+        format!("http://{}{}", self.addr, self.hub.config().gateway.path)
     }
 
     /// Stop gracefully: stop accepting, end standalone streams, let in-flight calls drain
@@ -74,7 +74,7 @@ impl Gateway {
         tracing::info!("shutting down");
         self.hub.shutdown.cancel();
         let mut server = self.server;
-        let drain = self.hub.config.gateway.drain_timeout;
+        let drain = self.hub.config().gateway.drain_timeout;
         if tokio::time::timeout(drain, &mut server).await.is_err() {
             tracing::warn!("in-flight requests did not finish in time; closing them");
             server.abort();
@@ -147,7 +147,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
 /// Host/Origin check (a refusal is a JSON-RPC error on the MCP faces, plain text on the others).
 fn routes(hub: &Arc<Hub>) -> axum::Router {
     use middleware::access::{AccessLayer, RefusalBody};
-    let access = middleware::origin::AccessPolicy::from_config(&hub.config.gateway);
+    let access = middleware::origin::AccessPolicy::from_config(&hub.config().gateway);
     let faces = http::router(hub.clone()).layer(
         tower::ServiceBuilder::new()
             .layer(middleware::trace::layer())
@@ -166,7 +166,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Gate
 }
 
 async fn reap_sessions(hub: Arc<Hub>) {
-    let idle = hub.config.gateway.session_idle_timeout;
+    let idle = hub.config().gateway.session_idle_timeout;
     let every = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
     let mut tick = tokio::time::interval(every);
     loop {

@@ -25,7 +25,7 @@ struct Operator {
 
 /// The operator routes, leaving out any that the MCP path itself takes.
 pub fn router(hub: Arc<Hub>) -> axum::Router {
-    let mcp_path = hub.config.gateway.path.clone();
+    let mcp_path = hub.config().gateway.path.clone();
     let state = Arc::new(Operator { hub });
     let mut router = axum::Router::new();
     for (path, route) in [

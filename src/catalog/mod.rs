@@ -332,7 +332,11 @@ mod tests {
         assert!(!s.replace(&id(1), ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
         assert_eq!(s.clear(&id(0)), vec![ListKind::Tools]);
         // An upstream is known by its config name, not by where it sits: an unknown one changes nothing.
-        assert!(!s.replace(&UpstreamId::new("gone"), ListKind::Tools, vec![obj(r#"{"name":"z"}"#)]));
+        assert!(!s.replace(
+            &UpstreamId::new("gone"),
+            ListKind::Tools,
+            vec![obj(r#"{"name":"z"}"#)]
+        ));
         assert!(s.snapshot().list(ListKind::Tools).lookup("z").is_none());
     }
 

@@ -13,10 +13,12 @@ mod id;
 mod raw;
 mod server;
 mod transport;
+mod validate;
 pub use id::UpstreamId;
 use raw::{line_col, parse_error, RawConfig, RawGateway};
 use server::build_server;
 pub use transport::HttpMode;
+pub use validate::Problem;
 
 const MIB_16: usize = 16 * 1024 * 1024;
 
@@ -198,20 +200,10 @@ impl Config {
         };
         let gateway = build_gateway(&ctx, raw.gateway.unwrap_or_default())?;
         let mut servers: Vec<ServerConfig> = Vec::with_capacity(raw.servers.0.len());
+        let mut spans = Vec::with_capacity(raw.servers.0.len());
         for (key, raw_server) in raw.servers.0 {
             let server = build_server(&ctx, &key, raw_server, &gateway)?;
-            if let Some(other) = servers
-                .iter()
-                .find(|s| !s.namespace.is_empty() && s.namespace == server.namespace)
-            {
-                return Err(ctx.invalid(
-                    &key.span(),
-                    format!(
-                        "servers {:?} and {:?} both use namespace {:?}; set a distinct `namespace`",
-                        other.name, server.name, server.namespace
-                    ),
-                ));
-            }
+            spans.push((server.id.clone(), key.span()));
             if !server.namespace.is_empty() && server.namespace.contains(&gateway.separator) {
                 tracing::warn!(
                     server = %server.name,
@@ -222,7 +214,19 @@ impl Config {
             }
             servers.push(server);
         }
-        Ok(Config { gateway, servers })
+        let config = Config { gateway, servers };
+        // The rules of any configuration, pointed at the line of the server they are about.
+        config.validate().map_err(|problem| {
+            let span = (problem.server.as_ref())
+                .and_then(|id| spans.iter().find(|(s, _)| s == id).map(|(_, span)| span));
+            match span {
+                Some(span) => ctx.invalid(span, &problem.message),
+                None => ConfigError::Invalid {
+                    message: format!("{source_name}: {problem}"),
+                },
+            }
+        })?;
+        Ok(config)
     }
 }
 

@@ -2,6 +2,7 @@
 //! isolation, era, limits and timeouts, validated with errors that name the key and line.
 
 use super::raw::{Ordered, RawServer};
+use super::validate::{valid_namespace, NS_RULE};
 use super::{
     ConfigError, Ctx, Era, GatewayConfig, Isolation, Secret, ServerConfig, TransportConfig, UpstreamId,
     MIB_16,
@@ -29,19 +30,10 @@ fn server_path(name: &str) -> String {
     }
 }
 
-fn valid_namespace(ns: &str) -> bool {
-    (1..=64).contains(&ns.len())
-        && ns
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-}
-
 fn is_header_name(name: &str) -> bool {
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     !name.is_empty() && name.bytes().all(token)
 }
-
-const NS_RULE: &str = "1 to 64 characters of A-Z a-z 0-9 _ . -";
 
 /// Validation context for one `[servers.NAME]` table.
 pub(super) struct ServerCtx<'a> {

@@ -533,3 +533,13 @@ fn transport_values() {
     let e = err("[servers.s]\ncommand = \"x\"\ntransport = \"sse\"\n");
     assert!(e.contains("server \"s\"") && e.contains("`transport`"), "{e}");
 }
+
+#[test]
+fn two_servers_with_one_namespace_are_refused_at_the_second_ones_line() {
+    let e = err("[servers.a]\ncommand = \"x\"\n\n[servers.b]\ncommand = \"y\"\nnamespace = \"a\"\n");
+    assert!(e.starts_with("config.toml:4:"), "{e}");
+    assert!(
+        e.contains("servers \"a\" and \"b\" both use namespace \"a\""),
+        "{e}"
+    );
+}

@@ -10,13 +10,15 @@ use crate::session::{Session, SessionRegistry, SessionState};
 use crate::upstream::pool::SupervisorInputs;
 use crate::upstream::ties::HostTies;
 use crate::upstream::{UpstreamHandle, Upstreams};
+use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Shared gateway state.
 pub struct Hub {
-    pub config: Arc<Config>,
+    /// The configuration in force, swapped whole (a request reads the one it started with).
+    config: ArcSwap<Config>,
     /// The merged catalog (the one the upstreams feed).
     pub catalog: Arc<CatalogStore>,
     pub sessions: Arc<SessionRegistry>,
@@ -42,9 +44,20 @@ impl Hub {
             parked: Arc::new(ParkedCalls::default()),
             ties,
             born: std::time::Instant::now(),
-            config,
+            config: ArcSwap::new(config),
         });
         (hub, inputs)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// Put `config` in force for every request that starts from now on (gateway settings: page
+    /// size, timeouts, limits); the upstreams are changed by name, by their supervisors.
+    pub fn replace_config(&self, config: Arc<Config>) {
+        self.config.store(config);
     }
 
     /// A new host session (not yet registered).

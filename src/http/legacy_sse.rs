@@ -94,9 +94,9 @@ impl Legacy {
 
 /// The routes of the legacy endpoints (none when they would collide with the MCP path).
 pub fn router(hub: Arc<Hub>) -> axum::Router {
-    let (sse_path, message_path) = legacy_paths(&hub.config.gateway.path);
-    if hub.config.gateway.path == sse_path || hub.config.gateway.path == message_path {
-        tracing::warn!(path = %hub.config.gateway.path, "legacy SSE endpoints disabled: they would share the MCP path");
+    let (sse_path, message_path) = legacy_paths(&hub.config().gateway.path);
+    if hub.config().gateway.path == sse_path || hub.config().gateway.path == message_path {
+        tracing::warn!(path = %hub.config().gateway.path, "legacy SSE endpoints disabled: they would share the MCP path");
         return axum::Router::new();
     }
     let state = Arc::new(Legacy {
@@ -134,7 +134,7 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
     let endpoint = format!("{}?sessionId={}", legacy.message_path, link.id);
     let first = Bytes::from(format!("event: endpoint\ndata: {endpoint}\n\n"));
     let shutdown = legacy.hub.shutdown.clone();
-    let init_deadline = tokio::time::Instant::now() + legacy.hub.config.gateway.session_idle_timeout;
+    let init_deadline = tokio::time::Instant::now() + legacy.hub.config().gateway.session_idle_timeout;
     let guard = EndOnDrop {
         legacy: legacy.clone(),
         link: link.clone(),

@@ -39,8 +39,8 @@ struct Endpoint {
 /// The host faces: the configured MCP path and the legacy SSE endpoints next to it, with the
 /// body limit. Access checks and tracing are layers the composition root puts around it.
 pub fn router(hub: Arc<Hub>) -> axum::Router {
-    let path = hub.config.gateway.path.clone();
-    let limit = hub.config.gateway.max_body_bytes;
+    let path = hub.config().gateway.path.clone();
+    let limit = hub.config().gateway.max_body_bytes;
     let legacy = super::legacy_sse::router(hub.clone());
     let endpoint = Arc::new(Endpoint { hub });
     axum::Router::new()

@@ -21,7 +21,7 @@ const ANNOUNCED_LIST_TTL_MS: u64 = 60_000;
 /// A page of a merged list, as the request's era wants it.
 pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params: &RawObject) -> Message {
     let cursor = params.get_str("cursor");
-    let page_size = hub.config.gateway.page_size;
+    let page_size = hub.config().gateway.page_size;
     let catalog = hub.catalog.snapshot();
     let page = match ctx.era {
         Era::Session => catalog

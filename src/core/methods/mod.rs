@@ -220,7 +220,8 @@ async fn start_call(
         Ok(slot) => slot,
         Err(err) => return Outcome::refused(id, err.into()),
     };
-    let gateway = &hub.config.gateway;
+    let config = hub.config();
+    let gateway = &config.gateway;
     let timeout = slot.server.effective_request_timeout(gateway);
     let (sink, events) = call_channel(CALL_EVENT_QUEUE);
     let inflight = InflightCall {

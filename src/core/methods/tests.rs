@@ -139,3 +139,18 @@ async fn messages_that_need_no_answer_are_accepted() {
     };
     assert!(matches!(dispatch(&hub, &ctx, stray).await, Outcome::Accepted));
 }
+
+#[tokio::test]
+async fn a_replaced_config_holds_for_the_next_request() {
+    let hub = hub();
+    let ctx = session_ctx(&hub);
+    let whole = reply(&hub, &ctx, "tools/list", "{}").await;
+    assert!(whole["result"].get("nextCursor").is_none());
+    let text = "[gateway]\npage_size = 1\n[servers.t]\ncommand = \"unused\"\n";
+    hub.replace_config(Arc::new(
+        Config::from_toml_str(text, "t.toml", &|_| None).unwrap(),
+    ));
+    let paged = reply(&hub, &ctx, "tools/list", "{}").await;
+    assert_eq!(paged["result"]["tools"].as_array().unwrap().len(), 1);
+    assert!(paged["result"]["nextCursor"].is_string());
+}
