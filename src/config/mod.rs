@@ -14,7 +14,7 @@ mod raw;
 mod server;
 mod transport;
 mod validate;
-pub use id::UpstreamId;
+pub use id::{IdMap, UpstreamId};
 use raw::{line_col, parse_error, RawConfig, RawGateway};
 use server::build_server;
 pub use transport::HttpMode;

@@ -50,8 +50,8 @@ impl Hub {
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> Arc<Config> {
-        self.config.load_full()
+    pub fn config(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.config.load()
     }
 
     /// Put `config` in force for every request that starts from now on (gateway settings: page

@@ -8,10 +8,9 @@ use super::ties::HostTies;
 use super::{spawn_connection, ConnectionContext, ConnectionEvent, ServerFacts, UpstreamHandle};
 use crate::catalog::freshness::ListFreshness;
 use crate::catalog::{CatalogStore, Naming};
-use crate::config::{Config, Isolation, ServerConfig, UpstreamId};
+use crate::config::{Config, IdMap, Isolation, ServerConfig, UpstreamId};
 use crate::error::UpstreamError;
 use arc_swap::ArcSwapOption;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -47,7 +46,7 @@ pub struct UpstreamSlot {
 pub struct Upstreams {
     /// In configuration order (earlier ones win a clash of exposed names).
     slots: Vec<UpstreamSlot>,
-    by_id: HashMap<UpstreamId, usize>,
+    by_id: IdMap<usize>,
     pub catalog: Arc<CatalogStore>,
     pub ties: Arc<HostTies>,
     hosts: Arc<dyn HostEvents>,
@@ -174,7 +173,15 @@ impl Upstreams {
         id: &UpstreamId,
         host: &Arc<dyn HostLink>,
     ) -> Result<UpstreamHandle, UpstreamError> {
-        let slot = self.slot(id)?;
+        self.connection_to(self.slot(id)?, host).await
+    }
+
+    /// [`Upstreams::connection_for`] with the slot already looked up.
+    pub async fn connection_to(
+        &self,
+        slot: &UpstreamSlot,
+        host: &Arc<dyn HostLink>,
+    ) -> Result<UpstreamHandle, UpstreamError> {
         if slot.server.isolation == Isolation::Shared {
             return match slot.shared.load_full() {
                 Some(handle) => Ok((*handle).clone()),
@@ -187,7 +194,7 @@ impl Upstreams {
                 }
             };
         }
-        let handle = self.ties.connection_or_open(host.key(), id, || {
+        let handle = self.ties.connection_or_open(host.key(), &slot.id, || {
             spawn_connection(self.connection_context(slot, Some(host)))
         });
         if host.is_closed() {

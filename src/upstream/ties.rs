@@ -5,9 +5,8 @@
 use super::host::HostKey;
 use super::server_requests::ServerRequests;
 use super::UpstreamHandle;
-use crate::config::UpstreamId;
+use crate::config::{IdMap, UpstreamId};
 use dashmap::DashMap;
-use std::collections::HashMap;
 
 /// Shared by every connection and every session of a gateway.
 #[derive(Default)]
@@ -15,7 +14,7 @@ pub struct HostTies {
     /// Server-to-client requests on their way to hosts.
     pub routes: ServerRequests,
     /// Per-session connections, by host and upstream.
-    connections: DashMap<HostKey, HashMap<UpstreamId, UpstreamHandle>>,
+    connections: DashMap<HostKey, IdMap<UpstreamHandle>>,
 }
 
 impl HostTies {

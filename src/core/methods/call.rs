@@ -30,11 +30,16 @@ pub async fn serve(
         return Outcome::refused(id, RequestError::UnknownName { what, name });
     };
     let mut target = Target::new(item.upstream.clone(), shape);
-    let modern_upstream = (hub.upstreams.get(&item.upstream))
-        .is_some_and(|slot| slot.facts.load().as_ref().is_some_and(|f| f.is_modern()));
-    if kind == ListKind::Tools && modern_upstream {
+    let modern_upstream = || {
+        (hub.upstreams.get(&item.upstream))
+            .is_some_and(|slot| slot.facts.load().as_ref().is_some_and(|f| f.is_modern()))
+    };
+    if kind == ListKind::Tools {
+        // Only an annotated tool of a modern upstream needs `Mcp-Param-*` headers.
         if let Some((annotations, arguments)) = annotated_arguments(item.json.get(), &params) {
-            target.param_headers = modern_params::param_header_values(&annotations, &arguments);
+            if modern_upstream() {
+                target.param_headers = modern_params::param_header_values(&annotations, &arguments);
+            }
         }
     }
     params.set_str("name", &item.original);

@@ -203,7 +203,11 @@ async fn start_call(
         shape,
         param_headers,
     } = target;
-    let handle = match hub.connection_for(&upstream, session).await {
+    let slot = match hub.upstreams.slot(&upstream) {
+        Ok(slot) => slot,
+        Err(err) => return Outcome::refused(id, err.into()),
+    };
+    let handle = match hub.upstreams.connection_to(slot, &session.link()).await {
         Ok(handle) => handle,
         Err(err) => return Outcome::refused(id, err.into()),
     };
@@ -216,10 +220,6 @@ async fn start_call(
             params.set("_meta", meta.to_raw());
         }
     }
-    let slot = match hub.upstreams.slot(&upstream) {
-        Ok(slot) => slot,
-        Err(err) => return Outcome::refused(id, err.into()),
-    };
     let config = hub.config();
     let gateway = &config.gateway;
     let timeout = slot.server.effective_request_timeout(gateway);
