@@ -13,7 +13,7 @@
 //!  upstream      connection actors, handles, supervisors, the pool; HostLink/HostEvents traits,
 //!                server-to-client routes, attribution rule, per-session connections
 //!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
-//!  config        the TOML file, interpolation, validation
+//!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
 //! ```
 //!
