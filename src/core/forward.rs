@@ -11,7 +11,7 @@ use crate::protocol::modern_result::legacy_resource_error;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::{InflightCall, Session};
 use crate::upstream::call_channel::{call_channel, CallEvents};
-use crate::upstream::{CallEvent, CallOrigin, OutboundCall, UpstreamHandle, CALL_EVENT_QUEUE};
+use crate::upstream::{CallEvent, CallOrigin, CallParams, OutboundCall, UpstreamHandle, CALL_EVENT_QUEUE};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -233,7 +233,7 @@ impl ForwardedCall {
         self.upstream.send_call(OutboundCall {
             upstream_id,
             method: self.method.clone(),
-            params: Some(params.clone()),
+            params: Some(CallParams::Raw(params.clone())),
             param_headers: self.param_headers.clone(),
             origin: CallOrigin::Host {
                 host: self.session.link(),

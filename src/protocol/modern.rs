@@ -151,9 +151,19 @@ pub fn envelope_object(
     client_info: &RawValue,
     log_level: Option<&str>,
 ) -> RawObject {
-    let mut obj = params
+    let obj = params
         .and_then(|p| RawObject::parse(p.get()).ok())
         .unwrap_or_default();
+    envelope_into(obj, capabilities, client_info, log_level)
+}
+
+/// [`with_envelope`] on params already parsed.
+pub fn envelope_into(
+    mut obj: RawObject,
+    capabilities: &RawValue,
+    client_info: &RawValue,
+    log_level: Option<&str>,
+) -> RawObject {
     let mut meta = obj.get_object("_meta").unwrap_or_default();
     meta.set(META_PROTOCOL_VERSION, raw(json_string(MODERN_VERSION)));
     meta.set(META_CLIENT_CAPABILITIES, capabilities.to_owned());

@@ -6,7 +6,9 @@ use super::call_channel::{call_channel, CallEvents};
 use super::connection::{Actor, ConnectionContext, Inbound, Transport};
 use super::host::{HostKey, HostLink, NoHosts, TestHost};
 use super::ties::HostTies;
-use super::{CallEvent, CallOrigin, OutboundCall, Status, UpstreamHandle, CALL_EVENT_QUEUE, COMMAND_QUEUE};
+use super::{
+    CallEvent, CallOrigin, CallParams, OutboundCall, Status, UpstreamHandle, CALL_EVENT_QUEUE, COMMAND_QUEUE,
+};
 use crate::catalog::Naming;
 use crate::config::{Config, UpstreamId};
 use crate::protocol::message::{parse_message, raw};
@@ -110,7 +112,9 @@ impl Harness {
         let call = OutboundCall {
             upstream_id,
             method: method.into(),
-            params: Some(raw(format!(r#"{{"_meta":{{"progressToken":{upstream_id}}}}}"#))),
+            params: Some(CallParams::Raw(raw(format!(
+                r#"{{"_meta":{{"progressToken":{upstream_id}}}}}"#
+            )))),
             param_headers: Vec::new(),
             origin: CallOrigin::Host {
                 host: host.clone(),

@@ -4,7 +4,7 @@
 use super::call_channel::CallSink;
 use super::host::HostLink;
 use crate::error::UpstreamError;
-use crate::protocol::Message;
+use crate::protocol::{Message, RawObject};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -50,11 +50,36 @@ impl std::fmt::Display for CallFailure {
     }
 }
 
+/// A request's params: as text, or as the object the pipeline already parsed (a modern
+/// upstream's envelope is then added without parsing them again).
+pub enum CallParams {
+    Raw(Box<RawValue>),
+    Object(RawObject),
+}
+
+impl CallParams {
+    /// As an object (text that is not one gives an empty object, as an envelope needs one).
+    pub fn into_object(self) -> RawObject {
+        match self {
+            CallParams::Object(obj) => obj,
+            CallParams::Raw(raw) => RawObject::parse(raw.get()).unwrap_or_default(),
+        }
+    }
+
+    /// As text.
+    pub fn into_raw(self) -> Box<RawValue> {
+        match self {
+            CallParams::Raw(raw) => raw,
+            CallParams::Object(obj) => obj.to_raw(),
+        }
+    }
+}
+
 /// A request to send upstream.
 pub struct OutboundCall {
     pub upstream_id: u64,
     pub method: String,
-    pub params: Option<Box<RawValue>>,
+    pub params: Option<CallParams>,
     /// `Mcp-Param-*` headers for a modern HTTP upstream (lowercase name, value).
     pub param_headers: Vec<(String, String)>,
     pub origin: CallOrigin,

@@ -8,7 +8,8 @@ use super::legacy_sse::LegacySseTransport;
 use super::stdio::StdioTransport;
 use super::ties::HostTies;
 use super::{
-    CallEvent, CallFailure, CallOrigin, Command, OutboundCall, Status, UpstreamHandle, COMMAND_QUEUE,
+    CallEvent, CallFailure, CallOrigin, CallParams, Command, OutboundCall, Status, UpstreamHandle,
+    COMMAND_QUEUE,
 };
 use crate::catalog::{ListKind, Naming};
 use crate::config::{Era, ServerConfig, TransportConfig, UpstreamId};
@@ -376,7 +377,11 @@ impl Actor {
                 CallOrigin::Host { host, .. } => (host.caps(), host.log_level_name()),
                 CallOrigin::Internal(_) => (ClientCaps::ALL, None),
             };
-            let params = modern_params_object(params.as_deref(), caps, level);
+            let params = modern_params_object(
+                params.map(CallParams::into_object).unwrap_or_default(),
+                caps,
+                level,
+            );
             headers = modern::request_headers(&method, Some(&params), MODERN_VERSION)
                 .into_iter()
                 .map(|(name, value)| (name.to_string(), value))
@@ -384,7 +389,7 @@ impl Actor {
                 .collect();
             Some(params.to_raw())
         } else {
-            params
+            params.map(CallParams::into_raw)
         };
         let frame = Message::Request {
             id: RequestId::number(upstream_id),

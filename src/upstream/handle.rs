@@ -2,7 +2,7 @@
 //! the connection is down or its queue is full), ask on mcpmux's own behalf, cancel and answer
 //! (in a lane that a full queue cannot drop), watch resources, stop.
 
-use super::call::{CallFailure, CallOrigin, Command, OutboundCall};
+use super::call::{CallFailure, CallOrigin, CallParams, Command, OutboundCall};
 use super::facts::{ServerFacts, Status};
 use super::COMMAND_QUEUE;
 use crate::config::UpstreamId;
@@ -195,7 +195,7 @@ impl UpstreamHandle {
         let call = OutboundCall {
             upstream_id,
             method: method.to_string(),
-            params,
+            params: params.map(CallParams::Raw),
             param_headers: Vec::new(),
             origin: CallOrigin::Internal(tx),
             span: tracing::Span::none(),

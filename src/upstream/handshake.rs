@@ -19,13 +19,13 @@ pub fn modern_params(params: Option<&RawValue>, caps: ClientCaps, log_level: Opt
     modern::with_envelope(params, &to_raw(&caps.to_json()), &client_info(), log_level)
 }
 
-/// [`modern_params`], as an object.
+/// [`modern_params`] on params already parsed.
 pub fn modern_params_object(
-    params: Option<&RawValue>,
+    params: crate::protocol::RawObject,
     caps: ClientCaps,
     log_level: Option<&str>,
 ) -> crate::protocol::RawObject {
-    modern::envelope_object(params, &to_raw(&caps.to_json()), &client_info(), log_level)
+    modern::envelope_into(params, &to_raw(&caps.to_json()), &client_info(), log_level)
 }
 
 /// `server/discover`, declaring everything mcpmux can route.

@@ -31,7 +31,7 @@ mod stdio;
 pub mod supervisor;
 pub mod ties;
 
-pub use call::{CallEvent, CallFailure, CallOrigin, Command, OutboundCall};
+pub use call::{CallEvent, CallFailure, CallOrigin, CallParams, Command, OutboundCall};
 pub use connection::{spawn_connection, ConnectionContext, ConnectionEvent};
 pub use facts::{ServerFacts, Status};
 pub use handle::UpstreamHandle;

@@ -27,7 +27,7 @@ use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::InflightCall;
 use crate::upstream::call_channel::call_channel;
-use crate::upstream::{CallOrigin, OutboundCall, CALL_EVENT_QUEUE};
+use crate::upstream::{CallOrigin, CallParams, OutboundCall, CALL_EVENT_QUEUE};
 use initialize::server_info;
 use std::sync::Arc;
 
@@ -231,11 +231,17 @@ async fn start_call(
     if !session.try_add_inflight(id.clone(), inflight, gateway.max_in_flight_per_session) {
         return Outcome::refused(id, RequestError::SessionBusy(gateway.max_in_flight_per_session));
     }
+    // The text is kept for a retry with input; a modern upstream gets the parsed object too, to
+    // add its envelope to without parsing the text again.
     let upstream_params = params.to_raw();
+    let outbound = match handle.facts().is_some_and(|f| f.is_modern()) {
+        true => CallParams::Object(params),
+        false => CallParams::Raw(upstream_params.clone()),
+    };
     let call = OutboundCall {
         upstream_id,
         method: method.clone(),
-        params: Some(upstream_params.clone()),
+        params: Some(outbound),
         param_headers: param_headers.clone(),
         origin: CallOrigin::Host {
             host: session.link(),
