@@ -295,6 +295,7 @@ impl Actor {
             _ => self.handshake(transport, inbound, None).await?,
         };
         self.modern = facts.protocol_version == MODERN_VERSION;
+        self.handle.set_modern(self.modern);
         tracing::info!(upstream = %self.name(), version = %facts.protocol_version, "upstream initialized");
         if self.modern {
             super::listen::keep_listening(self.handle.clone(), &facts);

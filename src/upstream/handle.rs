@@ -44,6 +44,8 @@ struct HandleInner {
     urgent: Mutex<Urgent>,
     /// Something waits in `urgent` (checked by the actor before each command it takes).
     urgent_waiting: AtomicBool,
+    /// The server speaks 2026-07-28 (set by the actor once it knows).
+    modern: AtomicBool,
 }
 
 /// What the actor takes before its command queue.
@@ -82,6 +84,7 @@ impl UpstreamHandle {
                 acknowledged_resources: watch::Sender::new(BTreeSet::new()),
                 urgent: Mutex::new(Urgent::default()),
                 urgent_waiting: AtomicBool::new(false),
+                modern: AtomicBool::new(false),
             }),
         }
     }
@@ -118,6 +121,15 @@ impl UpstreamHandle {
     /// The configured server name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Whether the server speaks 2026-07-28 (cheaper than reading its facts).
+    pub fn is_modern(&self) -> bool {
+        self.inner.modern.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_modern(&self, modern: bool) {
+        self.inner.modern.store(modern, Ordering::Relaxed);
     }
 
     /// The upstream this connection belongs to.

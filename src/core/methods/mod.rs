@@ -234,7 +234,7 @@ async fn start_call(
     // The text is kept for a retry with input; a modern upstream gets the parsed object too, to
     // add its envelope to without parsing the text again.
     let upstream_params = params.to_raw();
-    let outbound = match handle.facts().is_some_and(|f| f.is_modern()) {
+    let outbound = match handle.is_modern() {
         true => CallParams::Object(params),
         false => CallParams::Raw(upstream_params.clone()),
     };
