@@ -165,11 +165,7 @@ mod tests {
         assert!(
             frames[0].contains(r#""method":"sampling/createMessage""#) && frames[0].contains(r#""id":1"#)
         );
-        session
-            .take_server_request(1)
-            .unwrap()
-            .answer_to
-            .answer(ResponsePayload::Result(value(r#"{"role":"assistant"}"#)));
+        assert!(session.answer_server_request(1, ResponsePayload::Result(value(r#"{"role":"assistant"}"#))));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

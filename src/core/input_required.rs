@@ -303,10 +303,12 @@ pub fn resume(
     let mut unanswered = Vec::new();
     for item in asked {
         match answers.get(&item.key) {
-            Some(answer) => match call.session.take_server_request(item.downstream_id) {
-                Some(route) => route.answer_to.answer(ResponsePayload::Result(answer.to_owned())),
-                None => tracing::debug!(key = %item.key, "the upstream no longer waits for this input"),
-            },
+            Some(answer) => {
+                let answer = ResponsePayload::Result(answer.to_owned());
+                if !call.session.answer_server_request(item.downstream_id, answer) {
+                    tracing::debug!(key = %item.key, "the upstream no longer waits for this input");
+                }
+            }
             None => unanswered.push(item),
         }
     }

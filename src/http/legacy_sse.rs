@@ -5,7 +5,7 @@
 //! server-to-client requests) goes out on the stream through one bounded queue. A host that
 //! stops reading, or closes the stream, ends its session.
 
-use super::streamable::{new_session_id, refuse, sse_response, with_keepalive};
+use super::streamable::{new_session_id, sse_response, with_keepalive};
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize as open_session, Outcome};
@@ -125,7 +125,7 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
     {
         let mut links = legacy.links.lock();
         if links.len() >= MAX_STREAMS {
-            return refuse(DownstreamError::Unavailable("too many legacy SSE streams"));
+            return DownstreamError::Unavailable("too many legacy SSE streams").into_http();
         }
         links.insert(link.id.clone(), link.clone());
     }
@@ -204,7 +204,7 @@ async fn message(
 ) -> Response {
     match accept_message(&legacy, &uri, &headers, body).await {
         Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
-        Err(err) => refuse(err),
+        Err(err) => err.into_http(),
     }
 }
 

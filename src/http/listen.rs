@@ -110,7 +110,7 @@ pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
     let Some(key) = hub.sessions.listeners.insert(listener) else {
         let message = format!("more than {MAX_LISTENERS} listen streams are open");
         let body = error_reply(id, codes::OVERLOADED, &message, None).to_json();
-        return super::streamable::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
+        return crate::error::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
     };
     for (id, _, original) in &upstream {
         upstream_subscription(hub, id, original.clone(), true);

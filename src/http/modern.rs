@@ -65,7 +65,7 @@ pub fn is_modern_request(headers: &HeaderMap, method: &str, params: Option<&RawO
 }
 
 fn json_response(status: StatusCode, msg: &Message) -> Response {
-    super::streamable::json_text(status, msg.to_json())
+    crate::error::json_text(status, msg.to_json())
 }
 
 fn refuse(
@@ -281,7 +281,7 @@ async fn call(
                 Some(Some(Frame::Response(json))) => {
                     let body = input_required::modern_response(&json, &id, &call.method, &server_info);
                     drop(call);
-                    super::streamable::json_text(StatusCode::OK, body)
+                    crate::error::json_text(StatusCode::OK, body)
                 }
                 first => {
                     if let Some(Some(frame)) = first {

@@ -8,7 +8,7 @@ use super::resume;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
-use crate::error::{codes, DownstreamError};
+use crate::error::{codes, json_text, DownstreamError};
 use crate::protocol::message::error_reply;
 use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, version, Body, Message, RawObject};
@@ -63,7 +63,7 @@ async fn handle(
         Method::DELETE => delete(&ep.hub, &headers),
         _ => Err(DownstreamError::MethodNotAllowed),
     };
-    outcome.unwrap_or_else(refuse)
+    outcome.unwrap_or_else(DownstreamError::into_http)
 }
 
 /// A request without a session that speaks a revision after the session era: it has no
@@ -74,11 +74,6 @@ fn modern_only(headers: &HeaderMap) -> bool {
             .get(VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| !version::is_supported(v.trim()))
-}
-
-/// The HTTP answer for a refused request.
-pub(super) fn refuse(err: DownstreamError) -> Response {
-    err.into_http()
 }
 
 fn accepts(headers: &HeaderMap, media: &str) -> bool {
@@ -137,8 +132,6 @@ fn json_reply(msg: &Message, session: Option<&str>) -> Response {
     }
     resp
 }
-
-pub(super) use crate::error::json_text;
 
 /// One SSE event without an id.
 fn sse_frame(json: &str) -> Bytes {

@@ -141,20 +141,10 @@ pub fn with_envelope(
     client_info: &RawValue,
     log_level: Option<&str>,
 ) -> Box<RawValue> {
-    envelope_object(params, capabilities, client_info, log_level).to_raw()
-}
-
-/// [`with_envelope`], as an object (for a caller that reads it before sending it).
-pub fn envelope_object(
-    params: Option<&RawValue>,
-    capabilities: &RawValue,
-    client_info: &RawValue,
-    log_level: Option<&str>,
-) -> RawObject {
     let obj = params
         .and_then(|p| RawObject::parse(p.get()).ok())
         .unwrap_or_default();
-    envelope_into(obj, capabilities, client_info, log_level)
+    envelope_into(obj, capabilities, client_info, log_level).to_raw()
 }
 
 /// [`with_envelope`] on params already parsed.

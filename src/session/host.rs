@@ -7,7 +7,7 @@ use super::state::SessionState;
 use super::streams::CallStreams;
 use crate::config::UpstreamId;
 use crate::protocol::logging::{log_level_rank, LOG_LEVELS};
-use crate::protocol::{ClientCaps, Message, RequestId};
+use crate::protocol::{ClientCaps, Message, RequestId, ResponsePayload};
 use crate::upstream::host::{HostKey, HostLink};
 use crate::upstream::server_requests::{AnswerTo, Route, RoutesFull};
 use crate::upstream::ties::HostTies;
@@ -52,7 +52,14 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(id: String, protocol_version: String, caps: ClientCaps, ties: Arc<HostTies>) -> Arc<Self> {
+    /// A fresh session (tests; the gateway opens them through the hub).
+    #[cfg(test)]
+    pub(crate) fn new(
+        id: String,
+        protocol_version: String,
+        caps: ClientCaps,
+        ties: Arc<HostTies>,
+    ) -> Arc<Self> {
         Session::restore(id, SessionState::new(protocol_version, caps), ties)
     }
 
@@ -212,6 +219,12 @@ impl Session {
         .to_json()
         .into();
         Ok((id, json))
+    }
+
+    /// The host answered server-to-client request `id`: deliver it where it goes. False when no
+    /// such request waits for this session.
+    pub fn answer_server_request(&self, id: u64, payload: ResponsePayload) -> bool {
+        self.ties.routes.answer(self.key, id, payload)
     }
 
     /// Take the route of a server-to-client request sent to this session.

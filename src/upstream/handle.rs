@@ -114,7 +114,8 @@ impl UpstreamHandle {
     }
 
     /// Whether the connection was told to stop.
-    pub fn is_stopping(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_stopping(&self) -> bool {
         self.inner.stop.is_cancelled()
     }
 

@@ -214,15 +214,6 @@ impl ServerRequests {
     pub fn waiting_for(&self, host: HostKey) -> usize {
         self.table.lock().per_host.get(&host).copied().unwrap_or(0)
     }
-
-    /// Requests waiting in all.
-    pub fn len(&self) -> usize {
-        self.table.lock().routes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
@@ -250,7 +241,7 @@ mod tests {
         let ok = ResponsePayload::Result(crate::protocol::message::raw("{}".into()));
         assert!(table.answer(a.key(), id, ok));
         assert!(matches!(rx.try_recv(), Ok(ResponsePayload::Result(_))));
-        assert!(table.is_empty());
+        assert!(table.table.lock().routes.is_empty());
     }
 
     #[test]

@@ -131,21 +131,29 @@ fn install_peers(root: &Path, dir: &Path) {
     let script = root.join("scripts").join("install-peers.sh");
     let target = root.join("target");
     fs::create_dir_all(&target).unwrap_or_else(|e| panic!("create {}: {e}", target.display()));
-    let lock_path = target.join("peers.lock");
+    under_file_lock(&target.join("peers.lock"), || run_install_script(&script, dir));
+}
+
+/// Run `work` holding an exclusive lock on the file at `path`: test processes running side by
+/// side do it one at a time.
+pub fn under_file_lock<T>(path: &Path, work: impl FnOnce() -> T) -> T {
     let lock_file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&lock_path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", lock_path.display()));
+        .open(path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     let mut lock = fd_lock::RwLock::new(lock_file);
     let _guard = lock
         .write()
-        .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
+        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    work()
+}
 
+fn run_install_script(script: &Path, dir: &Path) {
     let started = Instant::now();
     let out = Command::new("bash")
-        .arg(&script)
+        .arg(script)
         .arg(dir)
         .stdin(Stdio::null())
         .output()

@@ -7,7 +7,7 @@
 //! once with the same cargo, profile and target directory, under a file lock so that test
 //! processes running side by side (nextest) build it only once.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -29,20 +29,11 @@ pub fn test_server_bin() -> &'static Path {
             return bin;
         }
         fs::create_dir_all(&build.target_dir).expect("create the target directory");
-        let lock_path = build.target_dir.join("test-server.lock");
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .unwrap_or_else(|e| panic!("open {}: {e}", lock_path.display()));
-        let mut lock = fd_lock::RwLock::new(lock_file);
-        let _guard = lock
-            .write()
-            .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
-        if !is_fresh(&bin, &sources) {
-            build.cargo_build();
-        }
+        super::under_file_lock(&build.target_dir.join("test-server.lock"), || {
+            if !is_fresh(&bin, &sources) {
+                build.cargo_build();
+            }
+        });
         assert!(
             bin.is_file(),
             "cargo built {PACKAGE} but {} is missing",

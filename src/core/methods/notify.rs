@@ -40,12 +40,9 @@ pub fn response(ctx: &RequestCtx, id: Option<RequestId>, payload: ResponsePayloa
     let Some(session) = ctx.session.as_ref() else {
         return;
     };
-    match id
-        .as_ref()
-        .and_then(RequestId::as_u64)
-        .and_then(|i| session.take_server_request(i))
-    {
-        Some(route) => route.answer_to.answer(payload),
-        None => tracing::debug!(session = %session.id, id = ?id, "response to an unknown request"),
+    let answered =
+        (id.as_ref().and_then(RequestId::as_u64)).is_some_and(|i| session.answer_server_request(i, payload));
+    if !answered {
+        tracing::debug!(session = %session.id, id = ?id, "response to an unknown request");
     }
 }
