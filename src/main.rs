@@ -1,6 +1,7 @@
 //! The `mcpmux` command: parse the command line, set up logging, run the library.
 
 use clap::{Parser, Subcommand};
+use mcpmux::config::Severity;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +40,7 @@ enum Command {
     /// is ready).
     Status {
         /// The configuration the gateway runs with (its listen address is used).
-        #[arg(long, required_unless_present = "url", conflicts_with = "url")]
+        #[arg(long, conflicts_with = "url")]
         config: Option<PathBuf>,
         /// The gateway's status URL, e.g. http://127.0.0.1:8080/status.
         #[arg(long)]
@@ -54,9 +55,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only for a person at a terminal: not in files, journald or `kubectl logs`.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let path = match &cli.command {
         Command::Serve { config } | Command::CheckConfig { config } => config,
@@ -69,9 +72,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let findings = config.preflight(std::env::var_os("PATH"), &working_dir());
     if let Command::CheckConfig { .. } = cli.command {
-        println!("configuration OK: {} server(s)", config.servers.len());
-        return ExitCode::SUCCESS;
+        return check_config(&config, &findings);
+    }
+    for finding in &findings {
+        match finding.severity {
+            Severity::Error => tracing::error!("{}", finding.message),
+            Severity::Warning => tracing::warn!("{}", finding.message),
+        }
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -93,6 +102,29 @@ fn main() -> ExitCode {
     })
 }
 
+/// Print what the checks found; fail when any is an error.
+fn check_config(config: &mcpmux::Config, findings: &[mcpmux::config::Finding]) -> ExitCode {
+    for finding in findings {
+        eprintln!("{finding}");
+    }
+    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+    let warnings = findings.len() - errors;
+    if errors > 0 {
+        eprintln!("configuration has {errors} error(s) and {warnings} warning(s)");
+        return ExitCode::FAILURE;
+    }
+    println!(
+        "configuration OK: {} server(s), {warnings} warning(s)",
+        config.servers.len()
+    );
+    ExitCode::SUCCESS
+}
+
+/// The directory a server without `cwd` starts in.
+fn working_dir() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
 fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> ExitCode {
     let url = match (url, config) {
         (Some(url), _) => url.to_string(),
@@ -104,7 +136,10 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
             }
         },
         (None, None) => {
-            eprintln!("error: give --config or --url");
+            eprintln!(
+                "error: say which gateway: --url http://HOST:PORT/status (its status URL), or \
+                 --config FILE (the configuration it runs with; its listen address is used)"
+            );
             return ExitCode::FAILURE;
         }
     };

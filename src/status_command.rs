@@ -22,23 +22,92 @@ pub fn status_url(config: &Config) -> String {
     format!("http://{addr}{}", crate::admin::status::STATUS_PATH)
 }
 
-/// Fetch the status document.
+/// Fetch the status document; an error says what to fix.
 pub async fn fetch(url: &str) -> Result<StatusDocument, String> {
+    let parsed = check_url(url)?;
     let client = reqwest::Client::builder()
         .timeout(FETCH_TIMEOUT)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
     let resp = client
-        .get(url)
+        .get(parsed)
         .send()
         .await
-        .map_err(|e| format!("cannot reach {url}: {e}"))?;
+        .map_err(|e| unreachable_message(url, &e))?;
     let status = resp.status();
     let text = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
-    if !status.is_success() {
-        return Err(format!("{url} answered HTTP {status}: {}", text.trim()));
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Err(not_found_message(url));
     }
-    serde_json::from_str(&text).map_err(|e| format!("{url} did not answer a status document: {e}"))
+    if !status.is_success() {
+        let body: String = text.trim().chars().take(300).collect();
+        return Err(format!("{url} answered HTTP {status}: {body}"));
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{url} answered, but not with an mcpmux status document ({e}); is it the gateway's /status URL?"
+        )
+    })
+}
+
+const URL_EXAMPLE: &str = "http://127.0.0.1:8080/status";
+
+/// An http(s) URL with a host, or an error that shows the expected form.
+fn check_url(url: &str) -> Result<reqwest::Url, String> {
+    let wrong =
+        |why: String| format!("--url {url:?} {why}; give the gateway's status URL, e.g. {URL_EXAMPLE}");
+    let parsed = match reqwest::Url::parse(url) {
+        Ok(parsed) => parsed,
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            return Err(wrong("has no scheme (http:// or https://)".into()))
+        }
+        Err(err) => return Err(wrong(format!("is not a URL ({err})"))),
+    };
+    match (parsed.scheme(), parsed.host_str()) {
+        ("http" | "https", Some(_)) => Ok(parsed),
+        ("http" | "https", None) => Err(wrong("has no host".into())),
+        (scheme, _) => Err(wrong(format!("has scheme {scheme:?}, not http or https"))),
+    }
+}
+
+/// Why the gateway could not be reached, with the cause at the root of the error chain
+/// ("Connection refused") and what to check.
+fn unreachable_message(url: &str, err: &reqwest::Error) -> String {
+    let mut causes = Vec::new();
+    let mut source: Option<&dyn std::error::Error> = Some(err);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !causes.contains(&text) {
+            causes.push(text);
+        }
+        source = cause.source();
+    }
+    let root = causes.last().cloned().unwrap_or_default();
+    let hint = if err.is_timeout() {
+        "the gateway did not answer in time"
+    } else if root.to_ascii_lowercase().contains("refused") {
+        "connection refused: is `mcpmux serve` running and listening on that address?"
+    } else if err.is_connect() {
+        "is `mcpmux serve` running, and is the host and port right?"
+    } else {
+        "check the URL"
+    };
+    format!("cannot reach {url}: {}; {hint}", causes.join(": "))
+}
+
+/// A 404: the URL is not the status endpoint; suggest the one next to it.
+fn not_found_message(url: &str) -> String {
+    let path = crate::admin::status::STATUS_PATH;
+    match reqwest::Url::parse(url) {
+        Ok(mut guess) if !guess.path().ends_with(path) => {
+            guess.set_path(path);
+            guess.set_query(None);
+            format!("{url} answered 404 Not Found: the status document is at {path}; try --url {guess}")
+        }
+        _ => format!(
+            "{url} answered 404 Not Found: is this an mcpmux gateway (and is {path} not its MCP path)?"
+        ),
+    }
 }
 
 /// Fetch and print the status; the exit status: 0 every upstream ready, 1 not, 2 unreachable.
@@ -68,7 +137,7 @@ pub fn command(url: &str, json: bool) -> u8 {
     }
 }
 
-/// The document as a table for people.
+/// The document as tables for people: one line per upstream, then one per session.
 pub fn render(doc: &StatusDocument) -> String {
     let mut out = String::new();
     let version = match doc.server.version.as_str() {
@@ -80,27 +149,113 @@ pub fn render(doc: &StatusDocument) -> String {
         "mcpmux {version}, up {} s: {} session(s), {} listen stream(s), {} call(s) waiting for input",
         doc.uptime_secs, doc.sessions, doc.listen_streams, doc.calls_waiting_for_input,
     );
-    let _ = writeln!(
-        out,
-        "{:<20} {:<11} {:<9} {:<10} {:>8} {:>6} {:>7} {:>9}  last error",
-        "UPSTREAM", "PHASE", "ERA", "TRANSPORT", "RESTARTS", "TOOLS", "PROMPTS", "RESOURCES"
-    );
-    for u in &doc.upstreams {
-        let _ = writeln!(
-            out,
-            "{:<20} {:<11} {:<9} {:<10} {:>8} {:>6} {:>7} {:>9}  {}",
-            u.name,
-            u.phase.as_str(),
-            u.era.as_deref().unwrap_or("-"),
-            u.transport,
-            u.restarts,
-            u.tools,
-            u.prompts,
-            u.resources,
-            u.last_error.as_deref().unwrap_or("-"),
-        );
+    let upstreams = Table {
+        header: &[
+            "UPSTREAM",
+            "PHASE",
+            "ERA",
+            "TRANSPORT",
+            "RESTARTS",
+            "TOOLS",
+            "PROMPTS",
+            "RESOURCES",
+            "SHADOWED",
+            "LAST ERROR",
+        ],
+        right_aligned: &[4, 5, 6, 7, 8],
+        rows: (doc.upstreams.iter())
+            .map(|u| {
+                vec![
+                    u.name.clone(),
+                    u.phase.as_str().to_string(),
+                    u.era.clone().unwrap_or_else(|| "-".into()),
+                    u.transport.clone(),
+                    u.restarts.to_string(),
+                    u.tools.to_string(),
+                    u.prompts.to_string(),
+                    (u.resources + u.resource_templates).to_string(),
+                    u.shadowed.to_string(),
+                    one_line(u.last_error.as_deref().unwrap_or("-")),
+                ]
+            })
+            .collect(),
+    };
+    upstreams.write(&mut out);
+    if !doc.session_list.is_empty() {
+        out.push('\n');
+        let sessions = Table {
+            header: &[
+                "SESSION",
+                "PROTOCOL",
+                "CLIENT",
+                "AGE",
+                "IDLE",
+                "IN FLIGHT",
+                "GET STREAM",
+            ],
+            right_aligned: &[3, 4, 5],
+            rows: (doc.session_list.iter())
+                .map(|s| {
+                    vec![
+                        format!("{}…", s.id_prefix),
+                        s.protocol_version.clone(),
+                        one_line(s.client.as_deref().unwrap_or("-")),
+                        format!("{} s", s.age_secs),
+                        format!("{} s", s.idle_secs),
+                        s.in_flight.to_string(),
+                        if s.get_stream { "open" } else { "-" }.to_string(),
+                    ]
+                })
+                .collect(),
+        };
+        sessions.write(&mut out);
     }
     out
+}
+
+/// Control characters (a multi-line error, a hostile client name) would break the table.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Columns as wide as their widest cell; the last column is not padded.
+struct Table<'a> {
+    header: &'a [&'a str],
+    /// Columns of numbers, aligned right.
+    right_aligned: &'a [usize],
+    rows: Vec<Vec<String>>,
+}
+
+impl Table<'_> {
+    fn write(&self, out: &mut String) {
+        let header: Vec<String> = self.header.iter().map(|h| h.to_string()).collect();
+        let lines: Vec<&Vec<String>> = std::iter::once(&header).chain(&self.rows).collect();
+        let widths: Vec<usize> = (0..header.len())
+            .map(|col| {
+                (lines.iter())
+                    .map(|row| row.get(col).map_or(0, |c| c.chars().count()))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for row in lines {
+            let mut line = String::new();
+            for (col, cell) in row.iter().enumerate() {
+                if col > 0 {
+                    line.push_str("  ");
+                }
+                let pad = " ".repeat(widths[col].saturating_sub(cell.chars().count()));
+                match (self.right_aligned.contains(&col), col + 1 == row.len()) {
+                    (true, _) => line.push_str(&format!("{pad}{cell}")),
+                    (false, true) => line.push_str(cell),
+                    (false, false) => line.push_str(&format!("{cell}{pad}")),
+                }
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -128,5 +283,73 @@ mod tests {
             "{table}"
         );
         assert!(!doc.all_ready());
+    }
+
+    #[test]
+    fn a_url_that_cannot_work_says_what_to_give() {
+        let no_scheme = check_url("127.0.0.1:8080/status").expect_err("no scheme");
+        assert!(
+            no_scheme.contains("no scheme") && no_scheme.contains(URL_EXAMPLE),
+            "{no_scheme}"
+        );
+        let ftp = check_url("ftp://h/status").expect_err("not http");
+        assert!(ftp.contains("\"ftp\""), "{ftp}");
+        assert!(check_url("http://127.0.0.1:8080/status").is_ok());
+        let missing = not_found_message("http://127.0.0.1:8080/");
+        assert!(
+            missing.contains("try --url http://127.0.0.1:8080/status"),
+            "{missing}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_says_so() {
+        // A port that was just free: nothing listens on it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let err = fetch(&format!("http://127.0.0.1:{port}/status"))
+            .await
+            .expect_err("nothing listens");
+        assert!(err.to_ascii_lowercase().contains("connection refused"), "{err}");
+        assert!(err.contains("mcpmux serve"), "{err}");
+    }
+
+    #[test]
+    fn columns_line_up_whatever_the_widths_and_sessions_are_listed() {
+        let doc = json!({
+            "server": {"version": "0.1.0"}, "sessions": 1,
+            "upstreams": [
+                {"name": "a-rather-long-upstream-name", "phase": "ready", "era": "stateless",
+                 "transport": "sse", "restarts": 12345, "tools": 0, "shadowed": 3},
+                {"name": "b", "phase": "restarting", "transport": "stdio",
+                 "last_error": "exit status 1\nTraceback: boom"}
+            ],
+            "session_list": [{"id_prefix": "abcd1234", "protocol_version": "2025-11-25",
+                              "client": "claude-code 2.0.1", "age_secs": 61, "idle_secs": 5,
+                              "in_flight": 2, "get_stream": true}]
+        });
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let table = render(&doc);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 7, "{table}");
+        // Every column starts at the same character in the header and in each row.
+        let start = |line: &str, word: &str| line.find(word).unwrap_or_else(|| panic!("{word} in {line}"));
+        let phase = start(lines[1], "PHASE");
+        assert_eq!(start(lines[2], "ready"), phase, "{table}");
+        assert_eq!(start(lines[3], "restarting"), phase, "{table}");
+        let restarts_end = start(lines[1], "RESTARTS") + "RESTARTS".len();
+        assert_eq!(start(lines[2], "12345") + 5, restarts_end, "{table}");
+        assert!(lines[2].contains(" 3 "), "shadowed count shown: {table}");
+        assert!(lines[3].ends_with("exit status 1 Traceback: boom"), "{table}");
+        assert!(
+            lines[5].starts_with("SESSION") && lines[6].starts_with("abcd1234…"),
+            "{table}"
+        );
+        assert!(
+            lines[6].contains("claude-code 2.0.1") && lines[6].contains("open"),
+            "{table}"
+        );
     }
 }

@@ -15,6 +15,26 @@ pub struct StatusDocument {
     pub calls_waiting_for_input: u64,
     /// One entry per configured upstream, in the order of the configuration.
     pub upstreams: Vec<UpstreamStatus>,
+    /// The open host sessions, oldest first.
+    pub session_list: Vec<SessionStatus>,
+}
+
+/// One open host session. The id is cut short: the whole id lets whoever has it act in the
+/// session, and this document is for reading.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionStatus {
+    /// The first characters of the session id.
+    pub id_prefix: String,
+    pub protocol_version: String,
+    /// The host's `clientInfo` name and version, when it sent them.
+    pub client: Option<String>,
+    pub age_secs: u64,
+    pub idle_secs: u64,
+    /// The host's calls being served now.
+    pub in_flight: u64,
+    /// Whether the host has its standalone (GET) stream open.
+    pub get_stream: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -48,6 +68,9 @@ pub struct UpstreamStatus {
     pub resources: u64,
     #[serde(rename = "resourceTemplates")]
     pub resource_templates: u64,
+    /// Tools, prompts, resources and templates of this upstream that hosts do not see because an
+    /// earlier upstream exposes the same name or URI.
+    pub shadowed: u64,
 }
 
 /// Where an upstream is in its life.
@@ -117,6 +140,16 @@ mod tests {
                 prompts: 2,
                 resources: 3,
                 resource_templates: 4,
+                shadowed: 1,
+            }],
+            session_list: vec![SessionStatus {
+                id_prefix: "0123abcd".into(),
+                protocol_version: "2025-11-25".into(),
+                client: Some("inspector 2.12.0".into()),
+                age_secs: 9,
+                idle_secs: 2,
+                in_flight: 1,
+                get_stream: true,
             }],
         }
     }
@@ -132,7 +165,9 @@ mod tests {
                 r#""namespace":"time","transport":"stdio","isolation":"per-session","#,
                 r#""phase":"crash-loop","for_secs":3,"restarts":7,"last_error":"exit 1","#,
                 r#""protocol_version":null,"era":null,"tools":1,"prompts":2,"resources":3,"#,
-                r#""resourceTemplates":4}]}"#
+                r#""resourceTemplates":4,"shadowed":1}],"session_list":[{"id_prefix":"0123abcd","#,
+                r#""protocol_version":"2025-11-25","client":"inspector 2.12.0","age_secs":9,"#,
+                r#""idle_secs":2,"in_flight":1,"get_stream":true}]}"#
             )
         );
         let back: StatusDocument = serde_json::from_str(&text).expect("reads back");

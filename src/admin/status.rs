@@ -1,13 +1,14 @@
 //! Operator endpoints beside the MCP path: `GET /status` (JSON: each upstream's phase, era,
-//! restarts, last failure and list sizes; sessions, listen streams and calls waiting for
-//! input), `GET /healthz` (the process serves) and `GET /readyz` (every upstream had its first
-//! start attempt). The composition root puts the same Host/Origin check around them as around
-//! the MCP endpoint (a refusal here is `forbidden` in plain text).
+//! restarts, last failure, list sizes and shadowed items; the open sessions, listen streams
+//! and calls waiting for input), `GET /healthz` (the process serves) and `GET /readyz` (by
+//! `gateway.ready_when`: every upstream ready, any, or every first start attempt made). The
+//! composition root puts the same Host/Origin check around them as around the MCP endpoint.
 
 use crate::catalog::ListKind;
-use crate::config::{Isolation, TransportConfig, UpstreamId};
+use crate::config::{Isolation, ReadyWhen, TransportConfig, UpstreamId};
 use crate::core::hub::Hub;
-use crate::status_doc::{ServerInfo, StatusDocument, UpstreamStatus};
+use crate::session::Session;
+use crate::status_doc::{Phase, ServerInfo, SessionStatus, StatusDocument, UpstreamStatus};
 use crate::upstream::UpstreamSlot;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -48,11 +49,24 @@ async fn health() -> Response {
     plain(StatusCode::OK, "ok\n")
 }
 
+/// 200 or 503 by `gateway.ready_when`; the body says how many upstreams are ready.
 async fn ready(State(op): State<Arc<Operator>>) -> Response {
-    match op.hub.started_all() {
-        true => plain(StatusCode::OK, "ready\n"),
-        false => plain(StatusCode::SERVICE_UNAVAILABLE, "starting\n"),
-    }
+    let hub = &op.hub;
+    let total = hub.upstreams.len();
+    let ready = (hub.upstreams.iter())
+        .filter(|slot| slot.state.report().phase == Phase::Ready)
+        .count();
+    let (is_ready, rule) = match hub.config().gateway.ready_when {
+        ReadyWhen::All => (ready == total, "all"),
+        ReadyWhen::Any => (ready > 0 || total == 0, "any"),
+        ReadyWhen::Attempted => (hub.started_all(), "attempted"),
+    };
+    let (status, verdict) = match is_ready {
+        true => (StatusCode::OK, "ready"),
+        false => (StatusCode::SERVICE_UNAVAILABLE, "not ready"),
+    };
+    let body = format!("{verdict}: {ready} of {total} upstream(s) ready (ready_when = \"{rule}\")\n");
+    (status, [(header::CONTENT_TYPE, "text/plain")], body).into_response()
 }
 
 async fn status(State(op): State<Arc<Operator>>) -> Response {
@@ -65,10 +79,11 @@ async fn status(State(op): State<Arc<Operator>>) -> Response {
 /// The status document.
 pub fn report(hub: &Hub) -> StatusDocument {
     let catalog = hub.catalog.snapshot();
-    let count = |upstream: &UpstreamId, kind: ListKind| {
-        (catalog.list(kind).items.iter())
-            .filter(|item| item.upstream == *upstream)
-            .count() as u64
+    let count = |upstream: &UpstreamId, kind: ListKind| catalog.list(kind).count_of(upstream) as u64;
+    let shadowed = |upstream: &UpstreamId| {
+        (ListKind::ALL.iter())
+            .map(|&kind| catalog.list(kind).shadowed_count_of(upstream) as u64)
+            .sum()
     };
     let upstreams = hub
         .upstreams
@@ -78,9 +93,12 @@ pub fn report(hub: &Hub) -> StatusDocument {
             prompts: count(&slot.id, ListKind::Prompts),
             resources: count(&slot.id, ListKind::Resources),
             resource_templates: count(&slot.id, ListKind::Templates),
+            shadowed: shadowed(&slot.id),
             ..upstream_entry(slot)
         })
         .collect();
+    let mut sessions = hub.sessions.all();
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.age()));
     StatusDocument {
         server: ServerInfo {
             name: "mcpmux".into(),
@@ -91,6 +109,22 @@ pub fn report(hub: &Hub) -> StatusDocument {
         listen_streams: hub.sessions.listeners.len() as u64,
         calls_waiting_for_input: hub.parked.len() as u64,
         upstreams,
+        session_list: sessions.iter().map(|s| session_entry(s)).collect(),
+    }
+}
+
+/// How much of a session id the document shows.
+const SESSION_ID_PREFIX_CHARS: usize = 8;
+
+fn session_entry(session: &Session) -> SessionStatus {
+    SessionStatus {
+        id_prefix: session.id.chars().take(SESSION_ID_PREFIX_CHARS).collect(),
+        protocol_version: session.protocol_version.clone(),
+        client: session.client_label(),
+        age_secs: session.age().as_secs(),
+        idle_secs: session.idle_for().as_secs(),
+        in_flight: session.inflight_count() as u64,
+        get_stream: session.has_get_stream(),
     }
 }
 

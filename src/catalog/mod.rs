@@ -62,6 +62,16 @@ impl ListKind {
         }
     }
 
+    /// What one item of this list is called in messages.
+    fn singular(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tool",
+            ListKind::Prompts => "prompt",
+            ListKind::Resources => "resource",
+            ListKind::Templates => "resource template",
+        }
+    }
+
     /// The notification that tells hosts this list changed.
     pub fn list_changed_notification(self) -> &'static str {
         match self {
@@ -97,6 +107,8 @@ pub struct ExposedItem {
 pub struct ItemList {
     pub items: Vec<ExposedItem>,
     index: HashMap<String, usize>,
+    /// Items left out because an earlier upstream exposes the same name or URI.
+    pub shadowed: Vec<Shadowed>,
     pages: pages::PageCache,
 }
 
@@ -105,6 +117,31 @@ impl ItemList {
     pub fn lookup(&self, exposed: &str) -> Option<&ExposedItem> {
         self.index.get(exposed).map(|&i| &self.items[i])
     }
+
+    /// How many of `upstream`'s items are listed.
+    pub fn count_of(&self, upstream: &UpstreamId) -> usize {
+        self.items.iter().filter(|i| i.upstream == *upstream).count()
+    }
+
+    /// The clashes of this list that `before` did not have.
+    fn fresh_clashes<'a>(&'a self, before: &'a ItemList) -> impl Iterator<Item = &'a Shadowed> {
+        (self.shadowed.iter()).filter(|clash| !before.shadowed.contains(clash))
+    }
+
+    /// How many of `upstream`'s items another upstream's item hides.
+    pub fn shadowed_count_of(&self, upstream: &UpstreamId) -> usize {
+        self.shadowed.iter().filter(|s| s.loser == *upstream).count()
+    }
+}
+
+/// An upstream item hidden by an earlier upstream's item with the same exposed name or URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shadowed {
+    pub exposed: String,
+    /// The upstream whose item hosts see (earlier in configuration order).
+    pub winner: UpstreamId,
+    /// The upstream whose item is left out.
+    pub loser: UpstreamId,
 }
 
 /// How an upstream's names are exposed.
@@ -238,8 +275,23 @@ impl CatalogStore {
             .collect()
     }
 
+    /// Merge `parts` into a new snapshot and publish it; a clash of names not seen in the
+    /// previous snapshot is logged once, naming both upstreams.
     fn rebuild(&self, parts: &[[Vec<RawObject>; 4]], epoch: u64) -> Arc<Catalog> {
         let lists = ListKind::ALL.map(|kind| self.merge(parts, kind));
+        let before = self.current.load();
+        for kind in ListKind::ALL {
+            for clash in lists[kind as usize].fresh_clashes(before.list(kind)) {
+                tracing::warn!(
+                    "{} {:?} of upstream {:?} is hidden: upstream {:?} (earlier in the configuration) exposes the same {}; set a distinct `namespace` to list both",
+                    kind.singular(),
+                    clash.exposed,
+                    clash.loser.as_str(),
+                    clash.winner.as_str(),
+                    kind.key_field(),
+                );
+            }
+        }
         let catalog = Arc::new(Catalog {
             epoch,
             lists,
@@ -260,12 +312,13 @@ impl CatalogStore {
                     ListKind::Tools | ListKind::Prompts => naming.expose_name(&original),
                     ListKind::Resources | ListKind::Templates => naming.expose_uri(&original),
                 };
-                if list.index.contains_key(&exposed) {
-                    tracing::warn!(
-                        kind = kind.field(),
-                        name = %exposed,
-                        "duplicate exposed name; the first upstream in configuration order wins"
-                    );
+                if let Some(&winner) = list.index.get(&exposed) {
+                    let winner = list.items[winner].upstream.clone();
+                    list.shadowed.push(Shadowed {
+                        exposed,
+                        winner,
+                        loser: upstream.clone(),
+                    });
                     continue;
                 }
                 let mut edited = item.clone();
@@ -338,6 +391,55 @@ mod tests {
             vec![obj(r#"{"name":"z"}"#)]
         ));
         assert!(s.snapshot().list(ListKind::Tools).lookup("z").is_none());
+    }
+
+    #[test]
+    fn a_clash_hides_the_later_item_and_is_new_only_once() {
+        let s = CatalogStore::new(vec![
+            (
+                id(0),
+                Naming {
+                    namespace: "".into(),
+                    separator: "__".into(),
+                },
+            ),
+            (
+                id(1),
+                Naming {
+                    namespace: "".into(),
+                    separator: "__".into(),
+                },
+            ),
+        ]);
+        s.replace(
+            &id(1),
+            ListKind::Tools,
+            vec![obj(r#"{"name":"echo"}"#), obj(r#"{"name":"add"}"#)],
+        );
+        let before = s.snapshot();
+        assert!(before.list(ListKind::Tools).shadowed.is_empty());
+        s.replace(&id(0), ListKind::Tools, vec![obj(r#"{"name":"echo"}"#)]);
+        let after = s.snapshot();
+        let tools = after.list(ListKind::Tools);
+        assert_eq!(
+            tools.shadowed,
+            vec![Shadowed {
+                exposed: "echo".into(),
+                winner: id(0),
+                loser: id(1)
+            }]
+        );
+        assert_eq!((tools.count_of(&id(0)), tools.count_of(&id(1))), (1, 1));
+        assert_eq!(
+            (tools.shadowed_count_of(&id(0)), tools.shadowed_count_of(&id(1))),
+            (0, 1)
+        );
+        assert_eq!(tools.fresh_clashes(before.list(ListKind::Tools)).count(), 1);
+        // A rebuild for another reason keeps the clash but does not report it again.
+        s.replace(&id(1), ListKind::Prompts, vec![obj(r#"{"name":"p"}"#)]);
+        let again = s.snapshot();
+        assert_eq!(again.list(ListKind::Tools).fresh_clashes(tools).count(), 0);
+        assert_eq!(again.list(ListKind::Tools).shadowed.len(), 1);
     }
 
     #[test]

@@ -10,11 +10,13 @@ use std::time::Duration;
 use toml::Spanned;
 
 mod id;
+mod preflight;
 mod raw;
 mod server;
 mod transport;
 mod validate;
 pub use id::{IdMap, UpstreamId};
+pub use preflight::{Finding, Severity};
 use raw::{line_col, parse_error, RawConfig, RawGateway};
 use server::build_server;
 pub use transport::HttpMode;
@@ -82,6 +84,20 @@ pub struct GatewayConfig {
     /// Empty means the built-in rule.
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
+    /// When `GET /readyz` answers 200.
+    pub ready_when: ReadyWhen,
+}
+
+/// The rule of `GET /readyz` (`gateway.ready_when`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadyWhen {
+    /// Every upstream is ready (`"all"`, the default).
+    #[default]
+    All,
+    /// At least one upstream is ready, or none is configured (`"any"`).
+    Any,
+    /// Every upstream has had its first start attempt, whatever came of it (`"attempted"`).
+    Attempted,
 }
 
 impl Default for GatewayConfig {
@@ -99,6 +115,7 @@ impl Default for GatewayConfig {
             max_body_bytes: MIB_16,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            ready_when: ReadyWhen::All,
         }
     }
 }
@@ -402,6 +419,22 @@ fn build_gateway(ctx: &Ctx<'_>, raw: RawGateway) -> Result<GatewayConfig, Config
     }
     if let Some(values) = &raw.allowed_origins {
         gw.allowed_origins = no_empty(values, "gateway.allowed_origins")?;
+    }
+    if let Some(v) = &raw.ready_when {
+        const RULES: [(&str, ReadyWhen); 3] = [
+            ("all", ReadyWhen::All),
+            ("any", ReadyWhen::Any),
+            ("attempted", ReadyWhen::Attempted),
+        ];
+        let text = ctx.expand(v, "gateway.ready_when")?;
+        gw.ready_when = match RULES.iter().find(|(name, _)| *name == text) {
+            Some((_, rule)) => *rule,
+            None => {
+                let msg =
+                    format!("gateway.ready_when {text:?} is not one of \"all\", \"any\", \"attempted\"");
+                return Err(ctx.invalid(&v.span(), msg));
+            }
+        };
     }
     Ok(gw)
 }

@@ -31,6 +31,7 @@ pub(super) struct RawGateway {
     pub(super) max_body_bytes: Option<Spanned<usize>>,
     pub(super) allowed_hosts: Option<Vec<Spanned<String>>>,
     pub(super) allowed_origins: Option<Vec<Spanned<String>>>,
+    pub(super) ready_when: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -543,3 +543,21 @@ fn two_servers_with_one_namespace_are_refused_at_the_second_ones_line() {
         "{e}"
     );
 }
+
+#[test]
+fn ready_when_values() {
+    assert_eq!(parse("").unwrap().gateway.ready_when, ReadyWhen::All);
+    for (text, rule) in [
+        ("all", ReadyWhen::All),
+        ("any", ReadyWhen::Any),
+        ("attempted", ReadyWhen::Attempted),
+    ] {
+        let config = parse(&format!("[gateway]\nready_when = {text:?}\n")).unwrap();
+        assert_eq!(config.gateway.ready_when, rule);
+    }
+    let e = err("[gateway]\nready_when = \"most\"\n");
+    assert!(
+        e.contains("config.toml:2:") && e.contains("gateway.ready_when \"most\""),
+        "{e}"
+    );
+}

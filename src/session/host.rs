@@ -46,6 +46,7 @@ pub struct Session {
     inflight: Mutex<HashMap<RequestId, InflightCall>>,
     subscriptions: Mutex<HashSet<String>>,
     last_active: Mutex<Instant>,
+    opened: Instant,
     /// Forwarded calls' POST streams, kept for resumption.
     pub streams: CallStreams,
     ties: Arc<HostTies>,
@@ -77,6 +78,7 @@ impl Session {
             inflight: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(HashSet::new()),
             last_active: Mutex::new(Instant::now()),
+            opened: Instant::now(),
             streams: CallStreams::default(),
             ties,
         })
@@ -100,6 +102,29 @@ impl Session {
     /// Whether this is a modern host's throwaway session (2026-07-28).
     pub fn is_modern(&self) -> bool {
         self.protocol_version == crate::protocol::modern::MODERN_VERSION
+    }
+
+    /// The host's `clientInfo` as "name version" (each part cut to 64 characters).
+    pub fn client_label(&self) -> Option<String> {
+        let info = self.client_info.as_ref()?;
+        let part = |key: &str| -> Option<String> {
+            let text = info.get(key)?.as_str()?;
+            Some(text.chars().take(64).collect())
+        };
+        match (part("name")?, part("version")) {
+            (name, Some(version)) => Some(format!("{name} {version}")),
+            (name, None) => Some(name),
+        }
+    }
+
+    /// How long ago the session opened.
+    pub fn age(&self) -> std::time::Duration {
+        self.opened.elapsed()
+    }
+
+    /// How many of the host's calls are being served now.
+    pub fn inflight_count(&self) -> usize {
+        self.inflight.lock().len()
     }
 
     /// Note activity (keeps the session from being reaped).
@@ -153,7 +178,8 @@ impl Session {
         Some(rx)
     }
 
-    fn has_get_stream(&self) -> bool {
+    /// Whether the host has its standalone GET stream open.
+    pub fn has_get_stream(&self) -> bool {
         self.get_stream.lock().as_ref().is_some_and(|tx| !tx.is_closed())
     }
 

@@ -346,7 +346,12 @@ async fn status_document_keeps_its_shape() {
             "name": "string", "namespace": "string", "transport": "string",
             "isolation": "string", "phase": "string", "for_secs": "u64", "restarts": "u64",
             "last_error": "null", "protocol_version": "string", "era": "string",
-            "tools": "u64", "prompts": "u64", "resources": "u64", "resourceTemplates": "u64"
+            "tools": "u64", "prompts": "u64", "resources": "u64", "resourceTemplates": "u64",
+            "shadowed": "u64"
+        }],
+        "session_list": [{
+            "id_prefix": "string", "protocol_version": "string", "client": "string",
+            "age_secs": "u64", "idle_secs": "u64", "in_flight": "u64", "get_stream": "bool"
         }]
     });
     assert_eq!(shape(&doc).to_string(), expected.to_string(), "{doc}");
@@ -358,5 +363,64 @@ async fn status_document_keeps_its_shape() {
     assert_eq!(upstream["transport"], "stdio");
     assert_eq!(upstream["isolation"], "shared");
     assert!(upstream["tools"].as_u64() > Some(0), "{doc}");
+    let session = &doc["session_list"][0];
+    assert_eq!(session["client"], "raw-test 0", "{doc}");
+    assert_eq!(session["id_prefix"].as_str().map(str::len), Some(8), "{doc}");
     gw.stop().await;
+}
+
+/// A server whose tools are all hidden by an earlier server's says so in `/status`, and
+/// `/readyz` follows `gateway.ready_when`: "all" (the default) is not ready while one upstream
+/// is down, "any" is, "attempted" is once each had its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_its_rule_and_shadowed_tools_are_counted() {
+    let _suite = crate::suite::enter(module_path!());
+    let servers = |extra: &str| {
+        format!(
+            "{}namespace = \"\"\n\n{}namespace = \"\"\n\n[servers.down]\ncommand = \"/nonexistent/mcpmux-no-such-server\"\n{extra}",
+            test_server_toml("first", &["--tools", "2", "--only-generated"], None),
+            test_server_toml("second", &["--tools", "2", "--only-generated"], None),
+        )
+    };
+    for (rule, expect) in [
+        ("", 503),
+        ("ready_when = \"all\"", 503),
+        ("ready_when = \"any\"", 200),
+        ("ready_when = \"attempted\"", 200),
+    ] {
+        let gw = boot_gateway(&servers(""), rule).await;
+        let base = format!("http://{}", gw.local_addr());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let doc = loop {
+            let doc = body_json(get(&format!("{base}/status"), &[]).await).await;
+            let phases: Vec<&str> = (doc["upstreams"].as_array().into_iter().flatten())
+                .filter_map(|u| u["phase"].as_str())
+                .collect();
+            if phases[..2] == ["ready", "ready"] && phases[2] != "starting" {
+                break doc;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "upstreams did not settle: {doc}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let r = get(&format!("{base}/readyz"), &[]).await;
+        assert_eq!(r.status(), expect, "{rule}");
+        let text = r.text().await.unwrap_or_default();
+        assert!(text.contains("2 of 3 upstream(s) ready"), "{rule}: {text}");
+        // Same names and URIs with no namespace: everything the second server offers is hidden.
+        let (first, second) = (&doc["upstreams"][0], &doc["upstreams"][1]);
+        let offered = ["tools", "prompts", "resources", "resourceTemplates"]
+            .iter()
+            .map(|k| first[k].as_u64().unwrap_or(0))
+            .sum::<u64>();
+        assert_eq!(
+            (second["tools"].as_u64(), second["shadowed"].as_u64()),
+            (Some(0), Some(offered)),
+            "{doc}"
+        );
+        assert_eq!(doc["upstreams"][0]["shadowed"], 0, "{doc}");
+        gw.stop().await;
+    }
 }

@@ -1,0 +1,199 @@
+//! Checks of a valid configuration against the machine it is about to run on: commands that
+//! are not there, working directories that do not exist, nothing to serve, an endpoint open to
+//! the network. `mcpmux check-config` prints them (errors fail it); `serve` logs them.
+
+use super::{Config, TransportConfig};
+use std::ffi::OsString;
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The gateway would run, but a server cannot start (or there is nothing to serve).
+    Error,
+    /// It works, but probably not as meant.
+    Warning,
+}
+
+/// One thing found; the message names the config key it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let label = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{label}: {}", self.message)
+    }
+}
+
+impl Config {
+    /// What would go wrong running this configuration here. `path` is the `PATH` a command
+    /// without a slash is looked up in (the server's own `env.PATH` wins); `workdir` is the
+    /// directory a server without `cwd` starts in.
+    pub fn preflight(&self, path: Option<OsString>, workdir: &Path) -> Vec<Finding> {
+        let mut found = Vec::new();
+        let mut error = |message: String| {
+            found.push(Finding {
+                severity: Severity::Error,
+                message,
+            })
+        };
+        for server in &self.servers {
+            let TransportConfig::Stdio {
+                command, env, cwd, ..
+            } = &server.transport
+            else {
+                continue;
+            };
+            let key = format!("servers.{}", server.name);
+            let dir = match cwd {
+                Some(dir) => workdir.join(dir),
+                None => workdir.to_path_buf(),
+            };
+            if !dir.is_dir() {
+                let what = if dir.exists() {
+                    "is not a directory"
+                } else {
+                    "does not exist"
+                };
+                error(format!(
+                    "{key}.cwd: the working directory {} {what}",
+                    dir.display()
+                ));
+                continue;
+            }
+            let own_path = env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.expose().into());
+            if let Err(why) = find_command(command, own_path.or(path.clone()), &dir) {
+                error(format!("{key}.command: {why}"));
+            }
+        }
+        if self.servers.is_empty() {
+            found.push(Finding {
+                severity: Severity::Warning,
+                message: "no [servers.NAME] table: the gateway would serve an empty catalog".into(),
+            });
+        }
+        let listen = self.gateway.listen;
+        if !listen.ip().is_loopback() {
+            found.push(Finding {
+                severity: Severity::Warning,
+                message: format!(
+                    "gateway.listen {listen} accepts connections from other machines, and mcpmux does \
+                     not authenticate hosts: anyone who can reach it can call every tool of every \
+                     server. Listen on 127.0.0.1, or put an authenticating proxy in front"
+                ),
+            });
+        }
+        found
+    }
+}
+
+/// Where `command` would be found: a path (with a slash) relative to `dir`, else the first
+/// executable file of that name in `path`.
+fn find_command(command: &str, path: Option<OsString>, dir: &Path) -> Result<PathBuf, String> {
+    if command.contains('/') {
+        let file = dir.join(command);
+        return match executable(&file) {
+            Ok(()) => Ok(file),
+            Err(why) => Err(format!("`{command}` {why}")),
+        };
+    }
+    let path = path.unwrap_or_default();
+    for entry in std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()) {
+        let file = entry.join(command);
+        if executable(&file).is_ok() {
+            return Ok(file);
+        }
+    }
+    Err(format!(
+        "`{command}` is not found on PATH ({}); install it or give its full path",
+        path.to_string_lossy()
+    ))
+}
+
+fn executable(file: &Path) -> Result<(), &'static str> {
+    match std::fs::metadata(file) {
+        Ok(meta) if meta.is_dir() => Err("is a directory"),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => Err("is not executable"),
+        Ok(_) => Ok(()),
+        Err(_) => Err("does not exist"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::from_toml_str(text, "t.toml", &|_| None).expect("a valid config")
+    }
+
+    fn messages(found: &[Finding]) -> Vec<String> {
+        found.iter().map(|f| f.to_string()).collect()
+    }
+
+    fn system_path() -> Option<OsString> {
+        Some("/usr/local/bin:/usr/bin:/bin".into())
+    }
+
+    #[test]
+    fn a_sound_local_config_has_no_findings() {
+        let c = config("[servers.a]\ncommand = \"sh\"\n[servers.b]\nurl = \"http://127.0.0.1:1/mcp\"\n");
+        assert_eq!(c.preflight(system_path(), Path::new("/")), vec![]);
+    }
+
+    #[test]
+    fn a_command_not_on_path_is_an_error_naming_the_key() {
+        let c = config("[servers.a]\ncommand = \"mcpmux-surely-not-installed\"\n");
+        let found = messages(&c.preflight(system_path(), Path::new("/")));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .starts_with("error: servers.a.command: `mcpmux-surely-not-installed` is not found on PATH"),
+            "{found:?}"
+        );
+        // The server's own PATH is the one its command is looked up in.
+        let own = config("[servers.a]\ncommand = \"sh\"\nenv = { PATH = \"/nowhere\" }\n");
+        assert_eq!(own.preflight(system_path(), Path::new("/")).len(), 1);
+        let missing = config("[servers.a]\ncommand = \"./bin/server\"\n");
+        let found = messages(&missing.preflight(system_path(), Path::new("/")));
+        assert!(found[0].contains("`./bin/server` does not exist"), "{found:?}");
+    }
+
+    #[test]
+    fn a_missing_cwd_is_an_error_and_not_a_missing_command() {
+        let c = config("[servers.a]\ncommand = \"sh\"\ncwd = \"/mcpmux/no/such/dir\"\n");
+        let found = messages(&c.preflight(system_path(), Path::new("/")));
+        assert_eq!(
+            found,
+            ["error: servers.a.cwd: the working directory /mcpmux/no/such/dir does not exist"]
+        );
+        let relative = config("[servers.a]\ncommand = \"sh\"\ncwd = \"sub\"\n");
+        let found = messages(&relative.preflight(system_path(), Path::new("/mcpmux-base")));
+        assert!(found[0].contains("/mcpmux-base/sub does not exist"), "{found:?}");
+    }
+
+    #[test]
+    fn no_servers_and_a_network_listen_address_are_warnings() {
+        let c = config("[gateway]\nlisten = \"0.0.0.0:8080\"\n");
+        let found = c.preflight(system_path(), Path::new("/"));
+        assert!(found.iter().all(|f| f.severity == Severity::Warning), "{found:?}");
+        let text = messages(&found).join("\n");
+        assert!(text.contains("no [servers.NAME] table"), "{text}");
+        assert!(
+            text.contains("gateway.listen 0.0.0.0:8080 accepts connections from other machines"),
+            "{text}"
+        );
+    }
+}
