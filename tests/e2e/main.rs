@@ -13,6 +13,7 @@ mod suite;
 mod support;
 
 mod cli;
+mod example_config;
 mod faults;
 mod graceful_stop;
 mod http_status;
