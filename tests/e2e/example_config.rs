@@ -1,6 +1,7 @@
-//! `config.example.toml` runs as-is, as the README says, from any working directory: the real
-//! binary started from elsewhere serves all four real servers; relative paths follow the file,
-//! and the filesystem server's tools reach only the folder made for them.
+//! What the README tells a new user works as written: `config.example.toml` runs as-is from any
+//! working directory (the real binary started from elsewhere serves all four real servers;
+//! relative paths follow the file, and the filesystem server's tools reach only the folder made
+//! for them), and the README's Python snippet runs as a script with the SDK it pins.
 
 use crate::support::mcp::RawSession;
 use crate::support::{free_port, repo_root, ChildGuard};
@@ -108,4 +109,62 @@ impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.0);
     }
+}
+
+/// The README's Python snippet, taken from the README itself, runs as a script against a
+/// gateway in front of the real time server (the SDK version it pins is the peers').
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_python_snippet_runs() {
+    let _suite = crate::suite::enter(module_path!());
+    let peers = crate::support::peers();
+    let readme = fs::read_to_string(repo_root().join("README.md")).expect("read the README");
+    let after = readme
+        .split("- **Python SDK**")
+        .nth(1)
+        .expect("the README has a Python SDK entry");
+    let code = after
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n  ```").next())
+        .expect("a fenced python block");
+    let script: String = code
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+        .collect();
+    let pinned = script
+        .lines()
+        .next()
+        .and_then(|first| first.split("\"mcp==").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .expect("the snippet pins mcp");
+    let installed = Command::new(&peers.python)
+        .args(["-c", "import importlib.metadata as m; print(m.version('mcp'))"])
+        .output()
+        .expect("ask the peers' python");
+    assert_eq!(
+        String::from_utf8_lossy(&installed.stdout).trim(),
+        pinned,
+        "the snippet's pin and the tested SDK differ"
+    );
+
+    let (python, args) = &peers.time_cmd;
+    let servers = format!(
+        "[servers.time]\ncommand = {:?}\nargs = {}\n",
+        python.display().to_string(),
+        crate::support::toml_list(args)
+    );
+    let gw = crate::support::boot_gateway(&servers, "").await;
+    let script = script.replace("http://127.0.0.1:8080/mcp", &gw.url());
+    let file = std::env::temp_dir().join(format!("try_mcpmux_{}.py", std::process::id()));
+    fs::write(&file, script).expect("write the snippet");
+    let mut run = Command::new(&peers.python);
+    run.arg(&file);
+    let out = tokio::task::spawn_blocking(move || crate::support::run_client(run, Duration::from_secs(60)))
+        .await
+        .expect("run the snippet");
+    let _ = fs::remove_file(&file);
+    assert!(out.status.success(), "{out}");
+    assert!(out.stdout.contains("tools, e.g. ['time__"), "{out}");
+    assert!(out.stdout.contains("\"timezone\": \"UTC\""), "{out}");
+    gw.stop().await;
 }
