@@ -36,7 +36,7 @@ fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, S
         .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
         .unwrap_or_default();
     for uri in uris {
-        let Some((upstream, original)) = catalog.resolve_uri(&uri) else {
+        let Ok((upstream, original)) = catalog.resolve_uri(&uri) else {
             continue;
         };
         let Some(slot) = hub.upstreams.get(&upstream) else {

@@ -14,6 +14,7 @@ mod support;
 
 mod faults;
 mod graceful_stop;
+mod host_mistakes;
 mod http_status;
 mod http_upstream;
 mod legacy_sse;

@@ -19,18 +19,18 @@ pub async fn serve(
         Ok(uri) => uri,
         Err(refusal) => return refusal,
     };
-    let (upstream, original) = match resolve_uri(hub, &uri, &id) {
+    let resolved = match resolve_uri(hub, &uri, &id) {
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
-    params.set_str("uri", &original);
+    params.set_str("uri", &resolved.original);
     start_call(
         hub,
         ctx,
         id,
         method,
         params,
-        Target::new(upstream, ResultShape::ReadResult),
+        Target::new(resolved.upstream, ResultShape::ReadResult),
     )
     .await
 }

@@ -26,10 +26,12 @@ pub async fn serve(
         Ok(uri) => uri,
         Err(refusal) => return refusal,
     };
-    let (upstream, original) = match resolve_uri(hub, &uri, &id) {
+    let resolved = match resolve_uri(hub, &uri, &id) {
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
+    // Kept under the URI mcpmux's updates name (a bare URI's owner may be namespaced).
+    let (upstream, original, uri) = (resolved.upstream, resolved.original, resolved.exposed);
     if method == "resources/subscribe" {
         session.subscribe(&uri);
     } else {
