@@ -39,6 +39,10 @@ fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, S
         let Ok((upstream, original)) = catalog.resolve_uri(&uri) else {
             continue;
         };
+        // Granted under the URI updates name (a bare URI's owner may be namespaced).
+        let Some(uri) = catalog.naming(&upstream).map(|n| n.expose_uri(&original)) else {
+            continue;
+        };
         let Some(slot) = hub.upstreams.get(&upstream) else {
             continue;
         };
