@@ -166,6 +166,14 @@ async fn messages_say_what_happened() {
         message.contains("down__echo") && !message.contains("Unknown tool"),
         "{message}"
     );
+    let uri = "mcpmux://down/test://static/1";
+    let read = s.call("resources/read", json!({"uri": uri})).await;
+    assert_eq!(read["error"]["code"], -32000, "{read}");
+    let message = read["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(uri) && message.contains("once it is ready"),
+        "{message}"
+    );
     let unknown = s.call("tools/call", json!({"name": "t__nope"})).await;
     assert_eq!(unknown["error"]["message"], "Unknown tool: t__nope");
     gw.stop().await;

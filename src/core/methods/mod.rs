@@ -21,7 +21,7 @@ use super::forward::{Deadline, ForwardedCall};
 use super::hub::Hub;
 use crate::catalog::results::ResultShape;
 use crate::catalog::{ListKind, UriMiss};
-use crate::config::UpstreamId;
+use crate::config::{Isolation, UpstreamId};
 use crate::error::{RequestError, UpstreamError};
 use crate::protocol::message::{raw, result_response, to_raw};
 use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
@@ -29,7 +29,7 @@ use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::InflightCall;
 use crate::status_doc::Phase;
 use crate::upstream::call_channel::call_channel;
-use crate::upstream::{CallOrigin, CallParams, OutboundCall, CALL_EVENT_QUEUE};
+use crate::upstream::{CallOrigin, CallParams, OutboundCall, UpstreamSlot, CALL_EVENT_QUEUE};
 use initialize::server_info;
 use std::sync::Arc;
 
@@ -90,6 +90,20 @@ fn down_owner(hub: &Hub, name: &str) -> Option<RequestError> {
                 .is_some_and(|rest| !rest.is_empty())
         })
         .max_by_key(|slot| slot.naming.namespace.len())?;
+    down(slot, name)
+}
+
+/// The answer for a request to `upstream` by `what` (a URI) when its shared connection is
+/// down: the same words as for a name of a down server.
+fn down_upstream(hub: &Hub, upstream: &UpstreamId, what: &str) -> Option<RequestError> {
+    let slot = hub.upstreams.get(upstream)?;
+    let unconnected = slot.server.isolation == Isolation::Shared && slot.shared.load().is_none();
+    unconnected.then(|| down(slot, what)).flatten()
+}
+
+/// That the upstream of `slot` is down, why, and that `what` returns once it is ready; `None`
+/// when it is ready.
+fn down(slot: &UpstreamSlot, what: &str) -> Option<RequestError> {
     let report = slot.state.report();
     if report.phase == Phase::Ready {
         return None;
@@ -100,7 +114,7 @@ fn down_owner(hub: &Hub, name: &str) -> Option<RequestError> {
     let reason = format!(
         "it is {} ({why}); {:?} is served again once it is ready",
         report.phase.as_str(),
-        crate::util::text::clip(name)
+        crate::util::text::clip(what)
     );
     Some(UpstreamError::unavailable(slot.server.name.clone(), reason).into())
 }

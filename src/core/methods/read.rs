@@ -1,7 +1,7 @@
 //! `resources/read`: the exposed URI resolved to its upstream and original URI, then forwarded;
 //! URIs in the contents are exposed again on the way back.
 
-use super::{required_str, resolve_uri, start_call, Outcome, Target};
+use super::{down_upstream, required_str, resolve_uri, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
@@ -23,6 +23,9 @@ pub async fn serve(
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
+    if let Some(down) = down_upstream(hub, &resolved.upstream, &uri) {
+        return Outcome::refused(id, down);
+    }
     params.set_str("uri", &resolved.original);
     start_call(
         hub,

@@ -192,6 +192,13 @@ async fn a_name_of_a_server_that_is_down_says_so_and_why() {
         message.contains("restarting") && message.contains("no such table"),
         "{message}"
     );
+    let read = reply(&hub, &ctx, "resources/read", r#"{"uri":"mcpmux://t/file:///a"}"#).await;
+    let message = read["error"]["message"].as_str().unwrap();
+    assert_eq!(read["error"]["code"], -32000, "{read}");
+    assert!(
+        message.contains("no such table") && message.contains("once it is ready"),
+        "{message}"
+    );
     // A name with no configured namespace is still unknown.
     let unknown = reply(&hub, &ctx, "tools/call", r#"{"name":"zz__x"}"#).await;
     assert_eq!(unknown["error"]["code"], -32602);
