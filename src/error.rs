@@ -5,6 +5,7 @@ use http::{header, HeaderValue, StatusCode};
 use std::sync::Arc;
 
 pub use crate::protocol::codes;
+use crate::util::text::clip;
 
 /// The underlying failure of an error (an I/O or HTTP client error), kept for its chain.
 pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
@@ -128,17 +129,24 @@ pub enum RequestError {
     ParamsNotObject,
     #[error("params.{0} is required")]
     MissingParam(&'static str),
-    #[error("Unknown {what}: {name}")]
+    #[error("params.{name} must be {expected}")]
+    WrongParam {
+        name: &'static str,
+        expected: &'static str,
+    },
+    #[error("Unknown {what}: {}", clip(.name))]
     UnknownName { what: &'static str, name: String },
-    #[error("Resource not found")]
+    #[error("Resource not found: no upstream lists {:?} or has a template that matches it (a namespaced upstream's resource is read as mcpmux://{{namespace}}/{{its uri}})", clip(.uri))]
     ResourceNotFound { uri: String },
+    #[error("Resource {:?} is offered by several upstreams; read it as one of: {}", clip(.uri), .candidates.join(", "))]
+    AmbiguousUri { uri: String, candidates: Vec<String> },
     #[error("unknown completion reference")]
     UnknownReference,
     #[error("invalid cursor")]
     InvalidCursor,
     #[error("invalid log level {0:?}")]
     InvalidLogLevel(String),
-    #[error("Method not found: {0}")]
+    #[error("Method not found: {}", clip(.0))]
     MethodNotFound(String),
     #[error("session already initialized")]
     AlreadyInitialized,
@@ -159,6 +167,8 @@ impl RequestError {
         match self {
             RequestError::ParamsNotObject
             | RequestError::MissingParam(_)
+            | RequestError::WrongParam { .. }
+            | RequestError::AmbiguousUri { .. }
             | RequestError::UnknownName { .. }
             | RequestError::UnknownReference
             | RequestError::InvalidCursor
@@ -195,7 +205,11 @@ impl RequestError {
         match self {
             RequestError::Upstream(error) => error.to_error_object(),
             RequestError::ResourceNotFound { uri } => {
-                let data = serde_json::json!({ "uri": uri });
+                let data = serde_json::json!({ "uri": clip(uri) });
+                crate::protocol::message::error_object(self.code(), &self.to_string(), Some(&data))
+            }
+            RequestError::AmbiguousUri { uri, candidates } => {
+                let data = serde_json::json!({ "uri": clip(uri), "candidates": candidates });
                 crate::protocol::message::error_object(self.code(), &self.to_string(), Some(&data))
             }
             _ => crate::protocol::message::error_object(self.code(), &self.to_string(), None),
@@ -362,7 +376,11 @@ mod tests {
         assert!(gone
             .reply(id.clone())
             .to_json()
-            .contains(r#""code":-32002,"message":"Resource not found","data":{"uri":"x://a"}"#));
+            .contains(r#""code":-32002,"message":"Resource not found: no upstream lists \"x://a\""#));
+        let long = RequestError::MethodNotFound("m".repeat(1 << 20))
+            .reply(id.clone())
+            .to_json();
+        assert!(long.len() < 300 && long.contains("mmm…"), "{long}");
         let busy = RequestError::SessionBusy(64);
         assert_eq!(
             (busy.code(), busy.retry(), busy.side()),

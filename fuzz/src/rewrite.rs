@@ -275,7 +275,7 @@ fn check_catalog(result: &RawObject) {
             if item.upstream == prefixed && kind == ListKind::Resources {
                 assert_eq!(
                     catalog.resolve_uri(&shown),
-                    Some((prefixed.clone(), item.original.clone()))
+                    Ok((prefixed.clone(), item.original.clone()))
                 );
             }
         }

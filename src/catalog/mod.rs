@@ -167,6 +167,15 @@ impl Naming {
     }
 }
 
+/// Why a URI a host sent routes to no upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UriMiss {
+    /// No upstream lists it or has a template that matches it.
+    Unknown,
+    /// Several upstreams do: the URIs that name each of them.
+    Ambiguous(Vec<String>),
+}
+
 /// An immutable snapshot of the merged catalog.
 #[derive(Debug, Default)]
 pub struct Catalog {
@@ -185,36 +194,64 @@ impl Catalog {
 
     /// Route a URI a host sent to `(upstream, original URI)`.
     ///
-    /// Prefixed URIs route by their namespace. Unprefixed ones go to an unprefixed upstream:
-    /// the one listing that exact resource, else the one with a matching template, else the only
-    /// unprefixed upstream if there is exactly one.
-    pub fn resolve_uri(&self, exposed: &str) -> Option<(UpstreamId, String)> {
+    /// Prefixed URIs route by their namespace. A bare URI (tools hand them out: server-everything
+    /// tells the model to read `demo://resource/dynamic/text/4`) goes to: an unprefixed upstream
+    /// that lists it, else the one upstream that lists it, else an unprefixed upstream with a
+    /// matching template, else the one upstream with a matching template, else the only
+    /// unprefixed upstream. Several namespaced owners and no unprefixed one is
+    /// [`UriMiss::Ambiguous`], with the `mcpmux://` forms that name each.
+    pub fn resolve_uri(&self, exposed: &str) -> Result<(UpstreamId, String), UriMiss> {
         if let Some((ns, original)) = uri::split(exposed) {
             if let Some((id, _)) = self.namings.iter().find(|(_, n)| n.namespace == ns) {
-                return Some((id.clone(), original.to_string()));
+                return Ok((id.clone(), original.to_string()));
             }
         }
-        let unprefixed: Vec<&UpstreamId> = (self.namings.iter())
-            .filter(|(_, n)| n.namespace.is_empty())
-            .map(|(id, _)| id)
-            .collect();
+        let found = |id: &UpstreamId| (id.clone(), exposed.to_string());
         if let Some(item) = self.list(ListKind::Resources).lookup(exposed) {
-            if unprefixed.contains(&&item.upstream) {
-                return Some((item.upstream.clone(), exposed.to_string()));
+            if self.is_unprefixed(&item.upstream) {
+                return Ok(found(&item.upstream));
             }
         }
-        let templates = self.list(ListKind::Templates);
-        if let Some(item) = templates
-            .items
-            .iter()
-            .find(|t| unprefixed.contains(&&t.upstream) && uri::template_matches(&t.original, exposed))
-        {
-            return Some((item.upstream.clone(), exposed.to_string()));
+        let listing = self.owners(ListKind::Resources, |item| item.original == exposed);
+        let matching = self.owners(ListKind::Templates, |t| {
+            uri::template_matches(&t.original, exposed)
+        });
+        for owners in [listing, matching] {
+            let unprefixed: Vec<&UpstreamId> = owners.iter().filter(|id| self.is_unprefixed(id)).collect();
+            let owners_ref: Vec<&UpstreamId> = owners.iter().collect();
+            match (unprefixed.as_slice(), owners_ref.as_slice()) {
+                ([only], _) | ([], [only]) => return Ok(found(only)),
+                ([], []) => {}
+                _ => return Err(UriMiss::Ambiguous(self.exposed_forms(&owners, exposed))),
+            }
         }
-        match unprefixed.as_slice() {
-            [only] => Some(((*only).clone(), exposed.to_string())),
-            _ => None,
+        let mut unprefixed = self.namings.iter().filter(|(_, n)| n.namespace.is_empty());
+        match (unprefixed.next(), unprefixed.next()) {
+            (Some((only, _)), None) => Ok(found(only)),
+            _ => Err(UriMiss::Unknown),
         }
+    }
+
+    fn is_unprefixed(&self, upstream: &UpstreamId) -> bool {
+        self.naming(upstream).is_some_and(|n| n.namespace.is_empty())
+    }
+
+    /// The upstreams (in configuration order, once each) with an item of `kind` that `hit`s.
+    fn owners(&self, kind: ListKind, hit: impl Fn(&ExposedItem) -> bool) -> Vec<UpstreamId> {
+        let mut owners: Vec<UpstreamId> = Vec::new();
+        for item in self.list(kind).items.iter().filter(|i| hit(i)) {
+            if !owners.contains(&item.upstream) {
+                owners.push(item.upstream.clone());
+            }
+        }
+        owners
+    }
+
+    /// How hosts name `original` of each upstream in `owners`.
+    fn exposed_forms(&self, owners: &[UpstreamId], original: &str) -> Vec<String> {
+        (owners.iter())
+            .filter_map(|id| self.naming(id).map(|n| n.expose_uri(original)))
+            .collect()
     }
 
     /// The naming rules of an upstream.
@@ -393,6 +430,60 @@ mod tests {
         assert!(s.snapshot().list(ListKind::Tools).lookup("z").is_none());
     }
 
+    fn namespaced(names: &[&str]) -> CatalogStore {
+        let namings = names.iter().enumerate().map(|(n, ns)| {
+            let naming = Naming {
+                namespace: ns.to_string(),
+                separator: "__".into(),
+            };
+            (id(n), naming)
+        });
+        CatalogStore::new(namings.collect())
+    }
+
+    #[test]
+    fn bare_uris_resolve_to_their_one_owner_or_name_the_forms_that_work() {
+        let s = namespaced(&["a", "b"]);
+        let listed = |uri: &str| vec![obj(&format!(r#"{{"uri":"{uri}","name":"r"}}"#))];
+        let template = |t: &str| vec![obj(&format!(r#"{{"uriTemplate":"{t}","name":"t"}}"#))];
+        s.replace(
+            &id(0),
+            ListKind::Templates,
+            template("demo://resource/dynamic/text/{id}"),
+        );
+        s.replace(&id(1), ListKind::Resources, listed("shared://x"));
+        s.replace(
+            &id(0),
+            ListKind::Resources,
+            [listed("demo://resource/static/1"), listed("shared://x")].concat(),
+        );
+        s.replace(&id(1), ListKind::Templates, template("other://{id}"));
+        let cat = s.snapshot();
+        assert_eq!(
+            cat.resolve_uri("demo://resource/dynamic/text/4"),
+            Ok((id(0), "demo://resource/dynamic/text/4".into()))
+        );
+        assert_eq!(cat.resolve_uri("other://7"), Ok((id(1), "other://7".into())));
+        assert_eq!(
+            cat.resolve_uri("shared://x"),
+            Err(UriMiss::Ambiguous(vec![
+                "mcpmux://a/shared://x".into(),
+                "mcpmux://b/shared://x".into()
+            ]))
+        );
+        assert_eq!(cat.resolve_uri("nothing://here"), Err(UriMiss::Unknown));
+        // Two templates that both match: ambiguous too.
+        s.replace(
+            &id(1),
+            ListKind::Templates,
+            template("demo://resource/dynamic/text/{n}"),
+        );
+        assert!(matches!(
+            s.snapshot().resolve_uri("demo://resource/dynamic/text/4"),
+            Err(UriMiss::Ambiguous(forms)) if forms.len() == 2
+        ));
+    }
+
     #[test]
     fn a_clash_hides_the_later_item_and_is_new_only_once() {
         let s = CatalogStore::new(vec![
@@ -458,10 +549,15 @@ mod tests {
         let cat = s.snapshot();
         assert_eq!(
             cat.resolve_uri("mcpmux://a/test://static/0"),
-            Some((id(0), "test://static/0".into()))
+            Ok((id(0), "test://static/0".into()))
         );
-        assert_eq!(cat.resolve_uri("demo://t/4"), Some((id(1), "demo://t/4".into())));
-        assert_eq!(cat.resolve_uri("other://x"), Some((id(1), "other://x".into())));
+        assert_eq!(cat.resolve_uri("demo://t/4"), Ok((id(1), "demo://t/4".into())));
+        assert_eq!(cat.resolve_uri("other://x"), Ok((id(1), "other://x".into())));
+        // A bare URI that only a namespaced upstream lists goes to it.
+        assert_eq!(
+            cat.resolve_uri("test://static/0"),
+            Ok((id(0), "test://static/0".into()))
+        );
         assert_eq!(
             cat.list(ListKind::Resources).items[0].json.get(),
             r#"{"uri":"mcpmux://a/test://static/0","name":"s"}"#

@@ -7,7 +7,7 @@ use crate::catalog::results::{expose_result_uris, ResultShape};
 use crate::catalog::Naming;
 use crate::error::UpstreamError;
 use crate::protocol::message::raw;
-use crate::protocol::modern_result::legacy_resource_error;
+use crate::protocol::modern_result::{legacy_resource_error, session_era_result};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::{InflightCall, Session};
 use crate::upstream::call_channel::{call_channel, CallEvents};
@@ -259,7 +259,12 @@ impl ForwardedCall {
     fn response_frame(&self, payload: ResponsePayload) -> Arc<str> {
         let payload = match payload {
             ResponsePayload::Result(result) => {
-                ResponsePayload::Result(expose_result_uris(result, self.shape, &self.naming))
+                let result = expose_result_uris(result, self.shape, &self.naming);
+                match self.session.is_modern() {
+                    // Shaped for a modern host where its answer is written (mcpmux's identity).
+                    true => ResponsePayload::Result(result),
+                    false => ResponsePayload::Result(session_era_result(result, self.upstream.is_modern())),
+                }
             }
             ResponsePayload::Error(error)
                 if !self.session.is_modern() && self.shape == ResultShape::ReadResult =>

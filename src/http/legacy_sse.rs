@@ -13,6 +13,7 @@ use crate::error::{codes, DownstreamError};
 use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, Body, Message, RawObject, RequestId};
 use crate::session::host::Session;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -200,8 +201,12 @@ async fn message(
     State(legacy): State<Arc<Legacy>>,
     uri: http::Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match super::streamable::read_body(&legacy.hub, body) {
+        Ok(body) => body,
+        Err(refusal) => return refusal.into_http(),
+    };
     match accept_message(&legacy, &uri, &headers, body).await {
         Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
         Err(err) => err.into_http(),

@@ -36,7 +36,11 @@ fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, S
         .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
         .unwrap_or_default();
     for uri in uris {
-        let Some((upstream, original)) = catalog.resolve_uri(&uri) else {
+        let Ok((upstream, original)) = catalog.resolve_uri(&uri) else {
+            continue;
+        };
+        // Granted under the URI updates name (a bare URI's owner may be namespaced).
+        let Some(uri) = catalog.naming(&upstream).map(|n| n.expose_uri(&original)) else {
             continue;
         };
         let Some(slot) = hub.upstreams.get(&upstream) else {

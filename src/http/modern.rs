@@ -130,7 +130,7 @@ pub async fn serve(
         return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
     }
     if !MODERN_METHODS.contains(&method.as_str()) {
-        let message = format!("Method not found: {method}");
+        let message = format!("Method not found: {}", crate::util::text::clip(&method));
         return refuse(StatusCode::NOT_FOUND, id, codes::METHOD_NOT_FOUND, &message, None);
     }
     if let Some(level) = &meta.log_level {

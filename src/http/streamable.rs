@@ -14,6 +14,7 @@ use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, version, Body, Message, RawObject};
 use crate::session::host::Session;
 use axum::body::Body as HttpBody;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
@@ -54,16 +55,30 @@ async fn handle(
     State(ep): State<Arc<Endpoint>>,
     method: Method,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let outcome = match method {
         Method::GET | Method::DELETE if modern_only(&headers) => Err(DownstreamError::MethodNotAllowed),
-        Method::POST => post(&ep.hub, &headers, body).await,
+        Method::POST => match read_body(&ep.hub, body) {
+            Ok(body) => post(&ep.hub, &headers, body).await,
+            Err(refusal) => Err(refusal),
+        },
         Method::GET => get(&ep.hub, &headers),
         Method::DELETE => delete(&ep.hub, &headers),
         _ => Err(DownstreamError::MethodNotAllowed),
     };
     outcome.unwrap_or_else(DownstreamError::into_http)
+}
+
+/// The POST body, or the refusal when it could not be read: over `gateway.max_body_bytes` is
+/// 413 with a JSON-RPC error body like every other refusal (axum's own answer is plain text).
+pub(super) fn read_body(hub: &Hub, body: Result<Bytes, BytesRejection>) -> Result<Bytes, DownstreamError> {
+    body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            DownstreamError::PayloadTooLarge(hub.config().gateway.max_body_bytes)
+        }
+        _ => DownstreamError::BadRequest(format!("cannot read the body: {}", rejection.body_text())),
+    })
 }
 
 /// A request without a session that speaks a revision after the session era: it has no

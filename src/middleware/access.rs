@@ -3,6 +3,7 @@
 
 use super::origin::AccessPolicy;
 use crate::error::DownstreamError;
+use crate::util::text::clip;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::{self, Either, Ready};
 use http::{header, Request, StatusCode};
@@ -70,9 +71,28 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         match self.policy.check(request.headers()) {
             Ok(()) => Either::Right(self.inner.call(request)),
-            Err(refusal) => Either::Left(future::ready(Ok(self.refuse(refusal)))),
+            Err(refusal) => {
+                log_refusal(&request, &refusal);
+                Either::Left(future::ready(Ok(self.refuse(refusal))))
+            }
         }
     }
+}
+
+/// One WARN line per refused request, with the (clipped) headers that decided it: an operator
+/// whose host is refused sees why and which key admits it.
+fn log_refusal<B>(request: &Request<B>, refusal: &DownstreamError) {
+    let header = |name| {
+        (request.headers().get(name))
+            .map(|v| clip(&String::from_utf8_lossy(v.as_bytes())).into_owned())
+            .unwrap_or_else(|| "-".into())
+    };
+    tracing::warn!(
+        host = %header(header::HOST),
+        origin = %header(header::ORIGIN),
+        path = %clip(request.uri().path()),
+        "refused: {refusal}"
+    );
 }
 
 impl<S> Access<S> {
@@ -118,12 +138,58 @@ mod tests {
         (status, String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// A buffer the test's log lines are written to.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<parking_lot::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn each_refusal_is_logged_once_with_its_headers_clipped() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let inner = tower::service_fn(|_req: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(StatusCode::OK.into_response())
+        });
+        let mut service = layer(RefusalBody::JsonRpc).layer(inner);
+        let long_origin = format!("http://{}.example", "e".repeat(1000));
+        tracing::subscriber::with_default(subscriber, || {
+            drop(service.call(request(&long_origin)));
+            drop(service.call(request("http://localhost:3000")));
+        });
+        let text = String::from_utf8(lines.0.lock().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains("WARN") && text.contains("gateway.allowed_origins"),
+            "{text}"
+        );
+        assert!(
+            text.contains("host=127.0.0.1:8080") && text.contains("eee…"),
+            "{text}"
+        );
+        assert!(text.len() < 600, "the origin is clipped: {text}");
+    }
+
     #[tokio::test]
     async fn a_foreign_origin_never_reaches_the_handler() {
         let (status, body) = status_of(RefusalBody::JsonRpc, "http://evil.example").await;
         assert_eq!(status, StatusCode::FORBIDDEN);
         assert!(
-            body.contains("\"code\":-32600") && body.contains("Origin not allowed"),
+            body.contains("\"code\":-32600")
+                && body.contains("Origin not allowed")
+                && body.contains("gateway.allowed_origins"),
             "{body}"
         );
         let (status, body) = status_of(RefusalBody::PlainText, "http://evil.example").await;

@@ -57,7 +57,9 @@ impl AccessPolicy {
                 .to_str()
                 .map_err(|_| DownstreamError::Forbidden("invalid Host header"))?;
             if !self.host_allowed(&host.to_ascii_lowercase()) {
-                return Err(DownstreamError::Forbidden("Host not allowed"));
+                return Err(DownstreamError::Forbidden(
+                    "Host not allowed; to admit it, list it in gateway.allowed_hosts",
+                ));
             }
         }
         if let Some(origin) = headers.get(http::header::ORIGIN) {
@@ -65,7 +67,9 @@ impl AccessPolicy {
                 .to_str()
                 .map_err(|_| DownstreamError::Forbidden("invalid Origin header"))?;
             if !self.origin_allowed(&origin.trim_end_matches('/').to_ascii_lowercase()) {
-                return Err(DownstreamError::Forbidden("Origin not allowed"));
+                return Err(DownstreamError::Forbidden(
+                    "Origin not allowed; to admit it, list it in gateway.allowed_origins",
+                ));
             }
         }
         Ok(())

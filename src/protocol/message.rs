@@ -119,6 +119,8 @@ impl ParseError {
 #[derive(Deserialize)]
 struct Envelope {
     jsonrpc: Option<Box<RawValue>>,
+    /// `Some("null")` when the member is there and null: that is not the same as no id.
+    #[serde(default, deserialize_with = "present")]
     id: Option<Box<RawValue>>,
     method: Option<String>,
     params: Option<Box<RawValue>>,
@@ -126,8 +128,14 @@ struct Envelope {
     error: Option<Box<RawValue>>,
 }
 
+/// A member that is there, null included (serde would read a null as an absent `Option`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
+}
+
 fn from_envelope(env: Envelope) -> Result<Message, ParseError> {
-    let id_raw = env.id.filter(|raw| raw.get() != "null");
+    let null_id = env.id.as_deref().is_some_and(|raw| raw.get() == "null");
+    let id_raw = env.id.filter(|_| !null_id);
     let id = match &id_raw {
         Some(raw) => Some(RequestId::from_raw(raw).ok_or(ParseError::Invalid {
             reason: "id must be a string or an integer",
@@ -143,6 +151,12 @@ fn from_envelope(env: Envelope) -> Result<Message, ParseError> {
         return Err(invalid("jsonrpc must be \"2.0\""));
     }
     match (env.method, env.result, env.error) {
+        // A request whose id is null is invalid (MCP: an id is a string or an integer), not a
+        // notification: taken for one, it was accepted with 202 and never run.
+        (Some(_), None, None) if null_id => Err(ParseError::Invalid {
+            reason: "id must be a string or an integer (a notification has no id member)",
+            id: None,
+        }),
         (Some(method), None, None) => Ok(match id {
             Some(id) => Message::Request {
                 id,
@@ -358,16 +372,6 @@ pub fn error_reply(id: RequestId, code: i64, message: &str, data: Option<&serde_
     }
 }
 
-/// The -32601 answer for methods mcpmux does not serve.
-pub fn method_not_found(id: RequestId, method: &str) -> Message {
-    error_reply(
-        id,
-        super::codes::METHOD_NOT_FOUND,
-        &format!("Method not found: {method}"),
-        None,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,6 +423,26 @@ mod tests {
         assert!(parse_message(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#).is_err());
         assert!(parse_message(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#).is_err());
         assert!(parse_message(r#"{"jsonrpc":"2.0","id":1,"method":"x","result":{}}"#).is_err());
+    }
+
+    #[test]
+    fn a_null_id_is_an_invalid_request_not_a_notification() {
+        let e =
+            parse_message(r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{}}"#).unwrap_err();
+        assert_eq!((e.code(), e.id()), (-32600, None));
+        assert!(parse_message(r#"{"jsonrpc":"2.0","id":null,"result":{}}"#).is_err());
+        let answer = error_response(e.id().cloned(), e.code(), &e.to_string()).to_json();
+        assert!(
+            answer.starts_with(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600"#),
+            "{answer}"
+        );
+        // No id member at all is still a notification; an error about an unreadable id keeps null.
+        assert!(matches!(
+            parse_message(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Message::Notification { .. })
+        ));
+        let body = parse_body(r#"[{"jsonrpc":"2.0","id":null,"method":"ping"}]"#).unwrap();
+        assert!(matches!(body, Body::Batch(items) if items[0].is_err()));
     }
 
     #[test]

@@ -74,12 +74,51 @@ pub fn shape_result(result: &RawValue, cache: Option<CacheHint>, server_info: &R
         obj.set("ttlMs", raw(hint.ttl_ms.to_string()));
         obj.set("cacheScope", raw(json_string(hint.scope())));
     }
+    // mcpmux is the server: its identity replaces a modern upstream's own.
     let mut meta = obj.get_object("_meta").unwrap_or_default();
-    if !meta.contains(super::modern::META_SERVER_INFO) {
-        meta.set(super::modern::META_SERVER_INFO, server_info.to_owned());
-        obj.set("_meta", meta.to_raw());
-    }
+    meta.set(super::modern::META_SERVER_INFO, server_info.to_owned());
+    obj.set("_meta", meta.to_raw());
     obj.to_raw()
+}
+
+/// The members of a 2026-07-28 result envelope a server of the session era never sends.
+const MODERN_ENVELOPE: &[&str] = &["resultType", "ttlMs", "cacheScope"];
+
+/// An upstream's result as a session-era host must see it: the upstream's own identity
+/// (`_meta["io.modelcontextprotocol/serverInfo"]`) is dropped, and so, from a modern upstream,
+/// are the envelope members a session-era server does not send (`resultType`, `ttlMs`,
+/// `cacheScope`). Every other member, other `_meta` keys included, stays byte for byte; a result
+/// with none of them is returned untouched.
+pub fn session_era_result(result: Box<RawValue>, from_modern: bool) -> Box<RawValue> {
+    let text = result.get();
+    let has_envelope = from_modern && MODERN_ENVELOPE.iter().any(|k| text.contains(k));
+    if !has_envelope && !text.contains(super::modern::META_SERVER_INFO) {
+        return result;
+    }
+    let Ok(mut obj) = RawObject::parse(text) else {
+        return result;
+    };
+    let mut changed = false;
+    if from_modern {
+        for key in MODERN_ENVELOPE {
+            changed |= obj.remove(key).is_some();
+        }
+    }
+    if let Some(mut meta) = obj.get_object("_meta") {
+        if meta.remove(super::modern::META_SERVER_INFO).is_some() {
+            changed = true;
+            if meta.members().next().is_none() {
+                obj.remove("_meta");
+            } else {
+                obj.set("_meta", meta.to_raw());
+            }
+        }
+    }
+    if changed {
+        obj.to_raw()
+    } else {
+        result
+    }
 }
 
 /// The members [`shape_result`] adds, for a result mcpmux builds itself that has none of them
@@ -154,6 +193,31 @@ mod tests {
         let out = shape_result(&pending, None, &info());
         assert!(out.get().contains(r#""resultType":"input_required""#));
         assert!(!out.get().contains("ttlMs"));
+    }
+
+    #[test]
+    fn an_upstreams_identity_never_reaches_a_host() {
+        let upstream = raw(
+            r#"{"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"py"},"x.y/z":{"k": 1}}}"#.into(),
+        );
+        let modern = shape_result(&upstream, None, &info());
+        let v: serde_json::Value = serde_json::from_str(modern.get()).unwrap();
+        assert_eq!(v["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcpmux");
+        assert!(
+            modern.get().contains(r#""x.y/z":{"k": 1}"#),
+            "other _meta kept byte for byte"
+        );
+        let old = session_era_result(upstream.clone(), true);
+        assert_eq!(old.get(), r#"{"content":[],"_meta":{"x.y/z":{"k": 1}}}"#);
+        let only_info = raw(r#"{"ttlMs":5,"_meta":{"io.modelcontextprotocol/serverInfo":{}}}"#.into());
+        // From a session-era upstream, its own members stay; only the identity goes.
+        assert_eq!(
+            session_era_result(only_info.clone(), false).get(),
+            r#"{"ttlMs":5}"#
+        );
+        assert_eq!(session_era_result(only_info, true).get(), "{}");
+        let plain = raw(r#"{"content":[ {"type":"text","text":"resultType"} ]}"#.into());
+        assert_eq!(session_era_result(plain.clone(), true).get(), plain.get());
     }
 
     #[test]

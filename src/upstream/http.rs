@@ -15,7 +15,7 @@ use super::ServerFacts;
 use crate::config::Secret;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
-use crate::protocol::{parse_body, Body, Message, ParseError, ResponsePayload};
+use crate::protocol::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
 use parking_lot::Mutex;
 use reqwest::StatusCode;
 use std::collections::HashMap;
@@ -413,17 +413,20 @@ impl Post {
         }
     }
 
-    /// The error response to this request that a refused POST's body carries, if any.
+    /// The error response to this request that a refused POST's body carries, if any. A POST
+    /// carries one request, so an error answers it whatever id it names (the TypeScript SDK's
+    /// -32700 has a null id, the Python SDK's refusals the id "server-error"): the host gets the
+    /// upstream's code as it is, not a gateway -32000 for the HTTP status.
     fn rpc_error(&self, body: &[u8]) -> Option<Message> {
         let upstream_id = self.upstream_id?;
         match parse_body(&String::from_utf8_lossy(body)) {
-            Ok(Body::Single(Message::Response {
-                id: Some(id),
-                payload,
-            })) if id.as_u64() == Some(upstream_id) => Some(Message::Response {
-                id: Some(id),
-                payload,
-            }),
+            Ok(Body::Single(Message::Response { id, payload })) => {
+                let ours = id.as_ref().and_then(RequestId::as_u64) == Some(upstream_id);
+                (ours || matches!(payload, ResponsePayload::Error(_))).then(|| Message::Response {
+                    id: Some(RequestId::number(upstream_id)),
+                    payload,
+                })
+            }
             _ => None,
         }
     }

@@ -1,7 +1,8 @@
 //! Small helpers with no knowledge of MCP, shared by every part of the gateway: the backoff of
-//! reconnect and restart loops, and random hex ids.
+//! reconnect and restart loops, random hex ids, and host text clipped for error messages.
 
 pub mod backoff;
 pub mod ids;
+pub mod text;
 
 pub use backoff::Backoff;

@@ -257,7 +257,15 @@ async fn limits_and_idle_reaping() {
     let gw = gateway("max_body_bytes = 4096\nsession_idle_timeout_secs = 1").await;
     let s = RawSession::open(&gw.url(), json!({})).await;
     let big = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t__echo","arguments":{"message":"x".repeat(8000)}}});
-    assert_eq!(s.post(big).await.status(), 413);
+    let too_large = s.post(big).await;
+    assert_eq!(too_large.status(), 413);
+    assert_eq!(too_large.headers()["content-type"], "application/json");
+    let body = body_json(too_large).await;
+    assert_eq!(
+        body["error"]["code"], -32600,
+        "a JSON-RPC refusal like the others: {body}"
+    );
+    assert_eq!(body["id"], Value::Null, "{body}");
     assert_eq!(
         s.post(json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
             .await

@@ -325,7 +325,19 @@ async fn legacy_endpoints_follow_the_http_rules_and_end_with_their_stream() {
     assert_eq!(host.post_to(&unknown, "{}", "application/json").await, 404);
     assert_eq!(host.post_to(&host.endpoint, "{}", "text/plain").await, 415);
     let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(8192));
-    assert_eq!(host.post_to(&host.endpoint, &big, "application/json").await, 413);
+    let too_large = (http.post(&host.endpoint))
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(too_large.status(), 413);
+    assert_eq!(too_large.headers()["content-type"], "application/json");
+    let body: Value = serde_json::from_str(&too_large.text().await.unwrap_or_default()).unwrap_or_default();
+    assert_eq!(
+        body["error"]["code"], -32600,
+        "a JSON-RPC refusal like the others: {body}"
+    );
     let forged = http
         .post(&host.endpoint)
         .header("content-type", "application/json")
@@ -356,6 +368,13 @@ async fn legacy_endpoints_follow_the_http_rules_and_end_with_their_stream() {
             .await,
         202
     );
+
+    // A request with a null id is invalid, answered on the stream with id null, and not run.
+    let null_id = json!({"jsonrpc":"2.0","id":null,"method":"tools/call",
+        "params":{"name":"test__echo","arguments":{"message":"null-id"}}});
+    assert_eq!(host.post(null_id).await, 202);
+    let invalid = host.wait(|m| m.get("id") == Some(&Value::Null)).await;
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
 
     // A batch: each reply is its own message event.
     let batch = json!([

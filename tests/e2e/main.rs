@@ -16,6 +16,7 @@ mod cli;
 mod example_config;
 mod faults;
 mod graceful_stop;
+mod host_mistakes;
 mod http_status;
 mod http_upstream;
 mod legacy_sse;

@@ -3,6 +3,7 @@
 //! mcp 2.3.0 server (modern, Streamable HTTP); sampling bridged both ways; listen streams; the
 //! header and version rules; cancellation by closing the request's stream.
 
+use crate::support::mcp::RawSession;
 use crate::support::*;
 use serde_json::{json, Value};
 use std::process::Command;
@@ -394,5 +395,61 @@ async fn closing_a_modern_stream_cancels_the_call_upstream() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    gw.stop().await;
+}
+
+/// Whether a result carries the modern upstream's own identity.
+fn names_upstream(result: &Value) -> bool {
+    let info = &result["_meta"]["io.modelcontextprotocol/serverInfo"];
+    !info.is_null() && info["name"] != "mcpmux"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_upstreams_envelope_and_identity_reach_no_host() {
+    let _suite = crate::suite::enter(module_path!());
+    let (gw, _upstream) = mixed_gateway("shared").await;
+    // A 2025-11-25 host sees what a server of its own revision sends: no resultType, no
+    // upstream serverInfo (mcpmux is its server).
+    let s = RawSession::open(&gw.url(), json!({})).await;
+    let calls = [
+        (
+            "tools/call",
+            json!({"name": "pym__set_note", "arguments": {"text": "hi"}}),
+        ),
+        ("resources/read", json!({"uri": "mcpmux://pym/note://pad"})),
+    ];
+    for (method, params) in &calls {
+        let resp = s.call(method, params.clone()).await;
+        let result = &resp["result"];
+        assert!(result.is_object(), "{method}: {resp}");
+        for key in ["resultType", "ttlMs", "cacheScope"] {
+            assert!(
+                result.get(key).is_none(),
+                "{method}: {key} reached a 2025-11-25 host: {resp}"
+            );
+        }
+        assert!(
+            result["_meta"]
+                .get("io.modelcontextprotocol/serverInfo")
+                .is_none(),
+            "{method}: {resp}"
+        );
+    }
+    // A modern host gets the modern envelope, with mcpmux's identity only.
+    let m = Modern {
+        http: reqwest::Client::new(),
+        url: gw.url(),
+    };
+    let call = json!({"name": "pym__set_note", "arguments": {"text": "x"}, "_meta": envelope()});
+    let (status, resp) = m
+        .send(m.request("tools/call", call).header("mcp-name", "pym__set_note"))
+        .await;
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["result"]["resultType"], "complete", "{resp}");
+    assert!(!names_upstream(&resp["result"]), "{resp}");
+    assert_eq!(
+        resp["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcpmux",
+        "{resp}"
+    );
     gw.stop().await;
 }

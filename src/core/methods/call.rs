@@ -2,7 +2,7 @@
 //! original name (never by splitting on the separator), the `Mcp-Param-*` headers a modern
 //! upstream's tool annotates, then the call forwarded.
 
-use super::{required_str, start_call, Outcome, Target};
+use super::{down_owner, required_str, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
 use crate::core::context::RequestCtx;
@@ -26,6 +26,9 @@ pub async fn serve(
     };
     let catalog = hub.catalog.snapshot();
     let Some(item) = catalog.list(kind).lookup(&name) else {
+        if let Some(down) = down_owner(hub, &name) {
+            return Outcome::refused(id, down);
+        }
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
         return Outcome::refused(id, RequestError::UnknownName { what, name });
     };

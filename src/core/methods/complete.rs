@@ -28,7 +28,7 @@ pub async fn serve(
         }),
         Some("ref/resource") => reference
             .get_str("uri")
-            .and_then(|uri| catalog.resolve_uri(&uri))
+            .and_then(|uri| catalog.resolve_uri(&uri).ok())
             .map(|(upstream, original)| (upstream, "uri", original)),
         _ => None,
     };

@@ -9,6 +9,7 @@ pub mod discover;
 pub mod initialize;
 pub mod list;
 pub mod notify;
+pub mod params;
 pub mod read;
 pub mod set_level;
 pub mod subscribe;
@@ -19,15 +20,16 @@ use super::context::{Era, RequestCtx};
 use super::forward::{Deadline, ForwardedCall};
 use super::hub::Hub;
 use crate::catalog::results::ResultShape;
-use crate::catalog::ListKind;
-use crate::config::UpstreamId;
-use crate::error::RequestError;
+use crate::catalog::{ListKind, UriMiss};
+use crate::config::{Isolation, UpstreamId};
+use crate::error::{RequestError, UpstreamError};
 use crate::protocol::message::{raw, result_response, to_raw};
 use crate::protocol::modern_result::{shape_error, shape_result, CacheHint};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::InflightCall;
+use crate::status_doc::Phase;
 use crate::upstream::call_channel::call_channel;
-use crate::upstream::{CallOrigin, CallParams, OutboundCall, CALL_EVENT_QUEUE};
+use crate::upstream::{CallOrigin, CallParams, OutboundCall, UpstreamSlot, CALL_EVENT_QUEUE};
 use initialize::server_info;
 use std::sync::Arc;
 
@@ -76,12 +78,82 @@ fn required_str(params: &RawObject, key: &'static str, id: &RequestId) -> Result
     (params.get_str(key)).ok_or_else(|| Outcome::refused(id.clone(), RequestError::MissingParam(key)))
 }
 
-/// An exposed resource URI's upstream and original URI, or the resource-not-found answer.
-fn resolve_uri(hub: &Hub, uri: &str, id: &RequestId) -> Result<(UpstreamId, String), Outcome> {
-    (hub.catalog.snapshot().resolve_uri(uri)).ok_or_else(|| {
-        let error = RequestError::ResourceNotFound { uri: uri.to_string() };
-        Outcome::refused(id.clone(), error)
-    })
+/// A name that is not in the catalog but carries the namespace prefix of a configured upstream
+/// that is not ready: the answer says that upstream is down and why (its tools and prompts are
+/// out of the catalog while it is), retryable, instead of "Unknown tool".
+fn down_owner(hub: &Hub, name: &str) -> Option<RequestError> {
+    let slot = (hub.upstreams.iter())
+        .filter(|slot| !slot.naming.namespace.is_empty())
+        .filter(|slot| {
+            (name.strip_prefix(slot.naming.namespace.as_str()))
+                .and_then(|rest| rest.strip_prefix(slot.naming.separator.as_str()))
+                .is_some_and(|rest| !rest.is_empty())
+        })
+        .max_by_key(|slot| slot.naming.namespace.len())?;
+    down(slot, name)
+}
+
+/// The answer for a request to `upstream` by `what` (a URI) when its shared connection is
+/// down: the same words as for a name of a down server.
+fn down_upstream(hub: &Hub, upstream: &UpstreamId, what: &str) -> Option<RequestError> {
+    let slot = hub.upstreams.get(upstream)?;
+    let unconnected = slot.server.isolation == Isolation::Shared && slot.shared.load().is_none();
+    unconnected.then(|| down(slot, what)).flatten()
+}
+
+/// That the upstream of `slot` is down, why, and that `what` returns once it is ready; `None`
+/// when it is ready.
+fn down(slot: &UpstreamSlot, what: &str) -> Option<RequestError> {
+    let report = slot.state.report();
+    if report.phase == Phase::Ready {
+        return None;
+    }
+    let why = (report.last_error)
+        .or_else(|| slot.down_reason.load_full().map(|r| (*r).clone()))
+        .unwrap_or_else(|| "it has not finished starting".into());
+    let reason = format!(
+        "it is {} ({why}); {:?} is served again once it is ready",
+        report.phase.as_str(),
+        crate::util::text::clip(what)
+    );
+    Some(UpstreamError::unavailable(slot.server.name.clone(), reason).into())
+}
+
+/// A resource URI a host sent, resolved: its upstream, the upstream's own URI, and the URI
+/// under which mcpmux reports on it (notifications name this one).
+struct ResolvedUri {
+    upstream: UpstreamId,
+    original: String,
+    exposed: String,
+}
+
+/// A host's resource URI resolved (a bare upstream URI too, when one upstream owns it), or the
+/// answer saying why not: which `mcpmux://` forms would work, or that the upstream is down.
+fn resolve_uri(hub: &Hub, uri: &str, id: &RequestId) -> Result<ResolvedUri, Outcome> {
+    let catalog = hub.catalog.snapshot();
+    match catalog.resolve_uri(uri) {
+        Ok((upstream, original)) => {
+            let exposed = catalog
+                .naming(&upstream)
+                .map_or_else(|| uri.to_string(), |n| n.expose_uri(&original));
+            Ok(ResolvedUri {
+                upstream,
+                original,
+                exposed,
+            })
+        }
+        Err(UriMiss::Ambiguous(candidates)) => {
+            let error = RequestError::AmbiguousUri {
+                uri: uri.to_string(),
+                candidates,
+            };
+            Err(Outcome::refused(id.clone(), error))
+        }
+        Err(UriMiss::Unknown) => {
+            let error = RequestError::ResourceNotFound { uri: uri.to_string() };
+            Err(Outcome::refused(id.clone(), error))
+        }
+    }
 }
 
 /// The answer to a request whose params are not an object.
@@ -98,6 +170,9 @@ pub async fn request(
     params: RawObject,
 ) -> Outcome {
     ctx.touch();
+    if let Err(error) = params::check(&method, &params) {
+        return refuse_in_era(ctx, id, error);
+    }
     let outcome = match method.as_str() {
         // These answer in the request's era themselves.
         "server/discover" => return Outcome::Reply(discover::serve(hub, id)),
@@ -144,6 +219,14 @@ pub async fn request(
     match (ctx.era, outcome) {
         (Era::Modern, Outcome::Reply(reply)) => Outcome::Reply(shape_reply(reply, None)),
         (_, outcome) => outcome,
+    }
+}
+
+/// The pipeline's own error answer, in the request's era.
+fn refuse_in_era(ctx: &RequestCtx, id: RequestId, error: RequestError) -> Outcome {
+    match ctx.era {
+        Era::Modern => Outcome::Reply(shape_reply(error.reply(id), None)),
+        _ => Outcome::refused(id, error),
     }
 }
 

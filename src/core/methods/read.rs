@@ -1,7 +1,7 @@
 //! `resources/read`: the exposed URI resolved to its upstream and original URI, then forwarded;
 //! URIs in the contents are exposed again on the way back.
 
-use super::{required_str, resolve_uri, start_call, Outcome, Target};
+use super::{down_upstream, required_str, resolve_uri, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
@@ -19,18 +19,21 @@ pub async fn serve(
         Ok(uri) => uri,
         Err(refusal) => return refusal,
     };
-    let (upstream, original) = match resolve_uri(hub, &uri, &id) {
+    let resolved = match resolve_uri(hub, &uri, &id) {
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
-    params.set_str("uri", &original);
+    if let Some(down) = down_upstream(hub, &resolved.upstream, &uri) {
+        return Outcome::refused(id, down);
+    }
+    params.set_str("uri", &resolved.original);
     start_call(
         hub,
         ctx,
         id,
         method,
         params,
-        Target::new(upstream, ResultShape::ReadResult),
+        Target::new(resolved.upstream, ResultShape::ReadResult),
     )
     .await
 }

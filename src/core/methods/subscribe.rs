@@ -2,7 +2,7 @@
 //! asked once for as long as any session (or listen stream) wants the resource; a modern upstream
 //! has the URI join mcpmux's listen filter instead.
 
-use super::{required_str, resolve_uri, start_call, Outcome, Target};
+use super::{down_upstream, required_str, resolve_uri, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::config::Isolation;
 use crate::core::context::RequestCtx;
@@ -26,10 +26,15 @@ pub async fn serve(
         Ok(uri) => uri,
         Err(refusal) => return refusal,
     };
-    let (upstream, original) = match resolve_uri(hub, &uri, &id) {
+    let resolved = match resolve_uri(hub, &uri, &id) {
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
+    // Kept under the URI mcpmux's updates name (a bare URI's owner may be namespaced).
+    if let Some(down) = down_upstream(hub, &resolved.upstream, &uri) {
+        return Outcome::refused(id, down);
+    }
+    let (upstream, original, uri) = (resolved.upstream, resolved.original, resolved.exposed);
     if method == "resources/subscribe" {
         session.subscribe(&uri);
     } else {

@@ -154,3 +154,55 @@ async fn a_replaced_config_holds_for_the_next_request() {
     assert_eq!(paged["result"]["tools"].as_array().unwrap().len(), 1);
     assert!(paged["result"]["nextCursor"].is_string());
 }
+
+#[tokio::test]
+async fn params_of_the_wrong_shape_are_refused_before_any_upstream() {
+    let hub = hub();
+    for ctx in [session_ctx(&hub), RequestCtx::modern()] {
+        for args in [r#""x""#, "[1,2]", "7"] {
+            let json = format!(r#"{{"name":"t__echo","arguments":{args}}}"#);
+            let refused = reply(&hub, &ctx, "tools/call", &json).await;
+            assert_eq!(refused["error"]["code"], -32602, "{refused}");
+            assert_eq!(refused["error"]["message"], "params.arguments must be an object");
+        }
+        let uri = reply(&hub, &ctx, "resources/read", r#"{"uri":{"a":1}}"#).await;
+        assert_eq!(uri["error"]["message"], "params.uri must be a string");
+    }
+}
+
+#[tokio::test]
+async fn a_name_of_a_server_that_is_down_says_so_and_why() {
+    let hub = hub();
+    let ctx = session_ctx(&hub);
+    // `t` never started: its tools are out of the catalog, yet the name is plainly its.
+    let starting = reply(&hub, &ctx, "tools/call", r#"{"name":"t__gone"}"#).await;
+    assert_eq!(starting["error"]["code"], -32000, "{starting}");
+    assert_eq!(starting["error"]["data"]["upstream"], "t");
+    let message = starting["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("starting") && message.contains("t__gone"),
+        "{message}"
+    );
+    let slot = hub.upstreams.get(&"t".into()).unwrap();
+    slot.state
+        .failed("exited with status 1: no such table", std::time::Instant::now());
+    let prompt = reply(&hub, &ctx, "prompts/get", r#"{"name":"t__p"}"#).await;
+    let message = prompt["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("restarting") && message.contains("no such table"),
+        "{message}"
+    );
+    let read = reply(&hub, &ctx, "resources/read", r#"{"uri":"mcpmux://t/file:///a"}"#).await;
+    let message = read["error"]["message"].as_str().unwrap();
+    assert_eq!(read["error"]["code"], -32000, "{read}");
+    assert!(
+        message.contains("no such table") && message.contains("once it is ready"),
+        "{message}"
+    );
+    // A name with no configured namespace is still unknown.
+    let unknown = reply(&hub, &ctx, "tools/call", r#"{"name":"zz__x"}"#).await;
+    assert_eq!(unknown["error"]["code"], -32602);
+    slot.state.ready();
+    let ready = reply(&hub, &ctx, "tools/call", r#"{"name":"t__gone"}"#).await;
+    assert_eq!(ready["error"]["message"], "Unknown tool: t__gone");
+}
