@@ -48,6 +48,9 @@ use tokio_util::sync::CancellationToken;
 
 /// How long upstreams may take to stop (their own grace periods run inside this).
 const UPSTREAM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// After the drain deadline, how long the calls' error answers get to reach their hosts before
+/// the remaining connections are dropped.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
 
 /// A running gateway.
 pub struct Gateway {
@@ -68,19 +71,32 @@ impl Gateway {
         format!("http://{}{}", self.addr, self.hub.config().gateway.path)
     }
 
-    /// Stop gracefully: stop accepting, end standalone streams, let in-flight calls drain
-    /// (bounded), end sessions, then stop every upstream (no child process survives).
+    /// Stop gracefully: stop accepting connections and new calls, end standalone streams, let
+    /// in-flight calls (and their response streams) finish within `gateway.drain_timeout_secs`,
+    /// answer those still running then with an error, end sessions, and only then stop every
+    /// upstream (no child process survives).
     pub async fn stop(self) {
-        tracing::info!("shutting down");
+        let drain = self.hub.config().gateway.drain_timeout;
+        tracing::info!(
+            drain_timeout_secs = drain.as_secs(),
+            "shutting down: refusing new connections, letting in-flight calls finish"
+        );
         self.hub.shutdown.cancel();
         let mut server = self.server;
-        let drain = self.hub.config().gateway.drain_timeout;
         if tokio::time::timeout(drain, &mut server).await.is_err() {
-            tracing::warn!("in-flight requests did not finish in time; closing them");
-            server.abort();
+            tracing::warn!(
+                drain_timeout_secs = drain.as_secs(),
+                "calls still in flight at the drain deadline; answering them with an error"
+            );
+            self.hub.drain_expired.cancel();
+            if tokio::time::timeout(ANSWER_GRACE, &mut server).await.is_err() {
+                tracing::warn!("connections still open; closing them");
+                server.abort();
+            }
         }
-        let stopping = self.hub.upstreams.all_connections();
         self.hub.sessions.close_all();
+        self.hub.upstreams.shutdown.cancel();
+        let stopping = self.hub.upstreams.all_connections();
         for handle in &stopping {
             handle.shutdown();
         }

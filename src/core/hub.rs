@@ -23,7 +23,10 @@ pub struct Hub {
     pub catalog: Arc<CatalogStore>,
     pub sessions: Arc<SessionRegistry>,
     pub upstreams: Arc<Upstreams>,
+    /// A stop began: no new call starts, standalone streams end, in-flight calls may finish.
     pub shutdown: CancellationToken,
+    /// The stop's drain time is over: calls still in flight end with an error now.
+    pub drain_expired: CancellationToken,
     /// Modern hosts' calls waiting for their retry with input.
     pub parked: Arc<ParkedCalls>,
     ties: Arc<HostTies>,
@@ -31,16 +34,19 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Build the hub; returns what the supervisors start with.
+    /// Build the hub; returns what the supervisors start with. The upstreams stop on their own
+    /// token (`upstreams.shutdown`), after the calls they serve have drained.
     pub fn new(config: Arc<Config>, shutdown: CancellationToken) -> (Arc<Hub>, SupervisorInputs) {
         let sessions = Arc::new(SessionRegistry::new());
         let ties = Arc::new(HostTies::new());
-        let (upstreams, inputs) = Upstreams::new(&config, sessions.clone(), ties.clone(), shutdown.clone());
+        let stop_upstreams = CancellationToken::new();
+        let (upstreams, inputs) = Upstreams::new(&config, sessions.clone(), ties.clone(), stop_upstreams);
         let hub = Arc::new(Hub {
             catalog: upstreams.catalog.clone(),
             sessions,
             upstreams,
             shutdown,
+            drain_expired: CancellationToken::new(),
             parked: Arc::new(ParkedCalls::default()),
             ties,
             born: std::time::Instant::now(),

@@ -12,6 +12,7 @@ mod suite;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod drain;
 mod faults;
 mod graceful_stop;
 mod http_status;

@@ -16,7 +16,7 @@ pub mod subscribe;
 mod tests;
 
 use super::context::{Era, RequestCtx};
-use super::forward::{Deadline, ForwardedCall};
+use super::forward::{Deadline, DrainDeadline, ForwardedCall};
 use super::hub::Hub;
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
@@ -198,6 +198,9 @@ async fn start_call(
     let Some(session) = ctx.session.as_ref() else {
         return Outcome::refused(id, RequestError::NoSession);
     };
+    if hub.shutdown.is_cancelled() {
+        return Outcome::refused(id, RequestError::ShuttingDown);
+    }
     let Target {
         upstream,
         shape,
@@ -271,5 +274,9 @@ async fn start_call(
             slot.server.timeout_resets_on_progress,
             gateway.max_request_timeout,
         ),
+        drain: DrainDeadline {
+            expired: hub.drain_expired.clone(),
+            secs: gateway.drain_timeout.as_secs(),
+        },
     }))
 }
