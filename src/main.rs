@@ -82,7 +82,14 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
-        tokio::spawn(stop_on_signal(shutdown.clone()));
+        let signals = match StopSignals::install() {
+            Ok(signals) => signals,
+            Err(err) => {
+                eprintln!("error: cannot install signal handlers: {err}");
+                return ExitCode::FAILURE;
+            }
+        };
+        tokio::spawn(signals.stop(shutdown.clone()));
         match mcpmux::run(config, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
@@ -111,16 +118,32 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
     ExitCode::from(mcpmux::status_command::command(&url, json))
 }
 
-async fn stop_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+/// The signals that stop mcpmux gracefully: SIGTERM, SIGINT, and SIGHUP (until configuration
+/// reload exists; its default action would kill mcpmux without stopping its upstreams). They
+/// are installed before anything starts, so none of them can kill mcpmux the default way.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
     }
-    shutdown.cancel();
+
+    /// Wait for the first of them, then fire `shutdown`.
+    async fn stop(mut self, shutdown: CancellationToken) {
+        tokio::select! {
+            _ = self.term.recv() => tracing::info!("SIGTERM received"),
+            _ = self.int.recv() => tracing::info!("SIGINT received"),
+            _ = self.hup.recv() => tracing::info!("SIGHUP received; stopping (configuration reload is not supported yet)"),
+        }
+        shutdown.cancel();
+    }
 }

@@ -1,8 +1,9 @@
-//! The real `mcpmux` binary: graceful stop on SIGTERM / SIGINT leaves no upstream process behind
-//! (including grandchildren of wrapper shells), and configuration errors make `serve` fail with
-//! a message naming the problem.
+//! The real `mcpmux` binary: graceful stop on SIGTERM / SIGINT / SIGHUP leaves no upstream
+//! process behind (including grandchildren of wrapper shells), and configuration errors make
+//! `serve` fail with a message naming the problem.
 
 use crate::support::mcp::RawSession;
+use crate::support::serve::ServeProcess;
 use crate::support::{free_port, peers, run_client, scratch_dir, ChildGuard};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -326,6 +327,61 @@ async fn sigterm_stops_gateway_and_every_upstream_process() {
 async fn sigint_stops_gateway_and_every_upstream_process() {
     let _suite = crate::suite::enter(module_path!());
     stop_on_signal_leaves_no_process(libc::SIGINT, "SIGINT").await;
+}
+
+/// A server started as `sh -c "sleep 1000 & exec <server-everything>"` (the shell writes the
+/// `sleep`'s pid to a file): after `signal` the gateway exits with success and the `sleep`, a
+/// grandchild it never knew about, is gone too.
+async fn stop_leaves_no_grandchild(signal: libc::c_int, signal_name: &str) {
+    let everything_js = tokio::task::spawn_blocking(|| peers().everything_js.clone())
+        .await
+        .expect("peer installation panicked");
+    let dir = scratch_dir(&format!("grandchild-{signal_name}"));
+    let pid_file = dir.join("sleep.pid");
+    let script = format!(
+        "sleep 1000 & echo $! > '{}'; exec node '{}' stdio",
+        pid_file.display(),
+        everything_js.display()
+    );
+    let servers = format!("[servers.wrapped]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n");
+    let mut gateway = ServeProcess::start(&dir, "", &servers, &dir, &[]);
+    gateway.wait_tools(&["wrapped__echo"]).await;
+    let pid: i32 = (fs::read_to_string(&pid_file).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {}", pid_file.display()));
+    let (sleep, _) = read_stat(pid).unwrap_or_else(|| panic!("the sleep ({pid}) is not running"));
+    assert_eq!(sleep.comm, "sleep", "{sleep:?}");
+    let _cleanup = KillLeftovers(vec![sleep.clone()]);
+
+    gateway.signal(signal);
+    let status = gateway.wait_exit(EXIT_TIMEOUT).await;
+    let log = gateway.log();
+    assert!(
+        status.success(),
+        "exit after {signal_name}: {status}; log:\n{log}"
+    );
+    assert!(log.contains(&format!("{signal_name} received")), "{log}");
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    while alive(&sleep) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !alive(&sleep),
+        "the grandchild survived {signal_name}: {sleep:?}; log:\n{log}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_stops_gracefully_and_leaves_no_grandchild() {
+    let _suite = crate::suite::enter(module_path!());
+    stop_leaves_no_grandchild(libc::SIGHUP, "SIGHUP").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_leaves_no_grandchild() {
+    let _suite = crate::suite::enter(module_path!());
+    stop_leaves_no_grandchild(libc::SIGTERM, "SIGTERM").await;
 }
 
 // ---------------------------------------------------------------------------------------------
