@@ -22,3 +22,4 @@ mod modern;
 mod real_clients;
 mod resumption;
 mod routing;
+mod stdio_setup;
