@@ -48,8 +48,8 @@ use tokio_util::sync::CancellationToken;
 
 /// How long upstreams may take to stop (their own grace periods run inside this).
 const UPSTREAM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
-/// After the drain deadline, how long the calls' error answers get to reach their hosts before
-/// the remaining connections are dropped.
+/// Once the calls are over (finished, or answered with an error at the drain deadline), how long
+/// their last answers get to reach their hosts before the remaining connections are dropped.
 const ANSWER_GRACE: Duration = Duration::from_secs(2);
 
 /// A running gateway.
@@ -57,6 +57,8 @@ pub struct Gateway {
     addr: SocketAddr,
     hub: Arc<Hub>,
     server: JoinHandle<std::io::Result<()>>,
+    /// Closes the listener and lets open connections finish their current response.
+    close_listener: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -79,20 +81,25 @@ impl Gateway {
         let drain = self.hub.config().gateway.drain_timeout;
         tracing::info!(
             drain_timeout_secs = drain.as_secs(),
-            "shutting down: refusing new connections, letting in-flight calls finish"
+            in_flight = self.hub.calls.len(),
+            "shutting down: refusing new sessions and calls, letting in-flight calls finish"
         );
         self.hub.shutdown.cancel();
-        let mut server = self.server;
-        if tokio::time::timeout(drain, &mut server).await.is_err() {
+        self.hub.calls.close();
+        if tokio::time::timeout(drain, self.hub.calls.wait()).await.is_err() {
             tracing::warn!(
                 drain_timeout_secs = drain.as_secs(),
+                in_flight = self.hub.calls.len(),
                 "calls still in flight at the drain deadline; answering them with an error"
             );
             self.hub.drain_expired.cancel();
-            if tokio::time::timeout(ANSWER_GRACE, &mut server).await.is_err() {
-                tracing::warn!("connections still open; closing them");
-                server.abort();
-            }
+        }
+        // The calls are over: their last answers go out, then every connection closes.
+        self.close_listener.cancel();
+        let mut server = self.server;
+        if tokio::time::timeout(ANSWER_GRACE, &mut server).await.is_err() {
+            tracing::warn!("connections still open; closing them");
+            server.abort();
         }
         self.hub.sessions.close_all();
         self.hub.upstreams.shutdown.cancel();
@@ -137,7 +144,8 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     }
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
     let app = routes(&hub);
-    let graceful = shutdown.clone();
+    let close_listener = CancellationToken::new();
+    let graceful = close_listener.clone();
     // Replies are written in pieces (SSE headers first, events as the upstream answers); without
     // TCP_NODELAY, Nagle plus the client's delayed ACK adds ~40 ms to every streamed reply.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
@@ -155,6 +163,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         addr,
         hub,
         server,
+        close_listener,
         tasks,
     })
 }

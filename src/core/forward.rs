@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 /// What a forwarded call produces for its host: messages, or word that the upstream polls.
 pub enum Frame {
@@ -60,12 +61,13 @@ pub struct ForwardedCall {
     pub span: tracing::Span,
 }
 
-/// The end of a stop's drain time (`gateway.drain_timeout_secs`): a call still running then is
-/// cancelled upstream and answered with an error.
-#[derive(Clone)]
+/// A call as a stop sees it: counted in flight while it lives (a stop waits for it), and
+/// cancelled upstream and answered with an error if it still runs when the stop's drain time
+/// (`gateway.drain_timeout_secs`) is over.
 pub struct DrainDeadline {
     pub expired: CancellationToken,
     pub secs: u64,
+    pub in_flight: TaskTrackerToken,
 }
 
 impl DrainDeadline {

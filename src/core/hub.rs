@@ -14,6 +14,7 @@ use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Shared gateway state.
 pub struct Hub {
@@ -23,8 +24,11 @@ pub struct Hub {
     pub catalog: Arc<CatalogStore>,
     pub sessions: Arc<SessionRegistry>,
     pub upstreams: Arc<Upstreams>,
-    /// A stop began: no new call starts, standalone streams end, in-flight calls may finish.
+    /// A stop began: no new session, stream or call starts, standalone streams end, in-flight
+    /// calls may finish (hosts may still answer their server requests and cancel them).
     pub shutdown: CancellationToken,
+    /// Every forwarded call while it runs (a stop waits for them to drain).
+    pub calls: TaskTracker,
     /// The stop's drain time is over: calls still in flight end with an error now.
     pub drain_expired: CancellationToken,
     /// Modern hosts' calls waiting for their retry with input.
@@ -46,6 +50,7 @@ impl Hub {
             sessions,
             upstreams,
             shutdown,
+            calls: TaskTracker::new(),
             drain_expired: CancellationToken::new(),
             parked: Arc::new(ParkedCalls::default()),
             ties,

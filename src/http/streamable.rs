@@ -5,6 +5,7 @@
 
 use super::modern;
 use super::resume;
+use super::SHUTTING_DOWN;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
@@ -207,6 +208,9 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
                 .transpose()
                 .map_err(|_| ());
             if method == "initialize" {
+                if hub.shutdown.is_cancelled() {
+                    return Err(DownstreamError::Unavailable(SHUTTING_DOWN));
+                }
                 let params = params.ok().flatten();
                 let (session, result) = initialize(hub, params.as_ref(), new_session_id()).await;
                 tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
@@ -334,6 +338,9 @@ fn get(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError>
         return Ok(sse_response(frames));
     }
     // No Last-Event-ID, or one naming no stream kept here: the standalone stream.
+    if hub.shutdown.is_cancelled() {
+        return Err(DownstreamError::Unavailable(SHUTTING_DOWN));
+    }
     let mut queue = session.open_get_stream().ok_or(DownstreamError::Conflict(
         "this session already has an open GET stream",
     ))?;

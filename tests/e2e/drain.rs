@@ -1,7 +1,8 @@
 //! The real `mcpmux` binary drains on SIGTERM: in front of real server-everything over stdio,
 //! a long tool call of a session-era host and one of a 2026-07-28 host, in flight when the
 //! signal comes, finish with their results; calls longer than `drain_timeout_secs` are answered
-//! with an error at the deadline; new connections are refused meanwhile; the process exits.
+//! with an error at the deadline; meanwhile new sessions are refused while a host may still
+//! answer its call's server request; the process exits.
 
 use crate::support::mcp::{messages, RawSession, ACCEPT_BOTH};
 use crate::support::serve::ServeProcess;
@@ -84,7 +85,7 @@ async fn response(rx: &mut mpsc::Receiver<Value>, id: i64) -> Result<Value, Stri
     }
 }
 
-/// After the signal, a new host cannot start: its connection is refused.
+/// After the signal, a new host cannot start a session.
 async fn new_hosts_are_refused(gw: &ServeProcess) {
     let opened = tokio::time::timeout(
         Duration::from_secs(10),
@@ -152,4 +153,37 @@ async fn calls_longer_than_drain_timeout_end_with_an_error_at_the_deadline() {
         "answered after {answered:?}; log:\n{log}"
     );
     assert!(status.success(), "exit after SIGTERM: {status}; log:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_answers_a_server_request_while_mcpmux_drains() {
+    let _suite = crate::suite::enter(module_path!());
+    let mut gw = start_gateway("drain-answer", 10).await;
+    let session = RawSession::open(&gw.url(), json!({"sampling": {}})).await;
+    let params = json!({"name": "everything__trigger-sampling-request", "arguments": {"prompt": "drain"}});
+    let mut call = session.stream(json!(9), "tools/call", params).await;
+    let request = crate::support::mcp::wait_for(&mut call, |m| m["method"] == "sampling/createMessage").await;
+    gw.signal(libc::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    new_hosts_are_refused(&gw).await;
+
+    // The call in flight still gets its host's answer.
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+        "role": "assistant", "model": "m", "content": {"type": "text", "text": "answered while draining"}}});
+    assert_eq!(session.post(answer).await.status(), 202, "{}", gw.log());
+    let reply = response(&mut call, 9)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", gw.log()));
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("answered while draining"),
+        "{reply}; log:\n{}",
+        gw.log()
+    );
+    let status = gw.wait_exit(EXIT_TIMEOUT).await;
+    assert!(
+        status.success(),
+        "exit after SIGTERM: {status}; log:\n{}",
+        gw.log()
+    );
 }

@@ -277,6 +277,7 @@ async fn start_call(
         drain: DrainDeadline {
             expired: hub.drain_expired.clone(),
             secs: gateway.drain_timeout.as_secs(),
+            in_flight: hub.calls.token(),
         },
     }))
 }
