@@ -56,7 +56,7 @@ pub struct ForwardedCall {
     pub naming: Naming,
     pub deadline: Deadline,
     /// When a stop ends the call before it finishes.
-    pub drain: DrainDeadline,
+    pub drain: DrainTicket,
     /// The host request's span.
     pub span: tracing::Span,
 }
@@ -64,13 +64,13 @@ pub struct ForwardedCall {
 /// A call as a stop sees it: counted in flight while it lives (a stop waits for it), and
 /// cancelled upstream and answered with an error if it still runs when the stop's drain time
 /// (`gateway.drain_timeout_secs`) is over.
-pub struct DrainDeadline {
+pub struct DrainTicket {
     pub expired: CancellationToken,
     pub secs: u64,
     pub in_flight: TaskTrackerToken,
 }
 
-impl DrainDeadline {
+impl DrainTicket {
     fn error(&self) -> Box<RawValue> {
         RequestError::DrainTimedOut(self.secs).to_error_object()
     }

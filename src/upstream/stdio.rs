@@ -267,6 +267,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_missing_working_directory_is_named() {
+        let transport = TransportConfig::Stdio {
+            command: "sh".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: Some("/nonexistent/mcpmux-test-dir".into()),
+            inherit_env: false,
+        };
+        let (inbound, _) = mpsc::channel(8);
+        let err = StdioTransport::spawn("t".into(), &transport, 1024, inbound)
+            .err()
+            .expect("no child without its directory");
+        assert!(
+            err.to_string()
+                .ends_with("working directory /nonexistent/mcpmux-test-dir does not exist"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
     async fn the_group_is_probed_and_signalled() {
         let mut child = spawn_sh("exec sleep 30");
         let pgid = child.pgid.expect("a process group");

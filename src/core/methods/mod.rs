@@ -16,7 +16,7 @@ pub mod subscribe;
 mod tests;
 
 use super::context::{Era, RequestCtx};
-use super::forward::{Deadline, DrainDeadline, ForwardedCall};
+use super::forward::{Deadline, DrainTicket, ForwardedCall};
 use super::hub::Hub;
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
@@ -274,7 +274,7 @@ async fn start_call(
             slot.server.timeout_resets_on_progress,
             gateway.max_request_timeout,
         ),
-        drain: DrainDeadline {
+        drain: DrainTicket {
             expired: hub.drain_expired.clone(),
             secs: gateway.drain_timeout.as_secs(),
             in_flight: hub.calls.token(),
