@@ -154,8 +154,9 @@ pub enum RequestError {
     /// mcpmux is stopping: it starts no new call.
     #[error("mcpmux is shutting down")]
     ShuttingDown,
-    /// mcpmux is stopping and the call was still running when its drain time was over.
-    #[error("mcpmux is shutting down: the call did not finish within gateway.drain_timeout_secs ({0} s)")]
+    /// mcpmux is stopping and the call was still running when the drain ended (at
+    /// `gateway.drain_timeout_secs`, the value given, or earlier on a second signal).
+    #[error("mcpmux is shutting down: the call was still running when the drain ended (gateway.drain_timeout_secs = {0})")]
     DrainTimedOut(u64),
 }
 

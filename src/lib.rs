@@ -73,10 +73,17 @@ impl Gateway {
         format!("http://{}{}", self.addr, self.hub.config().gateway.path)
     }
 
-    /// Stop gracefully: stop accepting connections and new calls, end standalone streams, let
-    /// in-flight calls (and their response streams) finish within `gateway.drain_timeout_secs`,
-    /// answer those still running then with an error, end sessions, and only then stop every
-    /// upstream (no child process survives).
+    /// A token that ends the drain of a [`Gateway::stop`] early (an operator's second signal):
+    /// the calls still in flight are answered with the drain error at once.
+    pub fn drain_cutter(&self) -> CancellationToken {
+        self.hub.drain_expired.clone()
+    }
+
+    /// Stop gracefully: refuse new sessions, streams and calls, end standalone streams, let
+    /// in-flight calls (and their response streams; hosts may still answer their server
+    /// requests) finish within `gateway.drain_timeout_secs`, answer those still running then
+    /// with an error, close the listener, end sessions, and only then stop every upstream (no
+    /// child process survives).
     pub async fn stop(self) {
         let drain = self.hub.config().gateway.drain_timeout;
         tracing::info!(
@@ -86,11 +93,15 @@ impl Gateway {
         );
         self.hub.shutdown.cancel();
         self.hub.calls.close();
-        if tokio::time::timeout(drain, self.hub.calls.wait()).await.is_err() {
+        let drained = tokio::select! {
+            waited = tokio::time::timeout(drain, self.hub.calls.wait()) => waited.is_ok(),
+            _ = self.hub.drain_expired.cancelled() => false,
+        };
+        if !drained {
             tracing::warn!(
                 drain_timeout_secs = drain.as_secs(),
                 in_flight = self.hub.calls.len(),
-                "calls still in flight at the drain deadline; answering them with an error"
+                "calls still in flight at the end of the drain; answering them with an error"
             );
             self.hub.drain_expired.cancel();
         }

@@ -3,7 +3,6 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tokio_util::sync::CancellationToken;
 
 /// mimalloc: a gateway allocates small short-lived buffers for every message it relays, and
 /// measured per relayed call it costs far fewer instructions than the system allocator
@@ -80,24 +79,34 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
-        let shutdown = CancellationToken::new();
-        let signals = match StopSignals::install() {
-            Ok(signals) => signals,
-            Err(err) => {
-                eprintln!("error: cannot install signal handlers: {err}");
-                return ExitCode::FAILURE;
-            }
-        };
-        tokio::spawn(signals.stop(shutdown.clone()));
-        match mcpmux::run(config, shutdown).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("error: {err}");
-                ExitCode::FAILURE
-            }
+    runtime.block_on(serve(config))
+}
+
+/// Serve until the first stop signal, then stop gracefully; a second signal ends the drain.
+async fn serve(config: mcpmux::Config) -> ExitCode {
+    let mut signals = match StopSignals::install() {
+        Ok(signals) => signals,
+        Err(err) => {
+            eprintln!("error: cannot install signal handlers: {err}");
+            return ExitCode::FAILURE;
         }
-    })
+    };
+    let gateway = match mcpmux::start(config).await {
+        Ok(gateway) => gateway,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    signals.next().await;
+    let cut = gateway.drain_cutter();
+    tokio::spawn(async move {
+        signals.next().await;
+        tracing::warn!("second signal: ending the drain, in-flight calls are answered with an error");
+        cut.cancel();
+    });
+    gateway.stop().await;
+    ExitCode::SUCCESS
 }
 
 fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> ExitCode {
@@ -120,7 +129,8 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
 
 /// The signals that stop mcpmux gracefully: SIGTERM, SIGINT, and SIGHUP (until configuration
 /// reload exists; its default action would kill mcpmux without stopping its upstreams). They
-/// are installed before anything starts, so none of them can kill mcpmux the default way.
+/// are installed before anything starts, so none of them can kill mcpmux the default way; a
+/// second one during the stop ends the drain early (the upstreams are still stopped properly).
 struct StopSignals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
@@ -137,13 +147,12 @@ impl StopSignals {
         })
     }
 
-    /// Wait for the first of them, then fire `shutdown`.
-    async fn stop(mut self, shutdown: CancellationToken) {
+    /// Wait for the next of them (and log it).
+    async fn next(&mut self) {
         tokio::select! {
             _ = self.term.recv() => tracing::info!("SIGTERM received"),
             _ = self.int.recv() => tracing::info!("SIGINT received"),
             _ = self.hup.recv() => tracing::info!("SIGHUP received; stopping (configuration reload is not supported yet)"),
         }
-        shutdown.cancel();
     }
 }

@@ -187,3 +187,23 @@ async fn a_host_answers_a_server_request_while_mcpmux_drains() {
         gw.log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_ends_the_drain() {
+    let _suite = crate::suite::enter(module_path!());
+    let mut gw = start_gateway("drain-second-signal", 600).await;
+    let (_session, mut call) = session_era_call(&gw.url(), 30).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gw.signal(libc::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gw.signal(libc::SIGINT);
+
+    // Answered with the drain error long before the call or the drain would have ended.
+    let reply = response(&mut call, 7)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", gw.log()));
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("shutting down"), "{reply}; log:\n{}", gw.log());
+    let status = gw.wait_exit(EXIT_TIMEOUT).await;
+    assert!(status.success(), "exit: {status}; log:\n{}", gw.log());
+}
