@@ -48,12 +48,17 @@ use tokio_util::sync::CancellationToken;
 
 /// How long upstreams may take to stop (their own grace periods run inside this).
 const UPSTREAM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Once the calls are over (finished, or answered with an error at the drain deadline), how long
+/// their last answers get to reach their hosts before the remaining connections are dropped.
+const ANSWER_GRACE: Duration = Duration::from_secs(2);
 
 /// A running gateway.
 pub struct Gateway {
     addr: SocketAddr,
     hub: Arc<Hub>,
     server: JoinHandle<std::io::Result<()>>,
+    /// Closes the listener and lets open connections finish their current response.
+    close_listener: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -68,19 +73,48 @@ impl Gateway {
         format!("http://{}{}", self.addr, self.hub.config().gateway.path)
     }
 
-    /// Stop gracefully: stop accepting, end standalone streams, let in-flight calls drain
-    /// (bounded), end sessions, then stop every upstream (no child process survives).
+    /// A token that ends the drain of a [`Gateway::stop`] early (an operator's second signal):
+    /// the calls still in flight are answered with the drain error at once.
+    pub fn drain_cutter(&self) -> CancellationToken {
+        self.hub.drain_expired.clone()
+    }
+
+    /// Stop gracefully: refuse new sessions, streams and calls, end standalone streams, let
+    /// in-flight calls (and their response streams; hosts may still answer their server
+    /// requests) finish within `gateway.drain_timeout_secs`, answer those still running then
+    /// with an error, close the listener, end sessions, and only then stop every upstream (no
+    /// child process survives).
     pub async fn stop(self) {
-        tracing::info!("shutting down");
-        self.hub.shutdown.cancel();
-        let mut server = self.server;
         let drain = self.hub.config().gateway.drain_timeout;
-        if tokio::time::timeout(drain, &mut server).await.is_err() {
-            tracing::warn!("in-flight requests did not finish in time; closing them");
+        tracing::info!(
+            drain_timeout_secs = drain.as_secs(),
+            in_flight = self.hub.calls.len(),
+            "shutting down: refusing new sessions and calls, letting in-flight calls finish"
+        );
+        self.hub.shutdown.cancel();
+        self.hub.calls.close();
+        let drained = tokio::select! {
+            waited = tokio::time::timeout(drain, self.hub.calls.wait()) => waited.is_ok(),
+            _ = self.hub.drain_expired.cancelled() => false,
+        };
+        if !drained {
+            tracing::warn!(
+                drain_timeout_secs = drain.as_secs(),
+                in_flight = self.hub.calls.len(),
+                "calls still in flight at the end of the drain; answering them with an error"
+            );
+            self.hub.drain_expired.cancel();
+        }
+        // The calls are over: their last answers go out, then every connection closes.
+        self.close_listener.cancel();
+        let mut server = self.server;
+        if tokio::time::timeout(ANSWER_GRACE, &mut server).await.is_err() {
+            tracing::warn!("connections still open; closing them");
             server.abort();
         }
-        let stopping = self.hub.upstreams.all_connections();
         self.hub.sessions.close_all();
+        self.hub.upstreams.shutdown.cancel();
+        let stopping = self.hub.upstreams.all_connections();
         for handle in &stopping {
             handle.shutdown();
         }
@@ -121,7 +155,8 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     }
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
     let app = routes(&hub);
-    let graceful = shutdown.clone();
+    let close_listener = CancellationToken::new();
+    let graceful = close_listener.clone();
     // Replies are written in pieces (SSE headers first, events as the upstream answers); without
     // TCP_NODELAY, Nagle plus the client's delayed ACK adds ~40 ms to every streamed reply.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
@@ -139,6 +174,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         addr,
         hub,
         server,
+        close_listener,
         tasks,
     })
 }

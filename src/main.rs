@@ -4,7 +4,6 @@ use clap::{Parser, Subcommand};
 use mcpmux::config::Severity;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tokio_util::sync::CancellationToken;
 
 /// mimalloc: a gateway allocates small short-lived buffers for every message it relays, and
 /// measured per relayed call it costs far fewer instructions than the system allocator
@@ -89,17 +88,34 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
-        let shutdown = CancellationToken::new();
-        tokio::spawn(stop_on_signal(shutdown.clone()));
-        match mcpmux::run(config, shutdown).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("error: {err}");
-                ExitCode::FAILURE
-            }
+    runtime.block_on(serve(config))
+}
+
+/// Serve until the first stop signal, then stop gracefully; a second signal ends the drain.
+async fn serve(config: mcpmux::Config) -> ExitCode {
+    let mut signals = match StopSignals::install() {
+        Ok(signals) => signals,
+        Err(err) => {
+            eprintln!("error: cannot install signal handlers: {err}");
+            return ExitCode::FAILURE;
         }
-    })
+    };
+    let gateway = match mcpmux::start(config).await {
+        Ok(gateway) => gateway,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    signals.next().await;
+    let cut = gateway.drain_cutter();
+    tokio::spawn(async move {
+        signals.next().await;
+        tracing::warn!("second signal: ending the drain, in-flight calls are answered with an error");
+        cut.cancel();
+    });
+    gateway.stop().await;
+    ExitCode::SUCCESS
 }
 
 /// Print what the checks found; fail when any is an error.
@@ -146,16 +162,32 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
     ExitCode::from(mcpmux::status_command::command(&url, json))
 }
 
-async fn stop_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+/// The signals that stop mcpmux gracefully: SIGTERM, SIGINT, and SIGHUP (until configuration
+/// reload exists; its default action would kill mcpmux without stopping its upstreams). They
+/// are installed before anything starts, so none of them can kill mcpmux the default way; a
+/// second one during the stop ends the drain early (the upstreams are still stopped properly).
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
     }
-    shutdown.cancel();
+
+    /// Wait for the next of them (and log it).
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => tracing::info!("SIGTERM received"),
+            _ = self.int.recv() => tracing::info!("SIGINT received"),
+            _ = self.hup.recv() => tracing::info!("SIGHUP received; stopping (configuration reload is not supported yet)"),
+        }
+    }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 mod id;
+mod paths;
 mod preflight;
 mod raw;
 mod server;
@@ -177,8 +178,13 @@ pub enum TransportConfig {
     Stdio {
         command: String,
         args: Vec<String>,
+        /// The server's own variables, on top of what it inherits.
         env: Vec<(String, Secret)>,
+        /// Its working directory; [`Config::load`] makes it absolute (the config file's
+        /// directory when unset).
         cwd: Option<PathBuf>,
+        /// Pass mcpmux's whole environment instead of the minimal set (`upstream::child_env`).
+        inherit_env: bool,
     },
     Http {
         url: String,
@@ -188,7 +194,8 @@ pub enum TransportConfig {
 }
 
 impl Config {
-    /// Reads and parses `path`, interpolating from the process environment.
+    /// Reads and parses `path`, interpolating from the process environment; relative paths
+    /// of stdio servers are resolved against the file's directory (see [`Config::resolve_paths`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
@@ -196,10 +203,13 @@ impl Config {
         })?;
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let source_name = path.display().to_string();
-        Config::from_toml_str(text, &source_name, &|var| std::env::var(var).ok())
+        let mut config = Config::from_toml_str(text, &source_name, &|var| std::env::var(var).ok())?;
+        config.resolve_paths(&paths::base_dir(path));
+        Ok(config)
     }
 
-    /// Parses `text`; `source_name` prefixes error messages, `env` resolves `${VAR}`.
+    /// Parses `text`; `source_name` prefixes error messages, `env` resolves `${VAR}`. Relative
+    /// paths are left as written (they follow the process's working directory).
     ///
     /// Interpolation runs after TOML parsing on every string value: `${NAME}` is replaced by
     /// the variable `NAME` (unset is an error), `$$` is a literal `$`, and any other `$` is

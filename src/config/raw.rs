@@ -41,6 +41,7 @@ pub(super) struct RawServer {
     pub(super) args: Option<Vec<Spanned<String>>>,
     pub(super) env: Option<Ordered<Spanned<String>>>,
     pub(super) cwd: Option<Spanned<String>>,
+    pub(super) inherit_env: Option<Spanned<bool>>,
     pub(super) url: Option<Spanned<String>>,
     pub(super) headers: Option<Ordered<Spanned<String>>>,
     pub(super) namespace: Option<Spanned<String>>,

@@ -135,6 +135,7 @@ impl ServerCtx<'_> {
             args,
             env,
             cwd,
+            inherit_env: raw.inherit_env.as_ref().is_some_and(|v| *v.get_ref()),
         })
     }
 
@@ -143,6 +144,7 @@ impl ServerCtx<'_> {
             ("args", raw.args.is_some()),
             ("env", raw.env.is_some()),
             ("cwd", raw.cwd.is_some()),
+            ("inherit_env", raw.inherit_env.is_some()),
         ];
         if let Some((k, _)) = stdio_only.iter().find(|(_, present)| *present) {
             return Err(self.fail(None, format!("`{k}` is only valid for `command` (stdio) servers")));

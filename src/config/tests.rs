@@ -36,6 +36,7 @@ fn stdio(server: &ServerConfig) -> Stdio<'_> {
             args,
             env,
             cwd,
+            ..
         } => (command, args, env, cwd.as_deref()),
         other => panic!("expected stdio, got {other:?}"),
     }
@@ -208,8 +209,26 @@ fn command_and_url_exactly_one() {
 }
 
 #[test]
+fn inherit_env_is_off_unless_set() {
+    let inherits = |text: &str| match parse(text).unwrap().servers[0].transport {
+        TransportConfig::Stdio { inherit_env, .. } => inherit_env,
+        ref other => panic!("{other:?}"),
+    };
+    assert!(!inherits("[servers.s]\ncommand = \"x\"\n"));
+    assert!(!inherits("[servers.s]\ncommand = \"x\"\ninherit_env = false\n"));
+    assert!(inherits("[servers.s]\ncommand = \"x\"\ninherit_env = true\n"));
+    let e = err("[servers.s]\ncommand = \"x\"\ninherit_env = \"yes\"\n");
+    assert!(e.starts_with("config.toml:3:"), "{e}");
+}
+
+#[test]
 fn transport_specific_keys() {
-    for key in ["args = [\"a\"]", "env = { A = \"b\" }", "cwd = \"/tmp\""] {
+    for key in [
+        "args = [\"a\"]",
+        "env = { A = \"b\" }",
+        "cwd = \"/tmp\"",
+        "inherit_env = true",
+    ] {
         let e = err(&format!("[servers.h]\nurl = \"http://x\"\n{key}\n"));
         assert!(
             e.contains("server \"h\"") && e.contains("only valid for `command`"),

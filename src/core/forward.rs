@@ -5,7 +5,7 @@
 use super::input_bridge;
 use crate::catalog::results::{expose_result_uris, ResultShape};
 use crate::catalog::Naming;
-use crate::error::UpstreamError;
+use crate::error::{RequestError, UpstreamError};
 use crate::protocol::message::raw;
 use crate::protocol::modern_result::{legacy_resource_error, session_era_result};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
@@ -15,6 +15,8 @@ use crate::upstream::{CallEvent, CallOrigin, CallParams, OutboundCall, UpstreamH
 use serde_json::value::RawValue;
 use std::sync::Arc;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 /// What a forwarded call produces for its host: messages, or word that the upstream polls.
 pub enum Frame {
@@ -53,8 +55,25 @@ pub struct ForwardedCall {
     pub shape: ResultShape,
     pub naming: Naming,
     pub deadline: Deadline,
+    /// When a stop ends the call before it finishes.
+    pub drain: DrainTicket,
     /// The host request's span.
     pub span: tracing::Span,
+}
+
+/// A call as a stop sees it: counted in flight while it lives (a stop waits for it), and
+/// cancelled upstream and answered with an error if it still runs when the stop's drain time
+/// (`gateway.drain_timeout_secs`) is over.
+pub struct DrainTicket {
+    pub expired: CancellationToken,
+    pub secs: u64,
+    pub in_flight: TaskTrackerToken,
+}
+
+impl DrainTicket {
+    fn error(&self) -> Box<RawValue> {
+        RequestError::DrainTimedOut(self.secs).to_error_object()
+    }
 }
 
 /// When a host call times out: `timeout` after it started, or after its latest progress when
@@ -124,7 +143,14 @@ impl ForwardedCall {
                 upstream_id: call.upstream_id,
             };
             loop {
-                let event = tokio::time::timeout_at(call.deadline.at(), call.events.recv()).await;
+                let event = tokio::select! {
+                    event = tokio::time::timeout_at(call.deadline.at(), call.events.recv()) => event,
+                    _ = call.drain.expired.cancelled() => {
+                        call.upstream.cancel(call.upstream_id, "mcpmux is shutting down");
+                        yield Frame::Response(call.error_frame(call.drain.error()));
+                        break;
+                    }
+                };
                 match event {
                     Err(_) => {
                         call.upstream.cancel(call.upstream_id, "request timed out in mcpmux");
@@ -173,7 +199,11 @@ impl ForwardedCall {
                             yield Frame::Request(request);
                         }
                         let session = call.session.clone();
-                        let retry = match input_bridge::answers(&session, asked, call.deadline.at()).await {
+                        let answered = tokio::select! {
+                            answered = input_bridge::answers(&session, asked, call.deadline.at()) => answered,
+                            _ = call.drain.expired.cancelled() => Err(call.drain.error()),
+                        };
+                        let retry = match answered {
                             Ok(responses) => input_bridge::retry_params(call.params.as_deref(), &result, responses),
                             Err(error) => {
                                 yield Frame::Response(call.error_frame(error));

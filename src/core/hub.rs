@@ -14,6 +14,7 @@ use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Shared gateway state.
 pub struct Hub {
@@ -23,7 +24,13 @@ pub struct Hub {
     pub catalog: Arc<CatalogStore>,
     pub sessions: Arc<SessionRegistry>,
     pub upstreams: Arc<Upstreams>,
+    /// A stop began: no new session, stream or call starts, standalone streams end, in-flight
+    /// calls may finish (hosts may still answer their server requests and cancel them).
     pub shutdown: CancellationToken,
+    /// Every forwarded call while it runs (a stop waits for them to drain).
+    pub calls: TaskTracker,
+    /// The stop's drain time is over: calls still in flight end with an error now.
+    pub drain_expired: CancellationToken,
     /// Modern hosts' calls waiting for their retry with input.
     pub parked: Arc<ParkedCalls>,
     ties: Arc<HostTies>,
@@ -31,16 +38,20 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Build the hub; returns what the supervisors start with.
+    /// Build the hub; returns what the supervisors start with. The upstreams stop on their own
+    /// token (`upstreams.shutdown`), after the calls they serve have drained.
     pub fn new(config: Arc<Config>, shutdown: CancellationToken) -> (Arc<Hub>, SupervisorInputs) {
         let sessions = Arc::new(SessionRegistry::new());
         let ties = Arc::new(HostTies::new());
-        let (upstreams, inputs) = Upstreams::new(&config, sessions.clone(), ties.clone(), shutdown.clone());
+        let stop_upstreams = CancellationToken::new();
+        let (upstreams, inputs) = Upstreams::new(&config, sessions.clone(), ties.clone(), stop_upstreams);
         let hub = Arc::new(Hub {
             catalog: upstreams.catalog.clone(),
             sessions,
             upstreams,
             shutdown,
+            calls: TaskTracker::new(),
+            drain_expired: CancellationToken::new(),
             parked: Arc::new(ParkedCalls::default()),
             ties,
             born: std::time::Instant::now(),

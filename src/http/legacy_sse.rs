@@ -113,6 +113,9 @@ pub fn router(hub: Arc<Hub>) -> axum::Router {
 
 /// `GET /sse`: a new link, its `endpoint` event first.
 async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
+    if legacy.hub.shutdown.is_cancelled() {
+        return DownstreamError::Unavailable(super::SHUTTING_DOWN).into_http();
+    }
     let (tx, mut rx) = mpsc::channel(OUT_QUEUE);
     let (inbox, queued) = mpsc::channel(INBOX);
     let link = Arc::new(Link {

@@ -103,6 +103,10 @@ impl Drop for ListenerGuard {
 
 /// Open a listen stream for a `subscriptions/listen` request.
 pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
+    if hub.shutdown.is_cancelled() {
+        let body = error_reply(id, codes::UPSTREAM_UNAVAILABLE, super::SHUTTING_DOWN, None).to_json();
+        return crate::error::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
+    }
     let requested = params.get_object("notifications").unwrap_or_default();
     let (grant, upstream) = grant(hub, &requested);
     let (queue, mut rx) = mpsc::channel(LISTENER_QUEUE);

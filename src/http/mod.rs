@@ -8,3 +8,6 @@ pub mod resume;
 pub mod streamable;
 
 pub use streamable::router;
+
+/// Why a new session, stream or call is refused once a stop began (in-flight calls drain).
+const SHUTTING_DOWN: &str = "mcpmux is shutting down";

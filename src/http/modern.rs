@@ -277,7 +277,7 @@ async fn call(
                 progress_token,
             };
             // As for session-era hosts: a lone response within the window goes back as JSON.
-            match resume::first_frame(&mut call.frames, &call.session, &hub.shutdown).await {
+            match resume::first_frame(&mut call.frames, &call.session).await {
                 Some(Some(Frame::Response(json))) => {
                     let body = input_required::modern_response(&json, &id, &call.method, &server_info);
                     drop(call);

@@ -18,7 +18,6 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// Reconnection delay announced to hosts in the priming event.
 pub const ANNOUNCED_RETRY_MS: u64 = 1000;
@@ -88,16 +87,12 @@ impl Drop for Driver {
 }
 
 /// A call's first frame if it comes within [`JSON_REPLY_WINDOW`] (`Some(None)`: the call ended
-/// without one); `None` once the window passed or the session or mcpmux is ending.
-pub async fn first_frame(
-    frames: &mut BoxStream<'static, Frame>,
-    session: &Session,
-    shutdown: &CancellationToken,
-) -> Option<Option<Frame>> {
+/// without one); `None` once the window passed or the session is ending. A stop of mcpmux does
+/// not end it: the call drains, or ends with an error at the drain deadline.
+pub async fn first_frame(frames: &mut BoxStream<'static, Frame>, session: &Session) -> Option<Option<Frame>> {
     tokio::select! {
         first = tokio::time::timeout(JSON_REPLY_WINDOW, frames.next()) => first.ok(),
         _ = session.closed.cancelled() => None,
-        _ = shutdown.cancelled() => None,
     }
 }
 
@@ -111,14 +106,14 @@ pub enum Reply {
 
 /// Run `call` to its end whatever happens to the host's connection: its response if it came
 /// first and within [`JSON_REPLY_WINDOW`], else a stream of its frames.
-pub async fn start(call: ForwardedCall, session: Arc<Session>, shutdown: CancellationToken) -> Reply {
+pub async fn start(call: ForwardedCall, session: Arc<Session>) -> Reply {
     let stream = session.streams.open();
     let mut driver = Driver {
         frames: Some(call.into_frames().boxed()),
         stream: stream.clone(),
     };
     if let Some(frames) = driver.frames.as_mut() {
-        match first_frame(frames, &session, &shutdown).await {
+        match first_frame(frames, &session).await {
             Some(Some(Frame::Response(json))) => {
                 // Nothing follows a response: the call is over (ending it clears its in-flight
                 // entry before the host can send its next request).
@@ -131,28 +126,23 @@ pub async fn start(call: ForwardedCall, session: Arc<Session>, shutdown: Cancell
         }
     }
     let priming = may_poll(&session.protocol_version);
-    Reply::Stream(frames_after(stream, 0, priming, Some(driver), session, shutdown))
+    Reply::Stream(frames_after(stream, 0, priming, Some(driver), session))
 }
 
 /// The frames of `stream` after sequence number `after` (a host resuming it), live until the
-/// call ends (or, for a host that may poll, until the upstream polls).
-pub fn read(
-    stream: Arc<CallStream>,
-    after: u64,
-    session: Arc<Session>,
-    shutdown: CancellationToken,
-) -> BoxStream<'static, Bytes> {
+/// call ends (or, for a host that may poll, until the upstream polls) or the session ends.
+pub fn read(stream: Arc<CallStream>, after: u64, session: Arc<Session>) -> BoxStream<'static, Bytes> {
     stream.acknowledge(after);
-    frames_after(stream, after, false, None, session, shutdown)
+    frames_after(stream, after, false, None, session)
 }
 
+/// A call's stream ends with the call (a stop drains it; see [`first_frame`]) or its session.
 fn frames_after(
     stream: Arc<CallStream>,
     after: u64,
     priming: bool,
     mut driver: Option<Driver>,
     session: Arc<Session>,
-    shutdown: CancellationToken,
 ) -> BoxStream<'static, Bytes> {
     let polls = may_poll(&session.protocol_version);
     let frames = async_stream::stream! {
@@ -183,12 +173,10 @@ fn frames_after(
                 Some(driver) => tokio::select! {
                     _ = driver.step() => {}
                     _ = session.closed.cancelled() => return,
-                    _ = shutdown.cancelled() => return,
                 },
                 None => tokio::select! {
                     _ = changed => {}
                     _ = session.closed.cancelled() => return,
-                    _ = shutdown.cancelled() => return,
                 },
             }
         }

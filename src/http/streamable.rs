@@ -5,6 +5,7 @@
 
 use super::modern;
 use super::resume;
+use super::SHUTTING_DOWN;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
@@ -222,6 +223,9 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
                 .transpose()
                 .map_err(|_| ());
             if method == "initialize" {
+                if hub.shutdown.is_cancelled() {
+                    return Err(DownstreamError::Unavailable(SHUTTING_DOWN));
+                }
                 let params = params.ok().flatten();
                 let (session, result) = initialize(hub, params.as_ref(), new_session_id()).await;
                 tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
@@ -238,7 +242,7 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
                 Ok(params) => methods::request(hub, &ctx, id, method, params.unwrap_or_default()).await,
                 Err(()) => Outcome::Reply(invalid_params_object(id)),
             };
-            Ok(answer(hub, outcome).await)
+            Ok(answer(outcome).await)
         }
         Body::Single(Message::Notification { .. }) if modern_only(headers) => {
             // A modern client's notification (only notifications/cancelled exists, and over
@@ -249,7 +253,7 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
             claimed_version(headers)?;
             let ctx = RequestCtx::on(find_session(hub, headers)?);
             let outcome = methods::dispatch(hub, &ctx, msg).await;
-            Ok(answer(hub, outcome).await)
+            Ok(answer(outcome).await)
         }
         Body::Batch(items) => {
             let negotiated = claimed_version(headers)?;
@@ -272,13 +276,13 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
 
 /// A session-era request's HTTP answer: 202, a JSON reply, or the forwarded call's JSON
 /// response or resumable stream.
-async fn answer(hub: &Arc<Hub>, outcome: Outcome) -> Response {
+async fn answer(outcome: Outcome) -> Response {
     match outcome {
         Outcome::Accepted => StatusCode::ACCEPTED.into_response(),
         Outcome::Reply(reply) => json_reply(&reply, None),
         Outcome::Forward(call) => {
             let session = call.session.clone();
-            match resume::start(*call, session, hub.shutdown.clone()).await {
+            match resume::start(*call, session).await {
                 resume::Reply::Json(json) => json_text(StatusCode::OK, json.to_string()),
                 resume::Reply::Stream(frames) => sse_response(frames),
             }
@@ -345,10 +349,13 @@ fn get(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError>
         .and_then(|id| session.streams.find(id));
     if let Some((stream, after)) = resuming {
         session.touch();
-        let frames = resume::read(stream, after, session, hub.shutdown.clone());
+        let frames = resume::read(stream, after, session);
         return Ok(sse_response(frames));
     }
     // No Last-Event-ID, or one naming no stream kept here: the standalone stream.
+    if hub.shutdown.is_cancelled() {
+        return Err(DownstreamError::Unavailable(SHUTTING_DOWN));
+    }
     let mut queue = session.open_get_stream().ok_or(DownstreamError::Conflict(
         "this session already has an open GET stream",
     ))?;

@@ -8,6 +8,7 @@ mod actor_tests;
 mod attribution;
 mod call;
 pub mod call_channel;
+pub mod child_env;
 mod coalesce;
 mod connection;
 mod facts;

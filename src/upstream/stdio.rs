@@ -1,5 +1,6 @@
-//! stdio upstreams: the child in its own process group, newline framing with a bounded line
-//! length, stderr into tracing, and the staged stop (close stdin, wait, SIGTERM, SIGKILL the group).
+//! stdio upstreams: the child in its own process group with the environment of
+//! [`super::child_env`], newline framing with a bounded line length, stderr into tracing, and
+//! the staged stop (close stdin, wait, SIGTERM, SIGKILL the group).
 
 use super::connection::Inbound;
 use super::parse_frame;
@@ -44,15 +45,23 @@ impl StdioTransport {
             args,
             env,
             cwd,
+            inherit_env,
         } = transport
         else {
             return Err(UpstreamError::unavailable(name.to_string(), "not a stdio server"));
         };
+        if let Some(dir) = cwd.as_deref().filter(|dir| !dir.is_dir()) {
+            let reason = format!("working directory {} does not exist", dir.display());
+            return Err(UpstreamError::unavailable(name.to_string(), reason));
+        }
         let mut cmd = TokioCommandWrap::with_new(command, |c| {
             c.args(args)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
+            if !inherit_env {
+                c.env_clear().envs(super::child_env::minimal(std::env::vars_os()));
+            }
             for (k, v) in env {
                 c.env(k, v.expose());
             }
@@ -251,9 +260,30 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             env: Vec::new(),
             cwd: None,
+            inherit_env: false,
         };
         let (inbound, _) = mpsc::channel(8);
         StdioTransport::spawn("t".into(), &transport, 1024, inbound).expect("sh starts")
+    }
+
+    #[tokio::test]
+    async fn a_missing_working_directory_is_named() {
+        let transport = TransportConfig::Stdio {
+            command: "sh".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: Some("/nonexistent/mcpmux-test-dir".into()),
+            inherit_env: false,
+        };
+        let (inbound, _) = mpsc::channel(8);
+        let err = StdioTransport::spawn("t".into(), &transport, 1024, inbound)
+            .err()
+            .expect("no child without its directory");
+        assert!(
+            err.to_string()
+                .ends_with("working directory /nonexistent/mcpmux-test-dir does not exist"),
+            "{err}"
+        );
     }
 
     #[tokio::test]

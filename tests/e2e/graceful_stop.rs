@@ -1,18 +1,17 @@
-//! The real `mcpmux` binary: graceful stop on SIGTERM / SIGINT leaves no upstream process behind
-//! (including grandchildren of wrapper shells), and configuration errors make `serve` fail with
-//! a message naming the problem.
+//! The real `mcpmux` binary: graceful stop on SIGTERM / SIGINT / SIGHUP leaves no upstream
+//! process behind (including grandchildren of wrapper shells), and configuration errors make
+//! `serve` fail with a message naming the problem.
 
 use crate::support::mcp::RawSession;
-use crate::support::{free_port, peers, run_client, scratch_dir, ChildGuard};
+use crate::support::serve::ServeProcess;
+use crate::support::{free_port, peers, run_client, scratch_dir};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Upper bound for the gateway to start serving with every upstream's tools listed.
-const READY_TIMEOUT: Duration = Duration::from_secs(45);
 /// Upper bound for the gateway to exit after the signal (its own drain + upstream stop run inside).
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Upper bound for upstream processes to disappear after the gateway exited.
@@ -157,19 +156,6 @@ fn nested_wrapper(everything_js: &str) -> String {
     format!("sleep 600 & sh -c \"node '{everything_js}' stdio; echo node exited >&2\"; wait")
 }
 
-fn wait_exit(gateway: &mut ChildGuard, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = gateway.try_wait() {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Start `mcpmux serve` with two wrapper-launched server-everything upstreams, wait until both
 /// serve, record every upstream process, send `signal`, and check the gateway exits with success
 /// and no recorded process survives.
@@ -184,66 +170,18 @@ async fn stop_on_signal_leaves_no_process(signal: libc::c_int, signal_name: &str
     );
 
     let dir = scratch_dir(&format!("stop-{signal_name}"));
-    let port = free_port();
-    let config = write_config(
-        &dir,
-        &format!(
-            "[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n\
-             [servers.fork]\ncommand = \"sh\"\nargs = [\"-c\", {:?}]\n\n\
-             [servers.nested]\ncommand = \"sh\"\nargs = [\"-c\", {:?}]\n",
-            forking_wrapper(&everything_js),
-            nested_wrapper(&everything_js),
-        ),
+    let servers = format!(
+        "[servers.fork]\ncommand = \"sh\"\nargs = [\"-c\", {:?}]\n\n\
+         [servers.nested]\ncommand = \"sh\"\nargs = [\"-c\", {:?}]\n",
+        forking_wrapper(&everything_js),
+        nested_wrapper(&everything_js),
     );
-    let log_path = dir.join("gateway.log");
-    let log = fs::File::create(&log_path).expect("create gateway log");
-    let mut cmd = mcpmux_cmd("serve", &config);
-    cmd.env("RUST_LOG", "info,mcpmux=debug")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("dup log fd"))
-        .stderr(log);
-    // Not a group guard: reaping it must not kill anything the gateway itself failed to stop.
-    let mut gateway = ChildGuard::new(cmd.spawn().expect("spawn mcpmux"));
-    let gateway_pid = gateway.pid() as i32;
-    let read_log = || fs::read_to_string(&log_path).unwrap_or_default();
+    let mut gateway = ServeProcess::start(&dir, "", &servers, &dir, &[]);
+    let gateway_pid = gateway.guard.pid() as i32;
 
     // Ready: both upstreams' tools listed, and a call answered through each wrapper.
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let deadline = Instant::now() + READY_TIMEOUT;
-    let mut last = String::from("not tried");
-    let tools = loop {
-        if let Some(status) = gateway.try_wait() {
-            panic!("gateway exited early ({status}); log:\n{}", read_log());
-        }
-        if Instant::now() >= deadline {
-            panic!(
-                "gateway not ready within {READY_TIMEOUT:?} (last: {last}); log:\n{}",
-                read_log()
-            );
-        }
-        let opened = tokio::time::timeout(
-            Duration::from_secs(10),
-            RawSession::try_open(&url, json!({}), "2025-11-25"),
-        )
-        .await;
-        match opened {
-            Ok(Ok(s)) => {
-                let (tools, _) = s.list_all("tools/list", "tools").await;
-                s.delete().await;
-                let n: Vec<String> = tools
-                    .iter()
-                    .filter_map(|t| t["name"].as_str().map(str::to_string))
-                    .collect();
-                if n.iter().any(|t| t == "fork__echo") && n.iter().any(|t| t == "nested__echo") {
-                    break n;
-                }
-                last = format!("tools so far: {n:?}");
-            }
-            Ok(Err(e)) => last = e,
-            Err(_) => last = "initialize timed out".into(),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let tools = gateway.wait_tools(&["fork__echo", "nested__echo"]).await;
+    let url = gateway.url();
     let session = RawSession::open(&url, json!({})).await;
     for tool in ["fork__echo", "nested__echo"] {
         let msg = format!("through {tool}");
@@ -254,7 +192,7 @@ async fn stop_on_signal_leaves_no_process(signal: libc::c_int, signal_name: &str
             reply["result"]["content"][0]["text"],
             format!("Echo: {msg}"),
             "{tool} reply: {reply}; log:\n{}",
-            read_log()
+            gateway.log()
         );
     }
     session.delete().await;
@@ -277,20 +215,9 @@ async fn stop_on_signal_leaves_no_process(signal: libc::c_int, signal_name: &str
     );
     assert!(tools.len() >= 2, "{tools:?}");
 
-    // SAFETY: signalling our own, still unreaped child.
-    let rc = unsafe { libc::kill(gateway_pid, signal) };
-    assert_eq!(rc, 0, "kill({gateway_pid}, {signal_name}) failed");
-    let status = match wait_exit(&mut gateway, EXIT_TIMEOUT) {
-        Some(status) => status,
-        None => {
-            gateway.kill();
-            panic!(
-                "gateway still running {EXIT_TIMEOUT:?} after {signal_name}; log:\n{}",
-                read_log()
-            );
-        }
-    };
-    let log_text = read_log();
+    gateway.signal(signal);
+    let status = gateway.wait_exit(EXIT_TIMEOUT).await;
+    let log_text = gateway.log();
     assert!(
         status.success(),
         "gateway exit after {signal_name}: {status}; log:\n{log_text}"
@@ -326,6 +253,61 @@ async fn sigterm_stops_gateway_and_every_upstream_process() {
 async fn sigint_stops_gateway_and_every_upstream_process() {
     let _suite = crate::suite::enter(module_path!());
     stop_on_signal_leaves_no_process(libc::SIGINT, "SIGINT").await;
+}
+
+/// A server started as `sh -c "sleep 1000 & exec <server-everything>"` (the shell writes the
+/// `sleep`'s pid to a file): after `signal` the gateway exits with success and the `sleep`, a
+/// grandchild it never knew about, is gone too.
+async fn stop_leaves_no_grandchild(signal: libc::c_int, signal_name: &str) {
+    let everything_js = tokio::task::spawn_blocking(|| peers().everything_js.clone())
+        .await
+        .expect("peer installation panicked");
+    let dir = scratch_dir(&format!("grandchild-{signal_name}"));
+    let pid_file = dir.join("sleep.pid");
+    let script = format!(
+        "sleep 1000 & echo $! > '{}'; exec node '{}' stdio",
+        pid_file.display(),
+        everything_js.display()
+    );
+    let servers = format!("[servers.wrapped]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n");
+    let mut gateway = ServeProcess::start(&dir, "", &servers, &dir, &[]);
+    gateway.wait_tools(&["wrapped__echo"]).await;
+    let pid: i32 = (fs::read_to_string(&pid_file).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {}", pid_file.display()));
+    let (sleep, _) = read_stat(pid).unwrap_or_else(|| panic!("the sleep ({pid}) is not running"));
+    assert_eq!(sleep.comm, "sleep", "{sleep:?}");
+    let _cleanup = KillLeftovers(vec![sleep.clone()]);
+
+    gateway.signal(signal);
+    let status = gateway.wait_exit(EXIT_TIMEOUT).await;
+    let log = gateway.log();
+    assert!(
+        status.success(),
+        "exit after {signal_name}: {status}; log:\n{log}"
+    );
+    assert!(log.contains(&format!("{signal_name} received")), "{log}");
+    let deadline = Instant::now() + GONE_TIMEOUT;
+    while alive(&sleep) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !alive(&sleep),
+        "the grandchild survived {signal_name}: {sleep:?}; log:\n{log}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_stops_gracefully_and_leaves_no_grandchild() {
+    let _suite = crate::suite::enter(module_path!());
+    stop_leaves_no_grandchild(libc::SIGHUP, "SIGHUP").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_leaves_no_grandchild() {
+    let _suite = crate::suite::enter(module_path!());
+    stop_leaves_no_grandchild(libc::SIGTERM, "SIGTERM").await;
 }
 
 // ---------------------------------------------------------------------------------------------

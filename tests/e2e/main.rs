@@ -13,6 +13,7 @@ mod suite;
 mod support;
 
 mod cli;
+mod drain;
 mod example_config;
 mod faults;
 mod graceful_stop;
@@ -24,3 +25,4 @@ mod modern;
 mod real_clients;
 mod resumption;
 mod routing;
+mod stdio_setup;

@@ -19,6 +19,7 @@ pub mod conformance;
 pub mod everything;
 pub mod interop_report;
 pub mod mcp;
+pub mod serve;
 pub mod test_server;
 
 use std::collections::HashSet;

@@ -17,7 +17,7 @@ pub mod subscribe;
 mod tests;
 
 use super::context::{Era, RequestCtx};
-use super::forward::{Deadline, ForwardedCall};
+use super::forward::{Deadline, DrainTicket, ForwardedCall};
 use super::hub::Hub;
 use crate::catalog::results::ResultShape;
 use crate::catalog::{ListKind, UriMiss};
@@ -281,6 +281,9 @@ async fn start_call(
     let Some(session) = ctx.session.as_ref() else {
         return Outcome::refused(id, RequestError::NoSession);
     };
+    if hub.shutdown.is_cancelled() {
+        return Outcome::refused(id, RequestError::ShuttingDown);
+    }
     let Target {
         upstream,
         shape,
@@ -354,5 +357,10 @@ async fn start_call(
             slot.server.timeout_resets_on_progress,
             gateway.max_request_timeout,
         ),
+        drain: DrainTicket {
+            expired: hub.drain_expired.clone(),
+            secs: gateway.drain_timeout.as_secs(),
+            in_flight: hub.calls.token(),
+        },
     }))
 }

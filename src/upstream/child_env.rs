@@ -1,0 +1,135 @@
+//! The environment a stdio server starts with. By default it gets only what a program needs to
+//! run, not mcpmux's whole environment (which may hold tokens meant for mcpmux or for other
+//! servers), plus the server's own `env` table; `inherit_env = true` passes everything instead.
+//!
+//! Passed by default, and why:
+//! - `PATH`: finding `node`, `npx`, `uvx`, `python` and what they run.
+//! - `HOME`, `USER`, `LOGNAME`, `SHELL`: home-relative caches and configuration (`~/.npm`,
+//!   `~/.cache/uv`, `~/.config`), user lookups, the shell `npx` runs package scripts with.
+//! - `TERM`, `LANG`, `LANGUAGE`, `LC_*`: the locale, which sets how Python and others encode text.
+//! - `TZ`: the local time zone (time servers answer in it).
+//! - `TMPDIR`, `TMP`, `TEMP`: where temporary files go.
+//! - `http_proxy`, `https_proxy`, `no_proxy`, `all_proxy` (either case): reaching the network
+//!   (and npm's registry) through the proxy mcpmux is configured with.
+//! - `NODE_EXTRA_CA_CERTS`, `SSL_CERT_FILE`, `SSL_CERT_DIR`, `REQUESTS_CA_BUNDLE`,
+//!   `CURL_CA_BUNDLE`: trusting a company's certificate authority (node, OpenSSL and Python's
+//!   `ssl`, `requests`, curl).
+//! - `XDG_*`: the base directories (cache, config, data, runtime) uv, pip and others use.
+//! - `npm_config_registry`, `_cache`, `_userconfig`, `_prefix`, `_cafile`, `_proxy`,
+//!   `_https_proxy`, `_noproxy`, `_strict_ssl` (either case): how `npx` reaches its registry.
+//!   Not other `npm_config_*` variables: those may carry registry credentials.
+//! - `DISPLAY`, `WAYLAND_DISPLAY`: servers that open a browser window.
+//!
+//! Anything else (an API key, `SSH_AUTH_SOCK`, `NODE_OPTIONS`, a virtualenv) is given to the
+//! server that needs it by its `env` table (`KEY = "${KEY}"`) or by `inherit_env = true`.
+
+use std::ffi::{OsStr, OsString};
+
+/// Variables passed by exact name.
+const PASSED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+];
+
+/// Variables passed by exact name in either case (lower or upper).
+const PASSED_ANY_CASE: &[&str] = &[
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "npm_config_registry",
+    "npm_config_cache",
+    "npm_config_userconfig",
+    "npm_config_prefix",
+    "npm_config_cafile",
+    "npm_config_proxy",
+    "npm_config_https_proxy",
+    "npm_config_noproxy",
+    "npm_config_strict_ssl",
+];
+
+/// Variables passed by prefix.
+const PASSED_PREFIXES: &[&str] = &["LC_", "XDG_"];
+
+/// Whether a stdio server that does not inherit the whole environment gets variable `name`.
+pub fn is_passed(name: &OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    PASSED.contains(&name)
+        || PASSED_ANY_CASE
+            .iter()
+            .any(|passed| *passed == name || passed.to_ascii_uppercase() == name)
+        || PASSED_PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+}
+
+/// The part of `vars` (mcpmux's environment) a stdio server gets by default.
+pub fn minimal(vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    vars.filter(|(name, _)| is_passed(name)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passed(names: &[&str]) -> Vec<String> {
+        let vars = names.iter().map(|n| (OsString::from(n), OsString::from("v")));
+        (minimal(vars).into_iter())
+            .map(|(name, _)| name.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn only_the_documented_variables_pass() {
+        let all = [
+            "PATH",
+            "HOME",
+            "LC_ALL",
+            "XDG_CACHE_HOME",
+            "https_proxy",
+            "HTTPS_PROXY",
+            "npm_config_registry",
+            "NPM_CONFIG_CACHE",
+            "NODE_EXTRA_CA_CERTS",
+            "OPENAI_API_KEY",
+            "GITHUB_TOKEN",
+            "npm_config__authToken",
+            "NPM_CONFIG_//registry.npmjs.org/:_authToken",
+            "AWS_SECRET_ACCESS_KEY",
+            "Path",
+            "LCX",
+            "RUST_LOG",
+        ];
+        assert_eq!(
+            passed(&all),
+            [
+                "PATH",
+                "HOME",
+                "LC_ALL",
+                "XDG_CACHE_HOME",
+                "https_proxy",
+                "HTTPS_PROXY",
+                "npm_config_registry",
+                "NPM_CONFIG_CACHE",
+                "NODE_EXTRA_CA_CERTS",
+            ]
+        );
+    }
+}

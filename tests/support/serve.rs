@@ -1,0 +1,123 @@
+//! The real `mcpmux serve` binary as a child process: its config file in a scratch directory,
+//! its log, readiness (the wanted tools listed), signals sent to it, and its exit.
+
+use super::mcp::RawSession;
+use super::{free_port, ChildGuard};
+use serde_json::json;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Upper bound for the gateway to serve with every wanted tool listed.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(45);
+
+/// A running `mcpmux serve`.
+pub struct ServeProcess {
+    pub guard: ChildGuard,
+    pub port: u16,
+    pub config: PathBuf,
+    log_path: PathBuf,
+}
+
+impl ServeProcess {
+    /// Write `dir/mcpmux.toml` (a `[gateway]` table listening on a free port, `gateway_extra`
+    /// lines in it, then `servers`) and start `mcpmux serve --config <it>` in `cwd`, with
+    /// `env` added to the test's environment.
+    pub fn start(dir: &Path, gateway_extra: &str, servers: &str, cwd: &Path, env: &[(&str, &str)]) -> Self {
+        let port = free_port();
+        let config = dir.join("mcpmux.toml");
+        let text = format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\n{gateway_extra}\n\n{servers}");
+        fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
+        let log_path = dir.join("gateway.log");
+        let log = fs::File::create(&log_path).expect("create gateway log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpmux"));
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .current_dir(cwd)
+            .env("RUST_LOG", "info,mcpmux=debug")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup log fd"))
+            .stderr(log);
+        // Not a group guard: reaping it must not kill anything the gateway itself failed to stop.
+        let guard = ChildGuard::new(cmd.spawn().expect("spawn mcpmux"));
+        ServeProcess {
+            guard,
+            port,
+            config,
+            log_path,
+        }
+    }
+
+    /// The MCP endpoint.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// What the gateway logged so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Wait until a session sees every tool of `want` listed; returns every tool name.
+    pub async fn wait_tools(&mut self, want: &[&str]) -> Vec<String> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut last = String::from("not tried");
+        loop {
+            if let Some(status) = self.guard.try_wait() {
+                panic!("gateway exited early ({status}); log:\n{}", self.log());
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "gateway not ready within {READY_TIMEOUT:?} (last: {last}); log:\n{}",
+                    self.log()
+                );
+            }
+            let opened = tokio::time::timeout(
+                Duration::from_secs(10),
+                RawSession::try_open(&self.url(), json!({}), "2025-11-25"),
+            )
+            .await;
+            match opened {
+                Ok(Ok(s)) => {
+                    let (tools, _) = s.list_all("tools/list", "tools").await;
+                    s.delete().await;
+                    let names: Vec<String> = (tools.iter())
+                        .filter_map(|t| t["name"].as_str().map(str::to_string))
+                        .collect();
+                    if want.iter().all(|w| names.iter().any(|n| n == w)) {
+                        return names;
+                    }
+                    last = format!("tools so far: {names:?}");
+                }
+                Ok(Err(e)) => last = e,
+                Err(_) => last = "initialize timed out".into(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Send `signal` to the gateway.
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: signalling our own, still unreaped child.
+        let rc = unsafe { libc::kill(self.guard.pid() as i32, signal) };
+        assert_eq!(rc, 0, "kill({}, {signal}) failed", self.guard.pid());
+    }
+
+    /// Wait for the gateway to exit within `timeout` (panics with its log if it does not).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.guard.try_wait() {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                self.guard.kill();
+                panic!("gateway still running after {timeout:?}; log:\n{}", self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
