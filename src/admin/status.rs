@@ -5,7 +5,7 @@
 //! the MCP endpoint (a refusal here is `forbidden` in plain text).
 
 use crate::catalog::ListKind;
-use crate::config::{Isolation, TransportConfig, UpstreamId};
+use crate::config::{HttpMode, Isolation, TransportConfig, UpstreamId};
 use crate::core::hub::Hub;
 use crate::status_doc::{ServerInfo, StatusDocument, UpstreamStatus};
 use crate::upstream::UpstreamSlot;
@@ -100,6 +100,12 @@ fn upstream_entry(slot: &UpstreamSlot) -> UpstreamStatus {
     let facts = slot.facts.load_full();
     let transport = match &slot.server.transport {
         TransportConfig::Stdio { .. } => "stdio",
+        TransportConfig::Http {
+            mode: HttpMode::LegacySse,
+            ..
+        } => "sse",
+        // Auto mode fell back to legacy HTTP+SSE.
+        TransportConfig::Http { .. } if slot.learned.legacy_sse() => "sse",
         TransportConfig::Http { .. } => "http",
     };
     let isolation = match slot.server.isolation {

@@ -144,7 +144,7 @@ impl Endpoint {
     }
 
     /// POST one JSON-RPC frame with `extra` headers, through the lean client when there is one.
-    pub async fn send_post(&self, frame: String, extra: &[(String, String)]) -> Result<Reply, String> {
+    pub async fn send_post(&self, frame: String, extra: &[(String, String)]) -> Result<Reply, Failure> {
         let Some(lean) = &self.lean else {
             let mut req = self.post(frame);
             for (name, value) in extra {
@@ -152,7 +152,7 @@ impl Endpoint {
             }
             return match req.send().await {
                 Ok(resp) => Ok(Reply::from(resp)),
-                Err(err) => Err(error_chain(&err)),
+                Err(err) => Err(Failure::of(&err)),
             };
         };
         let mut req = http::Request::new(Full::new(Bytes::from(frame)));
@@ -172,7 +172,7 @@ impl Endpoint {
         }
         match lean.client.request(req).await {
             Ok(resp) => Ok(Reply::from_hyper(resp)),
-            Err(err) => Err(error_chain(&err)),
+            Err(err) => Err(Failure::of(&err)),
         }
     }
 
@@ -264,6 +264,68 @@ pub(super) async fn read_limited(resp: impl Into<Reply>, limit: usize) -> Vec<u8
     resp.into().read_limited(limit).await
 }
 
+/// Why an exchange with an HTTP upstream failed, and whether that says nothing serves its
+/// address any more (the connection was refused or reset: its process is gone), which takes the
+/// upstream down at once rather than failing one request.
+#[derive(Debug)]
+pub(super) struct Failure {
+    pub reason: String,
+    pub unreachable: bool,
+}
+
+impl Failure {
+    /// The failure of an HTTP client call, with all of its causes.
+    pub fn of(err: &(dyn std::error::Error + 'static)) -> Self {
+        Failure {
+            reason: error_chain(err),
+            unreachable: is_unreachable(err),
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Self {
+        Failure {
+            reason,
+            unreachable: false,
+        }
+    }
+}
+
+impl From<Failure> for String {
+    fn from(failure: Failure) -> Self {
+        failure.reason
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// Whether an error (or one of its causes) is a connection refused, reset or aborted: nothing
+/// listens at the address, or what did is gone. A slow server or an HTTP refusal is not.
+pub(super) fn is_unreachable(err: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind;
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                ErrorKind::ConnectionRefused
+                    | ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::NotConnected
+            ) {
+                return true;
+            }
+        }
+        cause = err.source();
+    }
+    false
+}
+
 /// An error with all of its causes, for logs and error messages.
 pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
@@ -318,5 +380,25 @@ mod tests {
         // One connection for the lean client and one for reqwest, not two per endpoint.
         let peers = peers.lock().len();
         assert!(peers <= 2, "{peers} connections for 3 endpoints");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable_and_an_http_refusal_is_not() {
+        // A port nothing listens on (bound, then released).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        drop(listener);
+        let endpoint = Endpoint::new(&url, &[]).expect("endpoint");
+        let Err(failure) = endpoint.send_post("{}".into(), &[]).await else {
+            panic!("nothing listens at {url}");
+        };
+        assert!(failure.unreachable, "{failure}");
+        let Err(err) = endpoint.get(None).send().await else {
+            panic!("nothing listens at {url}");
+        };
+        assert!(is_unreachable(&err), "{}", error_chain(&err));
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "slow");
+        assert!(!is_unreachable(&timeout));
+        assert!(!Failure::from("HTTP 500".to_string()).unreachable);
     }
 }

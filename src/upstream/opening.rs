@@ -1,6 +1,7 @@
 //! The opening of a connection before it serves calls: the stdio era probe (`server/discover`,
-//! then `initialize` after an error or 5 s of silence, a late discover answer still winning)
-//! and the `initialize` handshake, answering pings and refusing other server requests meanwhile.
+//! then `initialize` after an error or 5 s of silence, a late discover answer still winning;
+//! a server that exits on the probe is reported as such, see [`Opening::ProbeEnded`]) and the
+//! `initialize` handshake, answering pings and refusing other server requests meanwhile.
 
 use super::connection::{Actor, Inbound, Transport};
 use super::handshake::{
@@ -14,11 +15,30 @@ use crate::protocol::{Message, ResponsePayload};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// How long an upstream may take to answer `initialize`.
-const INIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a stdio server may take to answer `server/discover` before `initialize` is sent
 /// too (some ignore unknown methods before `initialize`).
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a stdio server's opening with the era probe failed.
+pub(super) enum Opening {
+    /// The server exited (its transport ended) while it had only been asked `server/discover`:
+    /// old Python SDKs (`mcp` 1.2 to 1.9.0) exit on a method they do not know. Starting it again
+    /// with `initialize` alone may well work.
+    ProbeEnded(String),
+    Failed(String),
+}
+
+/// Why no answer came during the opening, and whether the transport ended.
+pub(super) struct Unanswered {
+    reason: String,
+    ended: bool,
+}
+
+impl From<Unanswered> for String {
+    fn from(unanswered: Unanswered) -> Self {
+        unanswered.reason
+    }
+}
 
 impl Actor {
     /// Probe a stdio server with `server/discover`; an error or an answer without 2026-07-28
@@ -29,20 +49,23 @@ impl Actor {
         &mut self,
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
-    ) -> Result<ServerFacts, String> {
+    ) -> Result<ServerFacts, Opening> {
         let id = self.handle.next_id();
-        self.send_early(transport, discover_request(id), id)?;
+        self.send_early(transport, discover_request(id), id)
+            .map_err(Opening::Failed)?;
         let deadline = tokio::time::Instant::now() + DISCOVER_TIMEOUT;
-        match self.await_answer(transport, inbound, &[id], deadline).await {
+        let opened = match self.await_answer(transport, inbound, &[id], deadline).await {
             Ok((_, payload)) => match read_discover_result(payload) {
                 Some(facts) => Ok(facts),
                 None => self.handshake(transport, inbound, None).await,
             },
-            Err(reason) => {
+            Err(Unanswered { reason, ended: true }) => return Err(Opening::ProbeEnded(reason)),
+            Err(Unanswered { reason, .. }) => {
                 tracing::debug!(upstream = %self.name(), %reason, "no answer to server/discover yet; trying initialize");
                 self.handshake(transport, inbound, Some(id)).await
             }
-        }
+        };
+        opened.map_err(Opening::Failed)
     }
 
     /// Send `initialize`, wait for the answer, send `initialized`; a late answer to the
@@ -55,7 +78,7 @@ impl Actor {
     ) -> Result<ServerFacts, String> {
         let id = self.handle.next_id();
         self.send_early(transport, initialize_request(id), id)?;
-        let deadline = tokio::time::Instant::now() + INIT_TIMEOUT;
+        let deadline = tokio::time::Instant::now() + self.ctx.server.handshake_timeout;
         let mut waiting: Vec<u64> = std::iter::once(id).chain(late_discover).collect();
         loop {
             let (answered, payload) = self.await_answer(transport, inbound, &waiting, deadline).await?;
@@ -76,7 +99,7 @@ impl Actor {
     fn send_early(&self, transport: &mut Transport, request: Message, id: u64) -> Result<(), String> {
         transport
             .send(request.to_json(), Some(id))
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.detail())
     }
 
     /// Wait for the answer to one of `ids` before the connection is open (answering pings,
@@ -87,19 +110,28 @@ impl Actor {
         inbound: &mut mpsc::Receiver<Inbound>,
         ids: &[u64],
         deadline: tokio::time::Instant,
-    ) -> Result<(u64, ResponsePayload), String> {
+    ) -> Result<(u64, ResponsePayload), Unanswered> {
         let method = "the opening handshake";
+        let ended = |reason: String| Unanswered { reason, ended: true };
         loop {
-            let item = tokio::time::timeout_at(deadline, inbound.recv())
-                .await
-                .map_err(|_| format!("no answer to {method} in time"))?;
+            let Ok(item) = tokio::time::timeout_at(deadline, inbound.recv()).await else {
+                let reason = format!("no answer to {method} in time");
+                return Err(Unanswered {
+                    reason: self.describe_end(transport, reason).await,
+                    ended: false,
+                });
+            };
             match item {
-                None => return Err(format!("transport ended during {method}")),
+                None => return Err(ended(format!("transport ended during {method}"))),
                 Some(Inbound::Closed(reason)) => {
-                    return Err(self.describe_exit(transport, format!("{reason} during {method}")))
+                    let reason = format!("{reason} during {method}");
+                    return Err(ended(self.describe_end(transport, reason).await));
                 }
                 Some(Inbound::PostFailed { upstream_id, error }) if ids.contains(&upstream_id) => {
-                    return Err(error.to_string())
+                    return Err(Unanswered {
+                        reason: error.detail(),
+                        ended: false,
+                    })
                 }
                 Some(
                     Inbound::SessionExpired { .. } | Inbound::Paused { .. } | Inbound::PostFailed { .. },
