@@ -9,7 +9,7 @@ use super::handshake::{
     read_initialize_result,
 };
 use super::ServerFacts;
-use crate::error::codes;
+use crate::error::{codes, UpstreamError};
 use crate::protocol::message::{error_object, raw};
 use crate::protocol::{Message, ResponsePayload};
 use std::time::Duration;
@@ -21,9 +21,10 @@ const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a stdio server's opening with the era probe failed.
 pub(super) enum Opening {
-    /// The server exited (its transport ended) while it had only been asked `server/discover`:
-    /// old Python SDKs (`mcp` 1.2 to 1.9.0) exit on a method they do not know. Starting it again
-    /// with `initialize` alone may well work.
+    /// The server exited (its transport ended) after a `server/discover` it never answered:
+    /// old Python SDKs (`mcp` 1.2 to 1.9.0) fail on a method they do not know before
+    /// `initialize`, and exit when the next line arrives. Starting it again with `initialize`
+    /// alone may well work.
     ProbeEnded(String),
     Failed(String),
 }
@@ -32,6 +33,12 @@ pub(super) enum Opening {
 pub(super) struct Unanswered {
     reason: String,
     ended: bool,
+}
+
+impl Unanswered {
+    fn failed(reason: String) -> Self {
+        Unanswered { reason, ended: false }
+    }
 }
 
 impl From<Unanswered> for String {
@@ -52,20 +59,25 @@ impl Actor {
     ) -> Result<ServerFacts, Opening> {
         let id = self.handle.next_id();
         self.send_early(transport, discover_request(id), id)
-            .map_err(Opening::Failed)?;
+            .map_err(|u| Opening::Failed(u.reason))?;
         let deadline = tokio::time::Instant::now() + DISCOVER_TIMEOUT;
-        let opened = match self.await_answer(transport, inbound, &[id], deadline).await {
+        match self.await_answer(transport, inbound, &[id], deadline).await {
             Ok((_, payload)) => match read_discover_result(payload) {
                 Some(facts) => Ok(facts),
-                None => self.handshake(transport, inbound, None).await,
+                None => (self.exchange_initialize(transport, inbound, None).await)
+                    .map_err(|u| Opening::Failed(u.reason)),
             },
-            Err(Unanswered { reason, ended: true }) => return Err(Opening::ProbeEnded(reason)),
+            Err(Unanswered { reason, ended: true }) => Err(Opening::ProbeEnded(reason)),
             Err(Unanswered { reason, .. }) => {
                 tracing::debug!(upstream = %self.name(), %reason, "no answer to server/discover yet; trying initialize");
-                self.handshake(transport, inbound, Some(id)).await
+                // Some servers (Python `mcp` 1.6) stop at the probe but only exit once more
+                // input arrives: the `initialize` that follows it.
+                (self.exchange_initialize(transport, inbound, Some(id)).await).map_err(|u| match u.ended {
+                    true => Opening::ProbeEnded(u.reason),
+                    false => Opening::Failed(u.reason),
+                })
             }
-        };
-        opened.map_err(Opening::Failed)
+        }
     }
 
     /// Send `initialize`, wait for the answer, send `initialized`; a late answer to the
@@ -76,6 +88,16 @@ impl Actor {
         inbound: &mut mpsc::Receiver<Inbound>,
         late_discover: Option<u64>,
     ) -> Result<ServerFacts, String> {
+        (self.exchange_initialize(transport, inbound, late_discover).await).map_err(String::from)
+    }
+
+    /// [`Actor::handshake`], saying whether a failure was the transport ending.
+    async fn exchange_initialize(
+        &mut self,
+        transport: &mut Transport,
+        inbound: &mut mpsc::Receiver<Inbound>,
+        late_discover: Option<u64>,
+    ) -> Result<ServerFacts, Unanswered> {
         let id = self.handle.next_id();
         self.send_early(transport, initialize_request(id), id)?;
         let deadline = tokio::time::Instant::now() + self.ctx.server.handshake_timeout;
@@ -83,10 +105,10 @@ impl Actor {
         loop {
             let (answered, payload) = self.await_answer(transport, inbound, &waiting, deadline).await?;
             if answered == id {
-                let facts = read_initialize_result(payload)?;
+                let facts = read_initialize_result(payload).map_err(Unanswered::failed)?;
                 transport
                     .send(initialized_notification().to_json(), None)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| Unanswered::failed(e.detail()))?;
                 return Ok(facts);
             }
             if let Some(facts) = read_discover_result(payload) {
@@ -96,10 +118,14 @@ impl Actor {
         }
     }
 
-    fn send_early(&self, transport: &mut Transport, request: Message, id: u64) -> Result<(), String> {
+    /// Send a request before the connection is open; a closed transport counts as ended.
+    fn send_early(&self, transport: &mut Transport, request: Message, id: u64) -> Result<(), Unanswered> {
         transport
             .send(request.to_json(), Some(id))
-            .map_err(|e| e.detail())
+            .map_err(|e| Unanswered {
+                reason: e.detail(),
+                ended: matches!(e, UpstreamError::Closed { .. }),
+            })
     }
 
     /// Wait for the answer to one of `ids` before the connection is open (answering pings,

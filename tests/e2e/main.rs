@@ -17,6 +17,7 @@ mod graceful_stop;
 mod http_status;
 mod http_upstream;
 mod legacy_sse;
+mod lifecycle;
 mod modern;
 mod real_clients;
 mod resumption;
