@@ -18,9 +18,10 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// How long a host's first request waits for upstreams still on their first start: long enough
-/// for a quick server to be in its answer, short enough that a slow or hung one does not stall
+/// for a cold `npx` or Python server on a busy machine to be in its answer, well short of the
+/// handshake timeout and of hosts' own request timeouts, so a slow or hung one does not stall
 /// the host (its lists join later, announced with `list_changed`).
-pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
+pub const STARTUP_WAIT: Duration = Duration::from_secs(10);
 /// How long a call waits for a per-session connection to become ready.
 const CONNECT_WAIT: Duration = Duration::from_secs(60);
 /// Capacity of a supervisor's event queue.

@@ -70,7 +70,6 @@ pub async fn supervise(
         let opened = ready.is_ok();
         match ready {
             Ok(facts) => {
-                slot.state.ready();
                 slot.facts.store(Some(facts.clone()));
                 slot.down_reason.store(None);
                 refresh_all(&pool, slot, &handle, &facts).await;
@@ -80,6 +79,8 @@ pub async fn supervise(
                 } else {
                     slot.shared.store(Some(Arc::new(handle.clone())));
                 }
+                // Ready as `/status` says it: lists loaded, calls served.
+                slot.state.ready();
                 pool.note_ready();
             }
             Err(err) => {
