@@ -2,9 +2,10 @@
 //! old Python SDK (mcp 1.6.0), which exits on the era probe, is opened with `initialize` and
 //! stays so across restarts; a killed HTTP or legacy SSE server-everything is down at once
 //! (phase, `last_error`, tools gone, `list_changed`) and back when it returns, its failure then
-//! marked past; a server that never answers its handshake neither stalls hosts' `initialize` nor
-//! shutdown, and fails after `handshake_timeout_secs`; a failed start says its exit status and
-//! last stderr lines, naming the upstream once.
+//! marked past; a server that never answers its handshake, or a legacy SSE reconnect that hangs,
+//! stalls neither hosts' `initialize` nor shutdown, and the handshake fails after
+//! `handshake_timeout_secs`; a failed start says its exit status and last stderr lines, naming
+//! the upstream once.
 
 use crate::support::mcp::{wait_for, RawSession};
 use crate::support::*;
@@ -285,6 +286,55 @@ async fn a_killed_legacy_sse_upstream_is_down_at_once_and_shown_as_sse() {
     // said ready; now the refused reconnect takes it down at once.
     killed_and_back(&gw, "ev", server, move || start_everything_sse(port)).await;
     gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_while_a_legacy_sse_upstream_reconnects_ends_the_attempt() {
+    use tokio::io::AsyncReadExt;
+    let _suite = crate::suite::enter(module_path!());
+    let port = free_port();
+    let server = tokio::task::spawn_blocking(move || start_everything_sse(port))
+        .await
+        .expect("start server-everything (sse)");
+    let servers = format!(
+        "[servers.ev]\nurl = \"http://127.0.0.1:{port}/sse\"\ntransport = \"sse\"\n\
+         health_check_interval_secs = 0\n"
+    );
+    let gw = boot_gateway(&servers, "").await;
+    until_upstream(&gw, "ev", "ev ready", |u| u["phase"] == "ready").await;
+    drop(server);
+    // Something now takes connections on the port and never answers: mcpmux's next attempt
+    // to open the stream hangs there.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("bind the server's port");
+    let (mut socket, _) = bounded("a reconnect attempt", listener.accept())
+        .await
+        .expect("accept");
+    let mut head = [0u8; 512];
+    let n = bounded("its request", socket.read(&mut head))
+        .await
+        .expect("read");
+    assert!(
+        head[..n].starts_with(b"GET "),
+        "{:?}",
+        String::from_utf8_lossy(&head[..n])
+    );
+
+    // The stop ends the attempt: mcpmux closes the connection. Before, the attempt ran on past
+    // the stop (which gave up waiting for it after 20 s) until its own 30 s timeout.
+    bounded("the stop", gw.stop()).await;
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut rest = [0u8; 512];
+        loop {
+            match socket.read(&mut rest).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the hanging attempt outlived the stop");
 }
 
 /// Pids of `sleep` processes with exactly `arg` as their argument.
