@@ -9,8 +9,8 @@ use super::opening::Opening;
 use super::stdio::StdioTransport;
 use super::ties::HostTies;
 use super::{
-    CallEvent, CallFailure, CallOrigin, CallParams, Command, OutboundCall, ServerFacts, Status,
-    UpstreamHandle, COMMAND_QUEUE,
+    CallEvent, CallFailure, CallOrigin, CallParams, Command, OutboundCall, Status, UpstreamHandle,
+    COMMAND_QUEUE,
 };
 use crate::catalog::{ListKind, Naming};
 use crate::config::{Era, ServerConfig, TransportConfig, UpstreamId};
@@ -111,7 +111,7 @@ impl Transport {
         }
     }
 
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         match self {
             Transport::Stdio(t) => t.stop().await,
             Transport::Http(t) => (*t).stop().await,
@@ -171,7 +171,7 @@ impl Actor {
     }
 
     /// Spawn the child or set up the HTTP client, with the queue it reports to.
-    fn open_transport(&self) -> Result<(Transport, mpsc::Receiver<Inbound>), UpstreamError> {
+    pub(super) fn open_transport(&self) -> Result<(Transport, mpsc::Receiver<Inbound>), UpstreamError> {
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
         let transport = match &self.ctx.server.transport {
             TransportConfig::Stdio { .. } => StdioTransport::spawn(
@@ -209,7 +209,7 @@ impl Actor {
         let reason = tokio::select! {
             r = opening => match r {
                 Ok(opened) => opened.err(),
-                Err(_) => Some(self.describe_end(&mut transport, super::legacy_link::timed_out(limit)).await),
+                Err(_) => Some(self.describe_end(&mut transport, super::opening::timed_out(limit)).await),
             },
             _ = stop.cancelled() => Some("stopped".to_string()),
         };
@@ -332,29 +332,6 @@ impl Actor {
         super::health::watch(self.handle.clone(), &self.ctx.server);
         self.status.send_replace(Status::Ready(Arc::new(facts)));
         Ok(())
-    }
-
-    /// The child exited on the `server/discover` probe: start it once more and open it with
-    /// `initialize` alone. If that works, the server is opened that way from now on (the
-    /// verdict outlives this connection); if not, the connection fails as usual.
-    async fn respawn_without_probe(
-        &mut self,
-        transport: &mut Transport,
-        inbound: &mut mpsc::Receiver<Inbound>,
-        reason: String,
-    ) -> Result<ServerFacts, String> {
-        tracing::info!(
-            upstream = %self.name(),
-            %reason,
-            "the server exited on the server/discover probe; starting it again with initialize"
-        );
-        let (fresh, fresh_inbound) = self.open_transport().map_err(|e| e.detail())?;
-        std::mem::replace(transport, fresh).stop().await;
-        *inbound = fresh_inbound;
-        let facts = self.handshake(transport, inbound, None).await?;
-        self.ctx.learned.set_probe_kills();
-        tracing::info!(upstream = %self.name(), "the server speaks the session era only; it is opened with initialize from now on");
-        Ok(facts)
     }
 
     fn on_command(&mut self, transport: &mut Transport, cmd: Command) {

@@ -7,6 +7,7 @@ use super::connection::{Actor, ConnectionEvent, Inbound, Transport};
 use super::http::HttpTransport;
 use super::http_endpoint::Failure;
 use super::legacy_sse::LegacySseTransport;
+use super::opening::timed_out;
 use super::{Command, ServerFacts, Status};
 use crate::catalog::ListKind;
 use crate::config::{HttpMode, ServerConfig, TransportConfig};
@@ -43,14 +44,6 @@ pub(super) fn http_transport(
             Transport::Http(Box::new(HttpTransport::new(name, url, headers, max, inbound)?))
         }
     })
-}
-
-/// Why an opening step gave up: the server's `handshake_timeout_secs` ran out.
-pub(super) fn timed_out(limit: Duration) -> String {
-    format!(
-        "no answer to the opening handshake within {} s (handshake_timeout_secs)",
-        limit.as_secs()
-    )
 }
 
 impl Actor {

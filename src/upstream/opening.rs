@@ -19,6 +19,14 @@ use tokio::sync::mpsc;
 /// too (some ignore unknown methods before `initialize`).
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why an opening step gave up: the server's `handshake_timeout_secs` ran out.
+pub(super) fn timed_out(limit: Duration) -> String {
+    format!(
+        "no answer to the opening handshake within {} s (handshake_timeout_secs)",
+        limit.as_secs()
+    )
+}
+
 /// Why a stdio server's opening with the era probe failed.
 pub(super) enum Opening {
     /// The server exited (its transport ended) after a `server/discover` it never answered:
@@ -78,6 +86,29 @@ impl Actor {
                 })
             }
         }
+    }
+
+    /// The child exited on the `server/discover` probe: start it once more and open it with
+    /// `initialize` alone. If that works, the server is opened that way from now on (the
+    /// verdict outlives this connection); if not, the connection fails as usual.
+    pub(super) async fn respawn_without_probe(
+        &mut self,
+        transport: &mut Transport,
+        inbound: &mut mpsc::Receiver<Inbound>,
+        reason: String,
+    ) -> Result<ServerFacts, String> {
+        tracing::info!(
+            upstream = %self.name(),
+            %reason,
+            "the server exited on the server/discover probe; starting it again with initialize"
+        );
+        let (fresh, fresh_inbound) = self.open_transport().map_err(|e| e.detail())?;
+        std::mem::replace(transport, fresh).stop().await;
+        *inbound = fresh_inbound;
+        let facts = self.handshake(transport, inbound, None).await?;
+        self.ctx.learned.set_probe_kills();
+        tracing::info!(upstream = %self.name(), "the server speaks the session era only; it is opened with initialize from now on");
+        Ok(facts)
     }
 
     /// Send `initialize`, wait for the answer, send `initialized`; a late answer to the
