@@ -152,7 +152,7 @@ impl Upstreams {
         let all = self.slots.iter().all(|s| s.state.report().phase == Phase::Ready);
         if all && !self.all_ready.swap(true, Ordering::Relaxed) {
             let n = self.slots.len();
-            tracing::info!(upstreams = n, "all {n} upstreams ready");
+            tracing::info!("all {n} upstreams ready");
         }
     }
 

@@ -193,7 +193,7 @@ async fn refetch(pool: &Arc<Upstreams>, batch: Vec<ConnectionEvent>) {
                 }
             }
             Err(err) => {
-                tracing::warn!(upstream = %via.name(), list = kind.method(), %err, "re-fetching a list failed")
+                tracing::warn!(upstream = %via.name(), list = %kind.method(), %err, "re-fetching a list failed")
             }
         }
     }
@@ -214,14 +214,14 @@ async fn refresh_all(
         }
         match fetch_list(handle, kind).await {
             Ok(FetchedList { items, hint }) => {
-                tracing::info!(upstream = %handle.name(), list = kind.method(), count = items.len(), "loaded list");
+                tracing::info!(upstream = %handle.name(), list = %kind.method(), count = items.len(), "loaded list");
                 slot.list_freshness.record(kind, hint, Instant::now());
                 if pool.catalog.replace(&slot.id, kind, items) {
                     changed.push(kind);
                 }
             }
             Err(err) => {
-                tracing::warn!(upstream = %handle.name(), list = kind.method(), %err, "loading a list failed")
+                tracing::warn!(upstream = %handle.name(), list = %kind.method(), %err, "loading a list failed")
             }
         }
     }
@@ -255,7 +255,7 @@ pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<Fetch
             match RawObject::parse(item.get()) {
                 Ok(obj) if items.len() < MAX_ITEMS => items.push(obj),
                 Ok(_) => {
-                    tracing::warn!(upstream = %handle.name(), list = kind.method(), "list truncated at {MAX_ITEMS} items");
+                    tracing::warn!(upstream = %handle.name(), list = %kind.method(), "list truncated at {MAX_ITEMS} items");
                     return Ok(FetchedList { items, hint });
                 }
                 Err(err) => {
@@ -268,7 +268,7 @@ pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<Fetch
             return Ok(FetchedList { items, hint });
         }
     }
-    tracing::warn!(upstream = %handle.name(), list = kind.method(), "stopped after {MAX_PAGES} pages");
+    tracing::warn!(upstream = %handle.name(), list = %kind.method(), "stopped after {MAX_PAGES} pages");
     Ok(FetchedList { items, hint })
 }
 
