@@ -362,19 +362,25 @@ async fn a_server_that_never_answers_stalls_neither_hosts_nor_shutdown_and_times
     let (hung_arg, slow_arg) = ("1000.0417", "1000.0419");
     let servers = format!(
         "[servers.hung]\ncommand = \"sleep\"\nargs = [\"{hung_arg}\"]\n\n\
-         [servers.slow]\ncommand = \"sleep\"\nargs = [\"{slow_arg}\"]\nhandshake_timeout_secs = 1\n\n{}",
-        test_server_toml("real", &[], None)
+         [servers.slow]\ncommand = \"sleep\"\nargs = [\"{slow_arg}\"]\nhandshake_timeout_secs = 1\n\n{}\n{}",
+        test_server_toml("real", &[], None),
+        test_server_toml("late", &["--start-delay-ms", "20000"], None)
     );
     let gw = boot_gateway(&servers, "").await;
     until_upstream(&gw, "real", "the real server ready", |u| u["phase"] == "ready").await;
 
     // A host's initialize is answered while `hung` is still in its handshake (30 s by
-    // default; before, initialize waited up to 60 s for it), and lists the real server's tools.
+    // default; before, initialize waited up to 60 s for it) and `late` still starting, and
+    // lists the real server's tools.
     let s = RawSession::open(&gw.url(), json!({})).await;
-    let entry = upstream(&status(&gw).await, "hung").clone();
-    assert_eq!(entry["phase"], "starting", "{entry}");
+    let mut events = s.get_stream().await;
+    let doc = status(&gw).await;
+    for name in ["hung", "late"] {
+        assert_eq!(upstream(&doc, name)["phase"], "starting", "{doc}");
+    }
     let tools = tool_names(&s).await;
     assert!(tools.iter().any(|t| t == "real__echo"), "{tools:?}");
+    assert!(!tools.iter().any(|t| t.starts_with("late__")), "{tools:?}");
     assert_eq!(
         text_of(
             &s.call(
@@ -385,6 +391,10 @@ async fn a_server_that_never_answers_stalls_neither_hosts_nor_shutdown_and_times
         ),
         "echo: up"
     );
+
+    // `late` (20 s to start) joins later: the host is told, and its tools are listed.
+    wait_for(&mut events, |m| m["method"] == "notifications/tools/list_changed").await;
+    until_listed(&s, "late__").await;
 
     // `slow` gives up after its handshake_timeout_secs and says why.
     let entry = until_upstream(&gw, "slow", "slow failed", |u| {
