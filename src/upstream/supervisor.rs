@@ -72,7 +72,10 @@ pub async fn supervise(
             Ok(facts) => {
                 slot.facts.store(Some(facts.clone()));
                 slot.down_reason.store(None);
-                refresh_all(&pool, slot, &handle, &facts).await;
+                tokio::select! {
+                    _ = refresh_all(&pool, slot, &handle, &facts) => {}
+                    _ = pool.shutdown.cancelled() => {}
+                }
                 if slot.server.isolation == Isolation::PerSession {
                     // The catalog came from this probe connection; sessions open their own.
                     handle.shutdown();
