@@ -340,7 +340,7 @@ impl Post {
     async fn exchange(&self, frame: String) {
         let resp = match self.endpoint.send_post(frame.clone(), &self.headers).await {
             Ok(resp) => resp,
-            Err(failure) if failure.unreachable => {
+            Err(failure) if self.endpoint.is_gone(failure.gone).await => {
                 // Nothing serves the upstream any more: the whole connection is down, not
                 // just this request (its pending calls fail and its supervisor restarts it).
                 let reason = format!("the upstream cannot be reached: {failure}");

@@ -26,6 +26,8 @@ const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 const POST_ACCEPT: &str = "application/json, text/event-stream";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a fresh connection may take to confirm a server is still there after a reset.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(2);
 /// The variables reqwest takes a proxy from; with any of them set, POSTs use reqwest too.
 const PROXY_VARIABLES: [&str; 6] = [
     "HTTP_PROXY",
@@ -191,6 +193,25 @@ impl Endpoint {
     pub fn delete(&self) -> reqwest::RequestBuilder {
         self.request(reqwest::Method::DELETE)
     }
+
+    /// Whether the server is gone after a failure that says `how`: a refused connection says
+    /// so; a reset one is confirmed by opening a fresh connection to its address (a server that
+    /// dropped one connection still accepts new ones).
+    pub async fn is_gone(&self, how: Gone) -> bool {
+        match how {
+            Gone::No => false,
+            Gone::Refused => true,
+            Gone::Reset => {
+                let (Some(host), Some(port)) = (self.url.host_str(), self.url.port_or_known_default()) else {
+                    return false;
+                };
+                // An IPv6 literal comes bracketed.
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let connect = tokio::net::TcpStream::connect((host, port));
+                matches!(tokio::time::timeout(CONFIRM_TIMEOUT, connect).await, Ok(Err(_)))
+            }
+        }
+    }
 }
 
 impl Lean {
@@ -264,13 +285,13 @@ pub(super) async fn read_limited(resp: impl Into<Reply>, limit: usize) -> Vec<u8
     resp.into().read_limited(limit).await
 }
 
-/// Why an exchange with an HTTP upstream failed, and whether that says nothing serves its
-/// address any more (the connection was refused or reset: its process is gone), which takes the
-/// upstream down at once rather than failing one request.
+/// Why an exchange with an HTTP upstream failed, and what that says of whether the server is
+/// still there (see [`Endpoint::is_gone`]): a server found gone takes the upstream down at once
+/// rather than failing one request.
 #[derive(Debug)]
 pub(super) struct Failure {
     pub reason: String,
-    pub unreachable: bool,
+    pub gone: Gone,
 }
 
 impl Failure {
@@ -278,7 +299,7 @@ impl Failure {
     pub fn of(err: &(dyn std::error::Error + 'static)) -> Self {
         Failure {
             reason: error_chain(err),
-            unreachable: is_unreachable(err),
+            gone: gone(err),
         }
     }
 }
@@ -287,7 +308,7 @@ impl From<String> for Failure {
     fn from(reason: String) -> Self {
         Failure {
             reason,
-            unreachable: false,
+            gone: Gone::No,
         }
     }
 }
@@ -304,26 +325,34 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// Whether an error (or one of its causes) is a connection refused, reset or aborted: nothing
-/// listens at the address, or what did is gone. A slow server or an HTTP refusal is not.
-pub(super) fn is_unreachable(err: &(dyn std::error::Error + 'static)) -> bool {
+/// What a failed exchange says of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Gone {
+    /// Nothing: a slow server, an HTTP refusal, a bad answer.
+    No,
+    /// The connection was refused: nothing listens at the address.
+    Refused,
+    /// The connection was reset or aborted: the server may be gone, or only that connection.
+    Reset,
+}
+
+/// What an error (or one of its causes) says of the server.
+pub(super) fn gone(err: &(dyn std::error::Error + 'static)) -> Gone {
     use std::io::ErrorKind;
     let mut cause = Some(err);
     while let Some(err) = cause {
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if matches!(
-                io.kind(),
-                ErrorKind::ConnectionRefused
-                    | ErrorKind::ConnectionReset
-                    | ErrorKind::ConnectionAborted
-                    | ErrorKind::NotConnected
-            ) {
-                return true;
+            match io.kind() {
+                ErrorKind::ConnectionRefused => return Gone::Refused,
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::NotConnected => {
+                    return Gone::Reset
+                }
+                _ => {}
             }
         }
         cause = err.source();
     }
-    false
+    Gone::No
 }
 
 /// An error with all of its causes, for logs and error messages.
@@ -383,7 +412,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_refused_connection_is_unreachable_and_an_http_refusal_is_not() {
+    async fn a_refused_connection_is_gone_and_an_http_refusal_is_not() {
         // A port nothing listens on (bound, then released).
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
@@ -392,13 +421,29 @@ mod tests {
         let Err(failure) = endpoint.send_post("{}".into(), &[]).await else {
             panic!("nothing listens at {url}");
         };
-        assert!(failure.unreachable, "{failure}");
+        assert_eq!(failure.gone, Gone::Refused, "{failure}");
+        assert!(endpoint.is_gone(failure.gone).await);
         let Err(err) = endpoint.get(None).send().await else {
             panic!("nothing listens at {url}");
         };
-        assert!(is_unreachable(&err), "{}", error_chain(&err));
+        assert_eq!(gone(&err), Gone::Refused, "{}", error_chain(&err));
+        // A reset is confirmed with a fresh connection: refused here, so gone.
+        assert!(endpoint.is_gone(Gone::Reset).await);
         let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "slow");
-        assert!(!is_unreachable(&timeout));
-        assert!(!Failure::from("HTTP 500".to_string()).unreachable);
+        assert_eq!(gone(&timeout), Gone::No);
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert_eq!(gone(&reset), Gone::Reset);
+        assert_eq!(Failure::from("HTTP 500".to_string()).gone, Gone::No);
+    }
+
+    #[tokio::test]
+    async fn a_reset_from_a_server_still_listening_is_not_gone() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let endpoint = Endpoint::new(&url, &[]).expect("endpoint");
+        assert!(!endpoint.is_gone(Gone::Reset).await);
+        assert!(!endpoint.is_gone(Gone::No).await);
+        drop(listener);
+        assert!(endpoint.is_gone(Gone::Reset).await);
     }
 }

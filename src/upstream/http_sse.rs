@@ -4,7 +4,7 @@
 //! standalone GET stream (whose reconnect refused reports the whole connection lost).
 
 use super::connection::Inbound;
-use super::http_endpoint::{error_chain, is_unreachable, Endpoint};
+use super::http_endpoint::{error_chain, gone, Endpoint};
 use super::http_reply::{BodyStream, Reply};
 use super::parse_frame;
 use crate::protocol::sse::SseDecoder;
@@ -201,7 +201,7 @@ impl GetStream {
                         tracing::debug!(upstream = %self.name, status = %resp.status(), "upstream offers no GET stream");
                         return;
                     }
-                    Err(err) if is_unreachable(&err) => {
+                    Err(err) if self.endpoint.is_gone(gone(&err)).await => {
                         // The server is gone: the connection is down, not just this stream.
                         let reason = format!("the upstream cannot be reached: {}", error_chain(&err));
                         let _ = self.inbound.send(Inbound::Closed(reason)).await;

@@ -160,9 +160,13 @@ impl Actor {
                     self.reopened(facts);
                     return Ok(());
                 }
-                // Nothing serves the address: the server is gone, not just its stream.
-                Err(failure) if failure.unreachable => return Err(failure.reason),
                 Err(failure) => {
+                    // Nothing serves the address: the server is gone, not just its stream.
+                    if let Transport::LegacySse(t) = transport {
+                        if t.is_gone(failure.gone).await {
+                            return Err(failure.reason);
+                        }
+                    }
                     tracing::debug!(upstream = %self.name(), why = %failure, "legacy SSE reconnect failed");
                     last = failure.reason;
                 }

@@ -4,7 +4,7 @@
 //! actor as [`Inbound::Closed`]; [`LegacySseTransport::connect`] opens a new one.
 
 use super::connection::Inbound;
-use super::http_endpoint::{error_chain, is_unreachable, read_limited, Endpoint, Failure};
+use super::http_endpoint::{error_chain, gone, read_limited, Endpoint, Failure, Gone};
 use super::parse_frame;
 use crate::config::Secret;
 use crate::error::UpstreamError;
@@ -164,6 +164,11 @@ impl LegacySseTransport {
         })
     }
 
+    /// Whether the server is gone after a failure that says `how` (see [`Endpoint::is_gone`]).
+    pub async fn is_gone(&self, how: Gone) -> bool {
+        self.sse.is_gone(how).await
+    }
+
     /// Close the stream (the server ends the session when its stream closes).
     pub async fn stop(self) {
         self.stop.cancel();
@@ -317,13 +322,19 @@ impl Poster {
     }
 
     async fn post(&self, frame: String) -> Result<(), Posted> {
-        let resp = self.endpoint.post(frame).send().await.map_err(|err| {
-            let reason = format!("POST failed: {}", error_chain(&err));
-            if is_unreachable(&err) {
-                return Posted::Unreachable(format!("the upstream cannot be reached: {reason}"));
+        let resp = match self.endpoint.post(frame).send().await {
+            Ok(resp) => resp,
+            Err(err) => {
+                let reason = format!("POST failed: {}", error_chain(&err));
+                if self.endpoint.is_gone(gone(&err)).await {
+                    return Err(Posted::Unreachable(format!(
+                        "the upstream cannot be reached: {reason}"
+                    )));
+                }
+                let error = UpstreamError::unavailable(self.name.to_string(), reason).because(err);
+                return Err(Posted::Failed(error));
             }
-            Posted::Failed(UpstreamError::unavailable(self.name.to_string(), reason).because(err))
-        })?;
+        };
         let status = resp.status();
         // Read the (short) body so the connection can be reused.
         let body = read_limited(resp, 4096).await;
