@@ -6,6 +6,8 @@
 # Layout produced:
 #   DIR/npm/node_modules/...   npm peers (server-everything, server-memory, server-filesystem, TS SDK)
 #   DIR/venv/                  python venv with the mcp SDK and mcp-server-time
+#   DIR/venv-sqlite/           python venv with mcp-server-sqlite on the old SDK (mcp 1.6.0), whose
+#                              stdio server exits on `server/discover` (its own stamp: .stamp inside)
 #   DIR/node22/                node 22 from the npm registry (the conformance suite and the inspector need it)
 #   DIR/conformance/           @modelcontextprotocol/conformance
 #   DIR/inspector/             @modelcontextprotocol/inspector (CLI mode)
@@ -25,6 +27,10 @@ NODE22_VERSION="22"                # node (npm registry package), major only
 CONFORMANCE_VERSION="0.1.16"       # @modelcontextprotocol/conformance
 INSPECTOR_VERSION="2.12.0"         # @modelcontextprotocol/inspector
 STAMP_FORMAT="2"                   # bump when the layout changes
+PY_SQLITE_VERSION="2025.4.25"      # mcp-server-sqlite (PyPI), run on ...
+PY_SQLITE_MCP_VERSION="1.6.0"      # ... this old mcp SDK (exits on an unknown method before initialize)
+# ... with the libraries of its day (mcp 1.6.0 does not import with pydantic 2.12 or later)
+PY_SQLITE_DEPS="pydantic==2.11.3 pydantic-settings==2.9.1 starlette==0.46.2 sse-starlette==2.3.3 anyio==4.9.0"
 # ----------------------------------------------------------------------------
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
@@ -45,6 +51,34 @@ mcp-server-time=$PY_TIME_VERSION
 node=$NODE22_VERSION
 @modelcontextprotocol/conformance=$CONFORMANCE_VERSION
 @modelcontextprotocol/inspector=$INSPECTOR_VERSION"
+
+# ---- mcp-server-sqlite on the old SDK, in a venv of its own (its own stamp) ----
+install_sqlite_venv() {
+    local venv="$DIR/venv-sqlite"
+    local want="mcp-server-sqlite=$PY_SQLITE_VERSION mcp=$PY_SQLITE_MCP_VERSION $PY_SQLITE_DEPS"
+    if [ -f "$venv/.stamp" ] && [ "$(cat "$venv/.stamp")" = "$want" ]; then
+        return 0
+    fi
+    command -v python3 >/dev/null || die "python3 not found on PATH"
+    rm -f "$venv/.stamp"
+    if [ ! -x "$venv/bin/python" ]; then
+        log "python: creating venv $venv"
+        python3 -m venv "$venv" || die "python3 -m venv failed (is python3-venv installed?)"
+    fi
+    log "python: installing mcp-server-sqlite==$PY_SQLITE_VERSION mcp==$PY_SQLITE_MCP_VERSION"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "mcp-server-sqlite==$PY_SQLITE_VERSION" "mcp==$PY_SQLITE_MCP_VERSION" $PY_SQLITE_DEPS >&2 \
+        || die "pip install of mcp-server-sqlite failed"
+    "$venv/bin/python" - "$PY_SQLITE_VERSION" "$PY_SQLITE_MCP_VERSION" <<'PY' || die "sqlite peer check failed"
+import sys
+from importlib.metadata import version
+assert version("mcp-server-sqlite") == sys.argv[1], ("mcp-server-sqlite", version("mcp-server-sqlite"))
+assert version("mcp") == sys.argv[2], ("mcp", version("mcp"))
+import mcp_server_sqlite  # noqa: F401  (import check)
+PY
+    printf '%s' "$want" > "$venv/.stamp"
+}
+install_sqlite_venv
 
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP_CONTENT" ]; then
     log "peers up to date in $DIR"

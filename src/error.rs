@@ -74,6 +74,19 @@ impl UpstreamError {
         self
     }
 
+    /// What went wrong, without the upstream's name: for a status or a log line that names
+    /// the upstream already, or a reason another error about it wraps (no repeated prefix).
+    pub fn detail(&self) -> String {
+        match self {
+            UpstreamError::Unavailable { reason, .. }
+            | UpstreamError::Closed { reason, .. }
+            | UpstreamError::Overloaded { reason, .. } => reason.clone(),
+            UpstreamError::Timeout { secs, .. } => format!("no answer within {secs} s"),
+            UpstreamError::Http { status, detail, .. } => format!("HTTP {status}: {detail}"),
+            UpstreamError::Protocol { detail, .. } => format!("protocol error: {detail}"),
+        }
+    }
+
     /// Always an upstream, by id.
     pub fn side(&self) -> Side {
         Side::Upstream(self.upstream().to_string())
@@ -360,6 +373,10 @@ mod tests {
             down.to_string(),
             "upstream 'docs' is not available: request failed: refused"
         );
+        assert_eq!(down.detail(), "request failed: refused");
+        // Wrapping a failure's detail names the upstream once.
+        let wrapped = UpstreamError::unavailable("docs", down.detail());
+        assert_eq!(wrapped.to_string().matches("docs").count(), 1, "{wrapped}");
         let bad = UpstreamError::Http {
             name: "docs".into(),
             status: 401,

@@ -50,7 +50,7 @@ pub struct ServerInfo {
 pub struct UpstreamStatus {
     pub name: String,
     pub namespace: String,
-    /// `stdio` or `http`.
+    /// `stdio`, `http` (Streamable HTTP) or `sse` (legacy HTTP+SSE).
     pub transport: String,
     /// `shared` or `per-session`.
     pub isolation: String,
@@ -58,6 +58,7 @@ pub struct UpstreamStatus {
     /// Seconds since the phase began.
     pub for_secs: u64,
     pub restarts: u64,
+    /// Why it last failed; once it is ready again this starts with `past (ready again): `.
     pub last_error: Option<String>,
     /// The negotiated protocol version, once the upstream answered.
     pub protocol_version: Option<String>,

@@ -5,7 +5,7 @@
 //! composition root puts the same Host/Origin check around them as around the MCP endpoint.
 
 use crate::catalog::ListKind;
-use crate::config::{Isolation, ReadyWhen, TransportConfig, UpstreamId};
+use crate::config::{HttpMode, Isolation, ReadyWhen, TransportConfig, UpstreamId};
 use crate::core::hub::Hub;
 use crate::session::Session;
 use crate::status_doc::{Phase, ServerInfo, SessionStatus, StatusDocument, UpstreamStatus};
@@ -134,6 +134,12 @@ fn upstream_entry(slot: &UpstreamSlot) -> UpstreamStatus {
     let facts = slot.facts.load_full();
     let transport = match &slot.server.transport {
         TransportConfig::Stdio { .. } => "stdio",
+        TransportConfig::Http {
+            mode: HttpMode::LegacySse,
+            ..
+        } => "sse",
+        // Auto mode fell back to legacy HTTP+SSE.
+        TransportConfig::Http { .. } if slot.learned.legacy_sse() => "sse",
         TransportConfig::Http { .. } => "http",
     };
     let isolation = match slot.server.isolation {

@@ -144,6 +144,9 @@ pub struct ServerConfig {
     pub health_check_interval: Option<Duration>,
     /// How long a health check may take before the connection counts as hung.
     pub health_check_timeout: Duration,
+    /// How long opening a connection may take (spawn or connect, the era probe, `initialize`
+    /// and its answer) before it counts as failed.
+    pub handshake_timeout: Duration,
     pub max_line_bytes: usize,
     pub transport: TransportConfig,
 }

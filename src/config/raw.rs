@@ -53,6 +53,7 @@ pub(super) struct RawServer {
     pub(super) max_in_flight: Option<Spanned<usize>>,
     pub(super) health_check_interval_secs: Option<Spanned<u64>>,
     pub(super) health_check_timeout_secs: Option<Spanned<u64>>,
+    pub(super) handshake_timeout_secs: Option<Spanned<u64>>,
     pub(super) max_line_bytes: Option<Spanned<usize>>,
 }
 

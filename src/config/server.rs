@@ -17,6 +17,10 @@ use toml::Spanned;
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
 const DEFAULT_HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(30);
 const DEFAULT_HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long opening a connection may take unless `handshake_timeout_secs` says otherwise: room
+/// for a cold `npx`/`uvx` start or a slow remote server, yet short enough that a server that
+/// never answers is reported failed (and retried) within half a minute.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `servers.NAME` path of a server key, quoting keys that are not bare TOML keys.
 fn server_path(name: &str) -> String {
@@ -259,6 +263,13 @@ pub(super) fn build_server(
         })
         .transpose()?
         .unwrap_or(DEFAULT_HEALTH_CHECK_TIMEOUT);
+    let handshake_timeout = (raw.handshake_timeout_secs.as_ref())
+        .map(|v| {
+            ctx.nonzero(v, &key("handshake_timeout_secs"))
+                .map(Duration::from_secs)
+        })
+        .transpose()?
+        .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT);
     let max_line_bytes = (raw.max_line_bytes.as_ref())
         .map(|v| ctx.nonzero(v, &key("max_line_bytes")))
         .transpose()?
@@ -274,6 +285,7 @@ pub(super) fn build_server(
         max_in_flight,
         health_check_interval,
         health_check_timeout,
+        handshake_timeout,
         max_line_bytes,
         transport,
     })

@@ -494,11 +494,13 @@ fn limits_timeouts_and_health_checks_have_defaults_and_bounds() {
     assert_eq!((a.max_in_flight, a.timeout_resets_on_progress), (256, false));
     assert_eq!(a.health_check_interval, Some(Duration::from_secs(30)));
     assert_eq!(a.health_check_timeout, Duration::from_secs(10));
+    assert_eq!(a.handshake_timeout, Duration::from_secs(30));
 
     let c = parse(
         "[gateway]\nmax_request_timeout_secs = 60\nmax_in_flight_per_session = 4\ndrain_timeout_secs = 0\n\
          [servers.a]\ncommand = \"x\"\nrequest_timeout_secs = 30\ntimeout_resets_on_progress = true\n\
-         max_in_flight = 9\nhealth_check_interval_secs = 0\nhealth_check_timeout_secs = 2\n",
+         max_in_flight = 9\nhealth_check_interval_secs = 0\nhealth_check_timeout_secs = 2\n\
+         handshake_timeout_secs = 7\n",
     )
     .expect("full config");
     let (gw, a) = (&c.gateway, &c.servers[0]);
@@ -510,6 +512,7 @@ fn limits_timeouts_and_health_checks_have_defaults_and_bounds() {
     );
     assert_eq!((a.max_in_flight, a.timeout_resets_on_progress), (9, true));
     assert_eq!(a.health_check_interval, None);
+    assert_eq!(a.handshake_timeout, Duration::from_secs(7));
     assert_eq!(a.effective_request_timeout(gw), Duration::from_secs(30));
 
     let e = err(
@@ -523,6 +526,11 @@ fn limits_timeouts_and_health_checks_have_defaults_and_bounds() {
     assert!(e.contains("config.toml:2"), "{e}");
     let e = err("[servers.a]\ncommand = \"x\"\nmax_in_flight = 0\n");
     assert!(e.contains("servers.a.max_in_flight must be at least 1"), "{e}");
+    let e = err("[servers.a]\ncommand = \"x\"\nhandshake_timeout_secs = 0\n");
+    assert!(
+        e.contains("config.toml:3") && e.contains("servers.a.handshake_timeout_secs must be at least 1"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -48,6 +48,7 @@ impl Harness {
             ties: ties.clone(),
             events,
             owner: None,
+            learned: Arc::default(),
         };
         let (commands_tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (status, status_rx) = watch::channel(Status::Starting);

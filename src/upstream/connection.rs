@@ -5,6 +5,7 @@
 use super::handshake::modern_params_object;
 use super::host::{HostEvents, HostLink};
 use super::legacy_sse::LegacySseTransport;
+use super::opening::Opening;
 use super::stdio::StdioTransport;
 use super::ties::HostTies;
 use super::{
@@ -62,6 +63,8 @@ pub struct ConnectionContext {
     pub events: mpsc::Sender<ConnectionEvent>,
     /// The session owning this connection when `isolation = "per-session"`.
     pub owner: Option<Weak<dyn HostLink>>,
+    /// What earlier connections to this server learned (shared with its slot).
+    pub learned: Arc<super::Learned>,
 }
 
 pub(super) enum Transport {
@@ -108,7 +111,7 @@ impl Transport {
         }
     }
 
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         match self {
             Transport::Stdio(t) => t.stop().await,
             Transport::Http(t) => (*t).stop().await,
@@ -158,6 +161,17 @@ impl Actor {
     }
 
     async fn run(self, commands: mpsc::Receiver<Command>, stop: CancellationToken) {
+        match self.open_transport() {
+            Ok((transport, inbound)) => self.serve(transport, inbound, commands, stop).await,
+            Err(err) => {
+                self.report_end(&err.detail());
+                self.status.send_replace(Status::Down(err.detail()));
+            }
+        }
+    }
+
+    /// Spawn the child or set up the HTTP client, with the queue it reports to.
+    pub(super) fn open_transport(&self) -> Result<(Transport, mpsc::Receiver<Inbound>), UpstreamError> {
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE);
         let transport = match &self.ctx.server.transport {
             TransportConfig::Stdio { .. } => StdioTransport::spawn(
@@ -170,13 +184,15 @@ impl Actor {
             TransportConfig::Http { .. } => {
                 super::legacy_link::http_transport(self.handle.name().into(), &self.ctx.server, inbound_tx)
             }
-        };
-        match transport {
-            Ok(transport) => self.serve(transport, inbound, commands, stop).await,
-            Err(err) => {
-                tracing::error!(upstream = %self.name(), %err, "cannot start upstream");
-                self.status.send_replace(Status::Down(err.to_string()));
-            }
+        }?;
+        Ok((transport, inbound))
+    }
+
+    /// Log why the connection ended, once: a shared connection's end is logged by its
+    /// supervisor (with what it does next), a per-session one's here.
+    fn report_end(&self, reason: &str) {
+        if self.ctx.owner.is_some() && reason != "stopped" {
+            tracing::warn!(upstream = %self.name(), %reason, "per-session upstream connection ended");
         }
     }
 
@@ -188,8 +204,13 @@ impl Actor {
         mut commands: mpsc::Receiver<Command>,
         stop: CancellationToken,
     ) {
+        let limit = self.ctx.server.handshake_timeout;
+        let opening = tokio::time::timeout(limit, self.initialize(&mut transport, &mut inbound));
         let reason = tokio::select! {
-            r = self.initialize(&mut transport, &mut inbound) => r.err(),
+            r = opening => match r {
+                Ok(opened) => opened.err(),
+                Err(_) => Some(self.describe_end(&mut transport, super::opening::timed_out(limit)).await),
+            },
             _ = stop.cancelled() => Some("stopped".to_string()),
         };
         let handle = self.handle.clone();
@@ -206,9 +227,9 @@ impl Actor {
                     },
                     item = inbound.recv() => match item {
                         Some(Inbound::Closed(reason)) => {
-                            let lost = self.reconnect_legacy(&mut transport, &mut inbound, &mut commands, reason);
+                            let lost = self.reconnect_legacy(&mut transport, &mut inbound, &mut commands, reason, &stop);
                             if let Err(reason) = lost.await {
-                                break self.describe_exit(&mut transport, reason);
+                                break self.describe_end(&mut transport, reason).await;
                             }
                         }
                         Some(Inbound::SessionExpired { frame, upstream_id, generation }) => {
@@ -221,9 +242,7 @@ impl Actor {
                 }
             },
         };
-        if reason != "stopped" {
-            tracing::warn!(upstream = %self.name(), %reason, "upstream connection lost");
-        }
+        self.report_end(&reason);
         self.fail_all(&reason);
         commands.close();
         while let Ok(cmd) = commands.try_recv() {
@@ -235,12 +254,13 @@ impl Actor {
         self.status.send_replace(Status::Down(reason));
     }
 
-    pub(super) fn describe_exit(&self, transport: &mut Transport, reason: String) -> String {
+    /// `reason` with what a stdio child says of its end (exit status, last stderr lines).
+    pub(super) async fn describe_end(&self, transport: &mut Transport, reason: String) -> String {
         match transport {
-            Transport::Stdio(t) => match t.exit_status() {
-                Some(status) => format!("{reason}; process {status}"),
-                None => reason,
-            },
+            Transport::Stdio(t) => {
+                let ended = reason != "stopped";
+                t.describe_end(reason, ended).await
+            }
             _ => reason,
         }
     }
@@ -288,12 +308,21 @@ impl Actor {
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
     ) -> Result<(), String> {
-        let probe = self.ctx.server.era == Era::Auto;
+        let probe = self.ctx.server.era == Era::Auto && !self.ctx.learned.probe_kills();
         let facts = match transport {
             Transport::Http(_) | Transport::LegacySse(_) => self.open_http(transport, inbound, probe).await?,
-            Transport::Stdio(_) if probe => self.discover_or_handshake(transport, inbound).await?,
+            Transport::Stdio(_) if probe => match self.discover_or_handshake(transport, inbound).await {
+                Ok(facts) => facts,
+                Err(Opening::ProbeEnded(reason)) => {
+                    self.respawn_without_probe(transport, inbound, reason).await?
+                }
+                Err(Opening::Failed(reason)) => return Err(reason),
+            },
             _ => self.handshake(transport, inbound, None).await?,
         };
+        self.ctx
+            .learned
+            .set_legacy_sse(matches!(transport, Transport::LegacySse(_)));
         self.modern = facts.protocol_version == MODERN_VERSION;
         self.handle.set_modern(self.modern);
         tracing::info!(upstream = %self.name(), version = %facts.protocol_version, "upstream initialized");
@@ -477,7 +506,8 @@ impl Actor {
 
     fn on_response(&mut self, id: Option<RequestId>, payload: ResponsePayload) {
         let Some(upstream_id) = id.as_ref().and_then(RequestId::as_u64) else {
-            tracing::warn!(upstream = %self.name(), id = ?id, "response with an id mcpmux never sent");
+            let id = id.map_or_else(|| "null".to_string(), |id| id.to_string());
+            tracing::warn!(upstream = %self.name(), %id, "response with an id mcpmux never sent");
             return;
         };
         let Some(pending) = self.pending.remove(&upstream_id) else {

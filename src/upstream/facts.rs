@@ -1,6 +1,8 @@
-//! What a connection knows about its server once opened ([`ServerFacts`]) and its lifecycle as
-//! others see it ([`Status`]).
+//! What a connection knows about its server once opened ([`ServerFacts`]), its lifecycle as
+//! others see it ([`Status`]), and what connections learned about their server that outlives
+//! each of them ([`Learned`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// What a connection reports about the server once initialized.
@@ -38,4 +40,32 @@ pub enum Status {
     Starting,
     Ready(Arc<ServerFacts>),
     Down(String),
+}
+
+/// What connections learned about their server, kept by its slot across restarts.
+#[derive(Debug, Default)]
+pub struct Learned {
+    /// The server exited on the `server/discover` probe (Python `mcp` 1.2 to 1.9.0 over stdio):
+    /// it is opened with `initialize` alone from then on.
+    probe_kills: AtomicBool,
+    /// The latest connection speaks legacy HTTP+SSE (configured, or fallen back to).
+    legacy_sse: AtomicBool,
+}
+
+impl Learned {
+    pub fn probe_kills(&self) -> bool {
+        self.probe_kills.load(Ordering::Relaxed)
+    }
+
+    pub fn set_probe_kills(&self) {
+        self.probe_kills.store(true, Ordering::Relaxed);
+    }
+
+    pub fn legacy_sse(&self) -> bool {
+        self.legacy_sse.load(Ordering::Relaxed)
+    }
+
+    pub fn set_legacy_sse(&self, legacy: bool) {
+        self.legacy_sse.store(legacy, Ordering::Relaxed);
+    }
 }

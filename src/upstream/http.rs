@@ -340,8 +340,15 @@ impl Post {
     async fn exchange(&self, frame: String) {
         let resp = match self.endpoint.send_post(frame.clone(), &self.headers).await {
             Ok(resp) => resp,
-            Err(err) => {
-                let reason = format!("request failed: {err}");
+            Err(failure) if self.endpoint.is_gone(failure.gone).await => {
+                // Nothing serves the upstream any more: the whole connection is down, not
+                // just this request (its pending calls fail and its supervisor restarts it).
+                let reason = format!("the upstream cannot be reached: {failure}");
+                self.emit(Some(Inbound::Closed(reason))).await;
+                return;
+            }
+            Err(failure) => {
+                let reason = format!("request failed: {failure}");
                 let error = UpstreamError::unavailable(self.name.to_string(), reason);
                 self.emit(self.fail(error)).await;
                 return;

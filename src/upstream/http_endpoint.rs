@@ -26,6 +26,8 @@ const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 const POST_ACCEPT: &str = "application/json, text/event-stream";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a fresh connection may take to confirm a server is still there after a reset.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(2);
 /// The variables reqwest takes a proxy from; with any of them set, POSTs use reqwest too.
 const PROXY_VARIABLES: [&str; 6] = [
     "HTTP_PROXY",
@@ -144,7 +146,7 @@ impl Endpoint {
     }
 
     /// POST one JSON-RPC frame with `extra` headers, through the lean client when there is one.
-    pub async fn send_post(&self, frame: String, extra: &[(String, String)]) -> Result<Reply, String> {
+    pub async fn send_post(&self, frame: String, extra: &[(String, String)]) -> Result<Reply, Failure> {
         let Some(lean) = &self.lean else {
             let mut req = self.post(frame);
             for (name, value) in extra {
@@ -152,7 +154,7 @@ impl Endpoint {
             }
             return match req.send().await {
                 Ok(resp) => Ok(Reply::from(resp)),
-                Err(err) => Err(error_chain(&err)),
+                Err(err) => Err(Failure::of(&err)),
             };
         };
         let mut req = http::Request::new(Full::new(Bytes::from(frame)));
@@ -172,7 +174,7 @@ impl Endpoint {
         }
         match lean.client.request(req).await {
             Ok(resp) => Ok(Reply::from_hyper(resp)),
-            Err(err) => Err(error_chain(&err)),
+            Err(err) => Err(Failure::of(&err)),
         }
     }
 
@@ -190,6 +192,25 @@ impl Endpoint {
 
     pub fn delete(&self) -> reqwest::RequestBuilder {
         self.request(reqwest::Method::DELETE)
+    }
+
+    /// Whether the server is gone after a failure that says `how`: a refused connection says
+    /// so; a reset one is confirmed by opening a fresh connection to its address (a server that
+    /// dropped one connection still accepts new ones).
+    pub async fn is_gone(&self, how: Gone) -> bool {
+        match how {
+            Gone::No => false,
+            Gone::Refused => true,
+            Gone::Reset => {
+                let (Some(host), Some(port)) = (self.url.host_str(), self.url.port_or_known_default()) else {
+                    return false;
+                };
+                // An IPv6 literal comes bracketed.
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let connect = tokio::net::TcpStream::connect((host, port));
+                matches!(tokio::time::timeout(CONFIRM_TIMEOUT, connect).await, Ok(Err(_)))
+            }
+        }
     }
 }
 
@@ -264,6 +285,76 @@ pub(super) async fn read_limited(resp: impl Into<Reply>, limit: usize) -> Vec<u8
     resp.into().read_limited(limit).await
 }
 
+/// Why an exchange with an HTTP upstream failed, and what that says of whether the server is
+/// still there (see [`Endpoint::is_gone`]): a server found gone takes the upstream down at once
+/// rather than failing one request.
+#[derive(Debug)]
+pub(super) struct Failure {
+    pub reason: String,
+    pub gone: Gone,
+}
+
+impl Failure {
+    /// The failure of an HTTP client call, with all of its causes.
+    pub fn of(err: &(dyn std::error::Error + 'static)) -> Self {
+        Failure {
+            reason: error_chain(err),
+            gone: gone(err),
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Self {
+        Failure {
+            reason,
+            gone: Gone::No,
+        }
+    }
+}
+
+impl From<Failure> for String {
+    fn from(failure: Failure) -> Self {
+        failure.reason
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// What a failed exchange says of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Gone {
+    /// Nothing: a slow server, an HTTP refusal, a bad answer.
+    No,
+    /// The connection was refused: nothing listens at the address.
+    Refused,
+    /// The connection was reset or aborted: the server may be gone, or only that connection.
+    Reset,
+}
+
+/// What an error (or one of its causes) says of the server.
+pub(super) fn gone(err: &(dyn std::error::Error + 'static)) -> Gone {
+    use std::io::ErrorKind;
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                ErrorKind::ConnectionRefused => return Gone::Refused,
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::NotConnected => {
+                    return Gone::Reset
+                }
+                _ => {}
+            }
+        }
+        cause = err.source();
+    }
+    Gone::No
+}
+
 /// An error with all of its causes, for logs and error messages.
 pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
@@ -318,5 +409,41 @@ mod tests {
         // One connection for the lean client and one for reqwest, not two per endpoint.
         let peers = peers.lock().len();
         assert!(peers <= 2, "{peers} connections for 3 endpoints");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_gone_and_an_http_refusal_is_not() {
+        // A port nothing listens on (bound, then released).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        drop(listener);
+        let endpoint = Endpoint::new(&url, &[]).expect("endpoint");
+        let Err(failure) = endpoint.send_post("{}".into(), &[]).await else {
+            panic!("nothing listens at {url}");
+        };
+        assert_eq!(failure.gone, Gone::Refused, "{failure}");
+        assert!(endpoint.is_gone(failure.gone).await);
+        let Err(err) = endpoint.get(None).send().await else {
+            panic!("nothing listens at {url}");
+        };
+        assert_eq!(gone(&err), Gone::Refused, "{}", error_chain(&err));
+        // A reset is confirmed with a fresh connection: refused here, so gone.
+        assert!(endpoint.is_gone(Gone::Reset).await);
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "slow");
+        assert_eq!(gone(&timeout), Gone::No);
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert_eq!(gone(&reset), Gone::Reset);
+        assert_eq!(Failure::from("HTTP 500".to_string()).gone, Gone::No);
+    }
+
+    #[tokio::test]
+    async fn a_reset_from_a_server_still_listening_is_not_gone() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let endpoint = Endpoint::new(&url, &[]).expect("endpoint");
+        assert!(!endpoint.is_gone(Gone::Reset).await);
+        assert!(!endpoint.is_gone(Gone::No).await);
+        drop(listener);
+        assert!(endpoint.is_gone(Gone::Reset).await);
     }
 }

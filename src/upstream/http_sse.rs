@@ -1,10 +1,10 @@
 //! SSE streams from an HTTP upstream: their JSON-RPC messages, the last event id and retry delay
 //! they announce, and resumption (a GET with `Last-Event-ID` after the announced delay) when a
 //! stream ends early, both for a POST reply that ended before its response and for the
-//! standalone GET stream.
+//! standalone GET stream (whose reconnect refused reports the whole connection lost).
 
 use super::connection::Inbound;
-use super::http_endpoint::{error_chain, Endpoint};
+use super::http_endpoint::{error_chain, gone, Endpoint};
 use super::http_reply::{BodyStream, Reply};
 use super::parse_frame;
 use crate::protocol::sse::SseDecoder;
@@ -199,6 +199,12 @@ impl GetStream {
                     }
                     Ok(resp) => {
                         tracing::debug!(upstream = %self.name, status = %resp.status(), "upstream offers no GET stream");
+                        return;
+                    }
+                    Err(err) if self.endpoint.is_gone(gone(&err)).await => {
+                        // The server is gone: the connection is down, not just this stream.
+                        let reason = format!("the upstream cannot be reached: {}", error_chain(&err));
+                        let _ = self.inbound.send(Inbound::Closed(reason)).await;
                         return;
                     }
                     Err(err) => {

@@ -5,7 +5,9 @@
 
 use super::connection::{Actor, ConnectionEvent, Inbound, Transport};
 use super::http::HttpTransport;
+use super::http_endpoint::Failure;
 use super::legacy_sse::LegacySseTransport;
+use super::opening::timed_out;
 use super::{Command, ServerFacts, Status};
 use crate::catalog::ListKind;
 use crate::config::{HttpMode, ServerConfig, TransportConfig};
@@ -14,6 +16,7 @@ use crate::util::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Backoff between reconnection attempts after a legacy stream is lost.
 const RECONNECT_MIN: Duration = Duration::from_millis(250);
@@ -69,7 +72,7 @@ impl Actor {
                 let max = self.ctx.server.max_line_bytes;
                 let mut legacy =
                     LegacySseTransport::new(self.handle.name().into(), url, headers, max, t.inbound())
-                        .map_err(|e| e.to_string())?;
+                        .map_err(|e| e.detail())?;
                 legacy
                     .connect()
                     .await
@@ -98,13 +101,16 @@ impl Actor {
 
     /// A transport reported `Closed`: for a legacy SSE upstream, fail every pending request at
     /// once, then reconnect with backoff and initialize again (calls arriving meanwhile fail
-    /// fast). `Err` is why the connection ends (at once for other transports).
+    /// fast). `Err` is why the connection ends: at once for other transports, when the server
+    /// cannot be reached at all (its supervisor takes it down and restarts it with backoff), when
+    /// the attempts run out, or when `stop` fires.
     pub(super) async fn reconnect_legacy(
         &mut self,
         transport: &mut Transport,
         inbound: &mut mpsc::Receiver<Inbound>,
         commands: &mut mpsc::Receiver<Command>,
         reason: String,
+        stop: &CancellationToken,
     ) -> Result<(), String> {
         if !matches!(transport, Transport::LegacySse(_)) {
             return Err(reason);
@@ -113,6 +119,7 @@ impl Actor {
         self.fail_all(&reason);
         let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
         let mut last = reason;
+        let limit = self.ctx.server.handshake_timeout;
         for _ in 0..RECONNECT_ATTEMPTS {
             let Transport::LegacySse(t) = transport else {
                 return Err(last);
@@ -121,19 +128,31 @@ impl Actor {
                 let delay = backoff.next_delay();
                 let attempt = async {
                     tokio::time::sleep(delay).await;
-                    t.connect().await
+                    match tokio::time::timeout(limit, t.connect()).await {
+                        Ok(connected) => connected,
+                        Err(_) => Err(Failure::from(timed_out(limit))),
+                    }
                 };
                 tokio::pin!(attempt);
                 loop {
                     tokio::select! {
                         r = &mut attempt => break r,
-                        Some(cmd) = commands.recv() => self.refuse(cmd, &last),
+                        Some(cmd) = commands.recv() => match cmd {
+                            Command::Abandon(why) => return Err(why),
+                            cmd => self.refuse(cmd, &last),
+                        },
+                        _ = stop.cancelled() => return Err("stopped".into()),
                     }
                 }
             };
             let opened = match connected {
-                Ok(()) => self.handshake(transport, inbound, None).await,
-                Err(why) => Err(why),
+                Ok(()) => tokio::select! {
+                    r = tokio::time::timeout(limit, self.handshake(transport, inbound, None)) => {
+                        r.unwrap_or_else(|_| Err(timed_out(limit))).map_err(Failure::from)
+                    }
+                    _ = stop.cancelled() => return Err("stopped".into()),
+                },
+                Err(failure) => Err(failure),
             };
             match opened {
                 Ok(facts) => {
@@ -141,9 +160,15 @@ impl Actor {
                     self.reopened(facts);
                     return Ok(());
                 }
-                Err(why) => {
-                    tracing::debug!(upstream = %self.name(), %why, "legacy SSE reconnect failed");
-                    last = why;
+                Err(failure) => {
+                    // Nothing serves the address: the server is gone, not just its stream.
+                    if let Transport::LegacySse(t) = transport {
+                        if t.is_gone(failure.gone).await {
+                            return Err(failure.reason);
+                        }
+                    }
+                    tracing::debug!(upstream = %self.name(), why = %failure, "legacy SSE reconnect failed");
+                    last = failure.reason;
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! actor as [`Inbound::Closed`]; [`LegacySseTransport::connect`] opens a new one.
 
 use super::connection::Inbound;
-use super::http_endpoint::{error_chain, read_limited, Endpoint};
+use super::http_endpoint::{error_chain, gone, read_limited, Endpoint, Failure, Gone};
 use super::parse_frame;
 use crate::config::Secret;
 use crate::error::UpstreamError;
@@ -67,7 +67,7 @@ impl LegacySseTransport {
     /// Open the stream (ending any previous one): GET the SSE URL, wait for the `endpoint`
     /// event, then start reading messages and posting. Fails when the answer is not an SSE
     /// stream whose first event is `endpoint` naming a URL on the same origin.
-    pub async fn connect(&mut self) -> Result<(), String> {
+    pub async fn connect(&mut self) -> Result<(), Failure> {
         self.current.cancel();
         self.writer = None;
         let current = self.stop.child_token();
@@ -78,7 +78,7 @@ impl LegacySseTransport {
             body,
             decoder,
             rest,
-        } = opened.map_err(|_| "no `endpoint` event in time".to_string())??;
+        } = opened.map_err(|_| Failure::from("no `endpoint` event in time".to_string()))??;
         tracing::debug!(upstream = %self.name, endpoint = %post_url.path(), "legacy SSE stream open");
         let lost = CancellationToken::new();
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
@@ -99,13 +99,14 @@ impl LegacySseTransport {
     }
 
     /// The GET and its `endpoint` event.
-    async fn open(&self) -> Result<Opened, String> {
-        let resp = self
-            .sse
-            .get(None)
-            .send()
-            .await
-            .map_err(|e| format!("GET failed: {}", error_chain(&e)))?;
+    async fn open(&self) -> Result<Opened, Failure> {
+        let resp = self.sse.get(None).send().await.map_err(|e| {
+            let failure = Failure::of(&e);
+            Failure {
+                reason: format!("GET failed: {}", failure.reason),
+                ..failure
+            }
+        })?;
         let status = resp.status();
         let is_sse = resp
             .headers()
@@ -113,7 +114,7 @@ impl LegacySseTransport {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
         if !status.is_success() || !is_sse {
-            return Err(format!("GET answered HTTP {status} without an SSE stream"));
+            return Err(format!("GET answered HTTP {status} without an SSE stream").into());
         }
         let mut body = resp.bytes_stream().boxed();
         let mut decoder = SseDecoder::new(self.max_event_bytes);
@@ -122,7 +123,9 @@ impl LegacySseTransport {
             if let Some(at) = events.iter().position(|e: &SseEvent| !e.data.is_empty()) {
                 let first = &events[at];
                 if first.event.as_deref() != Some("endpoint") {
-                    return Err("the SSE stream's first event is not `endpoint`".into());
+                    return Err("the SSE stream's first event is not `endpoint`"
+                        .to_string()
+                        .into());
                 }
                 let post_url = resolve_endpoint(self.sse.url(), &first.data)?;
                 let rest = events.split_off(at + 1);
@@ -135,8 +138,12 @@ impl LegacySseTransport {
             }
             match body.next().await {
                 Some(Ok(chunk)) => decoder.push(&chunk, &mut events).map_err(|e| e.to_string())?,
-                Some(Err(err)) => return Err(format!("the SSE stream broke: {}", error_chain(&err))),
-                None => return Err("the SSE stream ended before its `endpoint` event".into()),
+                Some(Err(err)) => return Err(format!("the SSE stream broke: {}", error_chain(&err)).into()),
+                None => {
+                    return Err("the SSE stream ended before its `endpoint` event"
+                        .to_string()
+                        .into())
+                }
             }
         }
     }
@@ -155,6 +162,11 @@ impl LegacySseTransport {
             },
             mpsc::error::TrySendError::Closed(_) => unavailable("the SSE stream is closed"),
         })
+    }
+
+    /// Whether the server is gone after a failure that says `how` (see [`Endpoint::is_gone`]).
+    pub async fn is_gone(&self, how: Gone) -> bool {
+        self.sse.is_gone(how).await
     }
 
     /// Close the stream (the server ends the session when its stream closes).
@@ -283,7 +295,13 @@ impl Poster {
             };
             let error = match outcome {
                 Ok(Ok(())) => continue,
-                Ok(Err(error)) => error,
+                Ok(Err(Posted::Unreachable(reason))) => {
+                    // The server is gone: the stream is lost too (the actor reconnects or
+                    // gives the connection up).
+                    let _ = self.inbound.send(Inbound::Closed(reason)).await;
+                    return;
+                }
+                Ok(Err(Posted::Failed(error))) => error,
                 Err(_) => UpstreamError::unavailable(
                     self.name.to_string(),
                     format!("no answer to a POST within {} s", POST_TIMEOUT.as_secs()),
@@ -303,11 +321,20 @@ impl Poster {
         }
     }
 
-    async fn post(&self, frame: String) -> Result<(), UpstreamError> {
-        let resp = self.endpoint.post(frame).send().await.map_err(|err| {
-            let reason = format!("POST failed: {}", error_chain(&err));
-            UpstreamError::unavailable(self.name.to_string(), reason).because(err)
-        })?;
+    async fn post(&self, frame: String) -> Result<(), Posted> {
+        let resp = match self.endpoint.post(frame).send().await {
+            Ok(resp) => resp,
+            Err(err) => {
+                let reason = format!("POST failed: {}", error_chain(&err));
+                if self.endpoint.is_gone(gone(&err)).await {
+                    return Err(Posted::Unreachable(format!(
+                        "the upstream cannot be reached: {reason}"
+                    )));
+                }
+                let error = UpstreamError::unavailable(self.name.to_string(), reason).because(err);
+                return Err(Posted::Failed(error));
+            }
+        };
         let status = resp.status();
         // Read the (short) body so the connection can be reused.
         let body = read_limited(resp, 4096).await;
@@ -318,12 +345,18 @@ impl Poster {
             self.lost.cancel();
         }
         let detail: String = String::from_utf8_lossy(&body).chars().take(500).collect();
-        Err(UpstreamError::Http {
+        Err(Posted::Failed(UpstreamError::Http {
             name: self.name.to_string(),
             status: status.as_u16(),
             detail,
-        })
+        }))
     }
+}
+
+/// Why a POST failed: the request alone, or the server is gone.
+enum Posted {
+    Failed(UpstreamError),
+    Unreachable(String),
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub mod ties;
 
 pub use call::{CallEvent, CallFailure, CallOrigin, CallParams, Command, OutboundCall};
 pub use connection::{spawn_connection, ConnectionContext, ConnectionEvent};
-pub use facts::{ServerFacts, Status};
+pub use facts::{Learned, ServerFacts, Status};
 pub use handle::UpstreamHandle;
 pub use pool::{UpstreamSlot, Upstreams};
 

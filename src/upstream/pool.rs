@@ -3,21 +3,25 @@
 //! where connections report to hosts. Connections are opened here, shared or per session.
 
 use super::host::{HostEvent, HostEvents, HostLink};
-use super::state::UpstreamState;
+use super::state::{Phase, UpstreamState};
 use super::ties::HostTies;
-use super::{spawn_connection, ConnectionContext, ConnectionEvent, ServerFacts, UpstreamHandle};
+use super::{spawn_connection, ConnectionContext, ConnectionEvent, Learned, ServerFacts, UpstreamHandle};
 use crate::catalog::freshness::ListFreshness;
 use crate::catalog::{CatalogStore, Naming};
 use crate::config::{Config, IdMap, Isolation, ServerConfig, UpstreamId};
 use crate::error::UpstreamError;
 use arc_swap::ArcSwapOption;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-/// How long a host's first request waits for upstreams that are still starting.
-pub const STARTUP_WAIT: Duration = Duration::from_secs(60);
+/// How long a host's first request waits for upstreams still on their first start: long enough
+/// for a cold `npx` or Python server on a busy machine to be in its answer, well short of the
+/// handshake timeout and of hosts' own request timeouts, so a slow or hung one does not stall
+/// the host (its lists join later, announced with `list_changed`).
+pub const STARTUP_WAIT: Duration = Duration::from_secs(10);
 /// How long a call waits for a per-session connection to become ready.
 const CONNECT_WAIT: Duration = Duration::from_secs(60);
 /// Capacity of a supervisor's event queue.
@@ -39,6 +43,8 @@ pub struct UpstreamSlot {
     pub list_freshness: ListFreshness,
     /// Its phase, restarts and last failure, as `/status` reports them.
     pub state: UpstreamState,
+    /// What its connections learned about it (the era probe kills it, it speaks legacy SSE).
+    pub learned: Arc<Learned>,
     pub events: mpsc::Sender<ConnectionEvent>,
 }
 
@@ -52,6 +58,8 @@ pub struct Upstreams {
     hosts: Arc<dyn HostEvents>,
     pub shutdown: CancellationToken,
     started: watch::Receiver<usize>,
+    /// Whether "all upstreams ready" was logged since the last failure.
+    all_ready: AtomicBool,
 }
 
 /// What each supervisor needs to start with: its event queue, and the counter of upstreams that
@@ -87,6 +95,7 @@ impl Upstreams {
                     down_reason: ArcSwapOption::empty(),
                     list_freshness: ListFreshness::default(),
                     state: UpstreamState::default(),
+                    learned: Arc::default(),
                     events: tx,
                 }
             })
@@ -102,6 +111,7 @@ impl Upstreams {
             hosts,
             shutdown,
             started: started_rx,
+            all_ready: AtomicBool::new(false),
         };
         let inputs = SupervisorInputs {
             events,
@@ -137,6 +147,20 @@ impl Upstreams {
         self.hosts.emit(event);
     }
 
+    /// An upstream became ready: say so once when that makes all of them ready.
+    pub fn note_ready(&self) {
+        let all = self.slots.iter().all(|s| s.state.report().phase == Phase::Ready);
+        if all && !self.all_ready.swap(true, Ordering::Relaxed) {
+            let n = self.slots.len();
+            tracing::info!("all {n} upstreams ready");
+        }
+    }
+
+    /// An upstream went down: the next time all are ready is said again.
+    pub fn note_down(&self) {
+        self.all_ready.store(false, Ordering::Relaxed);
+    }
+
     /// Wait (bounded) until every upstream finished its first start attempt.
     pub async fn wait_startup(&self) {
         let total = self.slots.len();
@@ -163,6 +187,7 @@ impl Upstreams {
             ties: self.ties.clone(),
             events: slot.events.clone(),
             owner: owner.map(Arc::downgrade),
+            learned: slot.learned.clone(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! What mcpmux reports of one configured upstream (`/status`, `mcpmux status`): its phase, how
-//! often it was restarted and why it last failed; and crash-loop detection: too many failures
-//! in a short window put it in the `crash-loop` phase, where restarts wait the longest backoff.
+//! often it was restarted and why it last failed (marked as past once it is ready again); and
+//! crash-loop detection: too many failures in a short window put it in the `crash-loop` phase,
+//! where restarts wait the longest backoff.
 
 pub use crate::status_doc::Phase;
 use parking_lot::Mutex;
@@ -10,12 +11,15 @@ use std::time::{Duration, Instant};
 /// Failures within [`CRASH_LOOP_WINDOW`] that make a crash loop.
 pub const CRASH_LOOP_FAILURES: usize = 5;
 pub const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(120);
+/// What a failure the upstream has recovered from is prefixed with in the report.
+pub const PAST_ERROR: &str = "past (ready again): ";
 
 /// A copy of the state for reporting.
 #[derive(Clone, Debug)]
 pub struct StateReport {
     pub phase: Phase,
     pub restarts: u64,
+    /// Why it last failed; prefixed with [`PAST_ERROR`] once it was ready again since.
     pub last_error: Option<String>,
     /// Seconds since the phase began.
     pub for_secs: u64,
@@ -27,6 +31,8 @@ struct Inner {
     since: Instant,
     restarts: u64,
     last_error: Option<String>,
+    /// The upstream was ready again after `last_error`.
+    recovered: bool,
     failures: VecDeque<Instant>,
 }
 
@@ -43,6 +49,7 @@ impl Default for UpstreamState {
                 since: Instant::now(),
                 restarts: 0,
                 last_error: None,
+                recovered: false,
                 failures: VecDeque::new(),
             }),
         }
@@ -67,7 +74,9 @@ impl UpstreamState {
     }
 
     pub fn ready(&self) {
-        Self::enter(&mut self.inner.lock(), Phase::Ready, Instant::now());
+        let mut inner = self.inner.lock();
+        inner.recovered = true;
+        Self::enter(&mut inner, Phase::Ready, Instant::now());
     }
 
     pub fn stopped(&self) {
@@ -79,6 +88,7 @@ impl UpstreamState {
     pub fn failed(&self, reason: &str, now: Instant) -> Phase {
         let mut inner = self.inner.lock();
         inner.last_error = Some(reason.to_string());
+        inner.recovered = false;
         inner.failures.push_back(now);
         while inner
             .failures
@@ -101,7 +111,10 @@ impl UpstreamState {
         StateReport {
             phase: inner.phase,
             restarts: inner.restarts,
-            last_error: inner.last_error.clone(),
+            last_error: (inner.last_error.as_ref()).map(|e| match inner.recovered {
+                true => format!("{PAST_ERROR}{e}"),
+                false => e.clone(),
+            }),
             for_secs: inner.since.elapsed().as_secs(),
         }
     }
@@ -143,5 +156,22 @@ mod tests {
         }
         state.ready();
         assert_eq!(state.report().phase, Phase::Ready);
+    }
+
+    #[test]
+    fn a_failure_is_current_until_the_upstream_is_ready_again() {
+        let state = UpstreamState::default();
+        assert_eq!(state.report().last_error, None);
+        state.failed("connection refused", Instant::now());
+        assert_eq!(state.report().last_error.as_deref(), Some("connection refused"));
+        state.starting();
+        assert_eq!(state.report().last_error.as_deref(), Some("connection refused"));
+        state.ready();
+        assert_eq!(
+            state.report().last_error.as_deref(),
+            Some("past (ready again): connection refused")
+        );
+        state.failed("exit 1", Instant::now());
+        assert_eq!(state.report().last_error.as_deref(), Some("exit 1"));
     }
 }

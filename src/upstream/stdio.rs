@@ -1,6 +1,7 @@
 //! stdio upstreams: the child in its own process group with the environment of
-//! [`super::child_env`], newline framing with a bounded line length, stderr into tracing, and
-//! the staged stop (close stdin, wait, SIGTERM, SIGKILL the group).
+//! [`super::child_env`], newline framing with a bounded line length, stderr into tracing (its
+//! last lines kept to say why a child ended), and the staged stop (close stdin, wait, SIGTERM,
+//! SIGKILL the group).
 
 use super::connection::Inbound;
 use super::parse_frame;
@@ -9,6 +10,7 @@ use crate::error::UpstreamError;
 use crate::protocol::framing::{Frame, LineSplitter};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use parking_lot::Mutex;
 use process_wrap::tokio::{KillOnDrop, ProcessGroup, TokioChildWrapper, TokioCommandWrap};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -23,6 +25,12 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 const TERM_GRACE: Duration = Duration::from_secs(3);
 /// Longest stderr line kept in a log record.
 const STDERR_LINE_MAX: usize = 8 * 1024;
+/// The last stderr lines kept to explain a child's end, and their bound in bytes.
+const STDERR_TAIL_LINES: usize = 5;
+const STDERR_TAIL_BYTES: usize = 1024;
+/// How long an ended child may take to be reaped and to finish writing stderr before its end
+/// is described without them.
+const EXIT_REPORT_WAIT: Duration = Duration::from_millis(1000);
 
 /// A running child process speaking MCP on stdin/stdout.
 pub struct StdioTransport {
@@ -30,6 +38,10 @@ pub struct StdioTransport {
     writer: Option<mpsc::Sender<String>>,
     child: Box<dyn TokioChildWrapper>,
     pgid: Option<Pid>,
+    /// The child's last stderr lines.
+    stderr_tail: Arc<Mutex<StderrTail>>,
+    /// The task logging stderr; it ends when the child's stderr closes.
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl StdioTransport {
@@ -74,7 +86,8 @@ impl StdioTransport {
             UpstreamError::unavailable(name.to_string(), format!("cannot start `{command}`: {e}")).because(e)
         })?;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
-        tracing::info!(upstream = %name, command = %command, pid = ?pgid.map(Pid::as_raw), "started stdio upstream");
+        let pid = pgid.map_or(0, Pid::as_raw);
+        tracing::info!(upstream = %name, command = %command, pid, "started stdio upstream");
         let closed =
             |what: &str| UpstreamError::unavailable(name.to_string(), format!("child has no {what}"));
         let stdin = child.stdin().take().ok_or_else(|| closed("stdin"))?;
@@ -84,12 +97,15 @@ impl StdioTransport {
         let (writer_tx, writer_rx) = mpsc::channel(WRITE_QUEUE);
         tokio::spawn(write_frames(name.clone(), stdin, writer_rx));
         tokio::spawn(read_frames(name.clone(), stdout, max_line, inbound));
-        tokio::spawn(log_stderr(name.clone(), stderr));
+        let stderr_tail = Arc::new(Mutex::new(StderrTail::default()));
+        let stderr_task = tokio::spawn(log_stderr(name.clone(), stderr, stderr_tail.clone()));
         Ok(StdioTransport {
             name,
             writer: Some(writer_tx),
             child,
             pgid,
+            stderr_tail,
+            stderr_task: Some(stderr_task),
         })
     }
 
@@ -113,12 +129,35 @@ impl StdioTransport {
         })
     }
 
-    /// The exit status, if the child has exited.
-    pub fn exit_status(&mut self) -> Option<String> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => Some(status.to_string()),
+    /// `reason` with what the child says of it: its exit status once it has exited and its last
+    /// stderr lines. When `ended` (its output closed), the child gets a moment to be reaped and
+    /// to finish writing stderr.
+    pub async fn describe_end(&mut self, reason: String, ended: bool) -> String {
+        let mut text = reason;
+        let status = match self.child.try_wait() {
+            Ok(Some(status)) => Some(status),
+            _ if ended => {
+                let wait = Box::into_pin(self.child.wait());
+                tokio::time::timeout(EXIT_REPORT_WAIT, wait)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
             _ => None,
+        };
+        if let Some(status) = status {
+            text.push_str(&format!("; process {status}"));
+            if let Some(task) = self.stderr_task.as_mut() {
+                if tokio::time::timeout(EXIT_REPORT_WAIT, task).await.is_ok() {
+                    self.stderr_task = None;
+                }
+            }
         }
+        if let Some(tail) = self.stderr_tail.lock().render() {
+            text.push_str("; stderr: ");
+            text.push_str(&tail);
+        }
+        text
     }
 
     /// Stop the child: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
@@ -228,7 +267,41 @@ async fn read_frames(
     let _ = inbound.send(Inbound::Closed(reason)).await;
 }
 
-async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
+/// The last few lines a child wrote to stderr, bounded in count and bytes.
+#[derive(Debug, Default)]
+struct StderrTail {
+    lines: std::collections::VecDeque<String>,
+}
+
+impl StderrTail {
+    fn push(&mut self, line: &str) {
+        if self.lines.len() == STDERR_TAIL_LINES {
+            self.lines.pop_front();
+        }
+        let mut end = line.len().min(STDERR_TAIL_BYTES);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.lines.push_back(line[..end].to_string());
+    }
+
+    /// The lines joined with ` | `, the most recent kept whole within the byte bound.
+    fn render(&self) -> Option<String> {
+        let mut kept: Vec<&str> = Vec::new();
+        let mut bytes = 0;
+        for line in self.lines.iter().rev() {
+            if bytes + line.len() > STDERR_TAIL_BYTES && !kept.is_empty() {
+                break;
+            }
+            bytes += line.len() + 3;
+            kept.push(line);
+        }
+        kept.reverse();
+        (!kept.is_empty()).then(|| kept.join(" | "))
+    }
+}
+
+async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr, tail: Arc<Mutex<StderrTail>>) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
@@ -244,6 +317,7 @@ async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
                 let text = text.trim_end();
                 if !text.is_empty() {
                     tracing::info!(target: "mcpmux::upstream::stderr", upstream = %name, "{text}");
+                    tail.lock().push(text);
                 }
             }
         }
@@ -284,6 +358,28 @@ mod tests {
                 .ends_with("working directory /nonexistent/mcpmux-test-dir does not exist"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_ended_child_is_described_by_its_exit_status_and_last_stderr_lines() {
+        let mut child = spawn_sh("for i in 1 2 3 4 5 6 7; do echo \"line $i\" >&2; done; exit 3");
+        let text = child.describe_end("stdout closed".into(), true).await;
+        assert_eq!(
+            text,
+            "stdout closed; process exit status: 3; stderr: line 3 | line 4 | line 5 | line 6 | line 7"
+        );
+    }
+
+    #[test]
+    fn the_stderr_tail_is_bounded_in_bytes() {
+        let mut tail = StderrTail::default();
+        assert_eq!(tail.render(), None);
+        for _ in 0..STDERR_TAIL_LINES {
+            tail.push(&"é".repeat(STDERR_TAIL_BYTES));
+        }
+        let text = tail.render().expect("lines");
+        assert!(text.len() <= STDERR_TAIL_BYTES, "{}", text.len());
+        assert!(!text.contains(" | "), "only the latest line fits");
     }
 
     #[tokio::test]

@@ -23,7 +23,10 @@ use tokio::sync::{mpsc, watch};
 const MAX_PAGES: usize = 1000;
 const MAX_ITEMS: usize = 100_000;
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
-const READY_WAIT: Duration = Duration::from_secs(90);
+/// Beyond the server's handshake timeout, how long a start may take before it counts as failed.
+const READY_MARGIN: Duration = Duration::from_secs(15);
+/// How long stopping a connection may take at shutdown (a stdio child's staged stop runs inside).
+const STOP_WAIT: Duration = Duration::from_secs(8);
 const RESTART_MIN: Duration = Duration::from_secs(1);
 const RESTART_MAX: Duration = Duration::from_secs(30);
 /// The most a restart's random extra wait adds to its step.
@@ -45,29 +48,47 @@ pub async fn supervise(
     };
     let mut first_attempt = true;
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX).with_jitter_cap(RESTART_JITTER_MAX);
+    // The connection reports its own handshake timeout; this only bounds a connection task
+    // that would not (the stop of a stdio child takes a few seconds more).
+    let ready_wait = slot.server.handshake_timeout + READY_MARGIN;
     loop {
         slot.state.starting();
         let handle = spawn_connection(pool.connection_context(slot, None));
-        let ready = handle.wait_ready(READY_WAIT).await;
+        let ready = tokio::select! {
+            ready = handle.wait_ready(ready_wait) => ready,
+            _ = pool.shutdown.cancelled() => {
+                stop_connection(&handle).await;
+                slot.state.stopped();
+                if first_attempt {
+                    started.send_modify(|n| *n += 1);
+                }
+                return;
+            }
+        };
         let up_since = Instant::now();
         let mut failure = None;
+        let opened = ready.is_ok();
         match ready {
             Ok(facts) => {
-                slot.state.ready();
                 slot.facts.store(Some(facts.clone()));
                 slot.down_reason.store(None);
-                refresh_all(&pool, slot, &handle, &facts).await;
+                tokio::select! {
+                    _ = refresh_all(&pool, slot, &handle, &facts) => {}
+                    _ = pool.shutdown.cancelled() => {}
+                }
                 if slot.server.isolation == Isolation::PerSession {
                     // The catalog came from this probe connection; sessions open their own.
                     handle.shutdown();
                 } else {
                     slot.shared.store(Some(Arc::new(handle.clone())));
                 }
+                // Ready as `/status` says it: lists loaded, calls served.
+                slot.state.ready();
+                pool.note_ready();
             }
             Err(err) => {
-                tracing::error!(upstream = %slot.server.name, %err, "upstream failed to start");
-                slot.down_reason.store(Some(Arc::new(err.to_string())));
-                failure = Some(err.to_string());
+                slot.down_reason.store(Some(Arc::new(err.detail())));
+                failure = Some(err.detail());
                 handle.shutdown();
             }
         }
@@ -85,8 +106,7 @@ pub async fn supervise(
             }
         }
         if pool.shutdown.is_cancelled() {
-            handle.shutdown();
-            handle.closed().await;
+            stop_connection(&handle).await;
             slot.state.stopped();
             return;
         }
@@ -96,24 +116,19 @@ pub async fn supervise(
         }
         slot.shared.store(None);
         slot.list_freshness.clear();
+        pool.note_down();
         let changed = pool.catalog.clear(&slot.id);
         pool.emit(HostEvent::ListsChanged(&changed));
         if up_since.elapsed() > STABLE_AFTER {
             backoff.reset();
         }
         let reason = failure.unwrap_or_else(|| "connection ended".into());
-        if slot.state.failed(&reason, Instant::now()) == Phase::CrashLoop {
+        let phase = slot.state.failed(&reason, Instant::now());
+        if phase == Phase::CrashLoop {
             backoff.jump_to_max();
-            tracing::error!(
-                upstream = %slot.server.name,
-                %reason,
-                "upstream is crash-looping ({CRASH_LOOP_FAILURES} failures within {} s); next attempt in {} s",
-                CRASH_LOOP_WINDOW.as_secs(),
-                backoff.step().as_secs()
-            );
         }
         let delay = backoff.next_delay();
-        tracing::warn!(upstream = %slot.server.name, delay_ms = delay.as_millis() as u64, "restarting upstream");
+        report_failure(&slot.server.name, &reason, opened, phase, delay);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = pool.shutdown.cancelled() => {
@@ -121,6 +136,32 @@ pub async fn supervise(
                 return;
             }
         }
+    }
+}
+
+/// Stop a connection and wait (bounded) until its task has closed it.
+async fn stop_connection(handle: &UpstreamHandle) {
+    handle.shutdown();
+    if tokio::time::timeout(STOP_WAIT, handle.closed()).await.is_err() {
+        tracing::warn!(upstream = %handle.name(), "upstream did not stop in time");
+    }
+}
+
+/// One log line per failure: what happened, why, and when the next attempt comes.
+fn report_failure(name: &str, reason: &str, opened: bool, phase: Phase, delay: Duration) {
+    let retry_in_ms = delay.as_millis() as u64;
+    if phase == Phase::CrashLoop {
+        tracing::error!(
+            upstream = %name,
+            %reason,
+            retry_in_ms,
+            "upstream is crash-looping ({CRASH_LOOP_FAILURES} failures within {} s); restarting",
+            CRASH_LOOP_WINDOW.as_secs(),
+        );
+    } else if opened {
+        tracing::warn!(upstream = %name, %reason, retry_in_ms, "upstream connection lost; restarting");
+    } else {
+        tracing::error!(upstream = %name, %reason, retry_in_ms, "upstream failed to start; restarting");
     }
 }
 
@@ -155,7 +196,7 @@ async fn refetch(pool: &Arc<Upstreams>, batch: Vec<ConnectionEvent>) {
                 }
             }
             Err(err) => {
-                tracing::warn!(upstream = %via.name(), list = kind.method(), %err, "re-fetching a list failed")
+                tracing::warn!(upstream = %via.name(), list = %kind.method(), %err, "re-fetching a list failed")
             }
         }
     }
@@ -176,14 +217,14 @@ async fn refresh_all(
         }
         match fetch_list(handle, kind).await {
             Ok(FetchedList { items, hint }) => {
-                tracing::info!(upstream = %handle.name(), list = kind.method(), count = items.len(), "loaded list");
+                tracing::info!(upstream = %handle.name(), list = %kind.method(), count = items.len(), "loaded list");
                 slot.list_freshness.record(kind, hint, Instant::now());
                 if pool.catalog.replace(&slot.id, kind, items) {
                     changed.push(kind);
                 }
             }
             Err(err) => {
-                tracing::warn!(upstream = %handle.name(), list = kind.method(), %err, "loading a list failed")
+                tracing::warn!(upstream = %handle.name(), list = %kind.method(), %err, "loading a list failed")
             }
         }
     }
@@ -217,7 +258,7 @@ pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<Fetch
             match RawObject::parse(item.get()) {
                 Ok(obj) if items.len() < MAX_ITEMS => items.push(obj),
                 Ok(_) => {
-                    tracing::warn!(upstream = %handle.name(), list = kind.method(), "list truncated at {MAX_ITEMS} items");
+                    tracing::warn!(upstream = %handle.name(), list = %kind.method(), "list truncated at {MAX_ITEMS} items");
                     return Ok(FetchedList { items, hint });
                 }
                 Err(err) => {
@@ -230,7 +271,7 @@ pub async fn fetch_list(handle: &UpstreamHandle, kind: ListKind) -> Result<Fetch
             return Ok(FetchedList { items, hint });
         }
     }
-    tracing::warn!(upstream = %handle.name(), list = kind.method(), "stopped after {MAX_PAGES} pages");
+    tracing::warn!(upstream = %handle.name(), list = %kind.method(), "stopped after {MAX_PAGES} pages");
     Ok(FetchedList { items, hint })
 }
 

@@ -230,6 +230,20 @@ async fn a_slow_starting_modern_server_is_still_spoken_to_in_its_era() {
         test_server_toml("t", &["--start-delay-ms", "3000"], None)
     );
     let gw = boot_gateway(&servers, "").await;
+    // A host's initialize no longer waits this long for them: wait until both are ready.
+    bounded("both servers ready", async {
+        loop {
+            let doc = status(&gw).await;
+            if ["time", "t"]
+                .iter()
+                .all(|n| upstream(&doc, n)["phase"] == "ready")
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
     let s = RawSession::open(&gw.url(), json!({})).await;
     let text = s
         .tool_text("time__get_current_time", json!({"timezone": "UTC"}))

@@ -21,6 +21,7 @@ mod host_mistakes;
 mod http_status;
 mod http_upstream;
 mod legacy_sse;
+mod lifecycle;
 mod modern;
 mod real_clients;
 mod resumption;

@@ -73,6 +73,9 @@ pub struct Peers {
     pub conformance_js: PathBuf,
     /// Entry script of the `@modelcontextprotocol/inspector` launcher; run as `<node22> <it> --cli ...`.
     pub inspector_js: PathBuf,
+    /// mcp-server-sqlite 2025.4.25 on the old Python SDK (mcp 1.6.0), which exits on
+    /// `server/discover`; run as `<it> --db-path FILE` (stdio).
+    pub sqlite_server: PathBuf,
 }
 
 impl Peers {
@@ -111,6 +114,7 @@ pub fn peers() -> &'static Peers {
             inspector_js: dir.join(
                 "inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
             ),
+            sqlite_server: dir.join("venv-sqlite/bin/mcp-server-sqlite"),
             dir,
         };
         for p in [
@@ -121,6 +125,7 @@ pub fn peers() -> &'static Peers {
             &peers.everything_js,
             &peers.memory_js,
             &peers.filesystem_js,
+            &peers.sqlite_server,
         ] {
             assert!(p.exists(), "peer file missing after install: {}", p.display());
         }

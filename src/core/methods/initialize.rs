@@ -1,6 +1,8 @@
 //! `initialize` (session era): the negotiated version, the capabilities mcpmux can honour given
 //! its upstreams, and their instructions; the same capabilities and instructions serve
-//! `server/discover`.
+//! `server/discover`. It waits a few seconds at most for upstreams still starting
+//! ([`crate::upstream::pool::STARTUP_WAIT`]): it answers with what is ready, and the rest is
+//! announced with `list_changed` when it comes.
 
 use crate::core::hub::Hub;
 use crate::protocol::message::to_raw;
@@ -41,15 +43,19 @@ pub async fn initialize(
     (session, to_raw(&result))
 }
 
-/// The capabilities mcpmux can honour given what its upstreams offer.
+/// The capabilities mcpmux can honour given what its upstreams offer. An upstream that never
+/// answered yet may bring prompts and resources: their lists are advertised (empty until it
+/// comes, then announced with `list_changed`), so a host that reads capabilities once still
+/// hears of them.
 pub fn merged_capabilities(hub: &Hub) -> serde_json::Value {
     let facts: Vec<_> = hub.upstreams.iter().filter_map(|s| s.facts.load_full()).collect();
+    let pending = hub.upstreams.iter().any(|s| s.facts.load().is_none());
     let any = |cap: &str| facts.iter().any(|f| f.has(cap));
     let mut caps = serde_json::json!({ "tools": { "listChanged": true } });
-    if any("prompts") {
+    if pending || any("prompts") {
         caps["prompts"] = serde_json::json!({ "listChanged": true });
     }
-    if any("resources") {
+    if pending || any("resources") {
         let subscribe = facts.iter().any(|f| {
             f.capabilities
                 .pointer("/resources/subscribe")
