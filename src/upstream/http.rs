@@ -124,7 +124,8 @@ impl HttpTransport {
             Some(id) => self.probe_modern(id).await,
             None => None,
         };
-        if let Some(facts) = discovered {
+        if let Some((facts, answered_at)) = discovered {
+            self.follow_move(&answered_at);
             self.endpoint = Arc::new(self.base.clone());
             self.generation += 1;
             return Ok(facts);
@@ -132,8 +133,19 @@ impl HttpTransport {
         self.establish_session(init_id).await
     }
 
-    /// Ask for `server/discover` the 2026-07-28 way; any refusal means the session era.
-    async fn probe_modern(&self, id: u64) -> Option<ServerFacts> {
+    /// The server answered at `url` after redirects (same origin only, see
+    /// [`Endpoint`]): send everything there from now on, so no later request (the lean POST
+    /// client follows no redirect) hits the old URL.
+    fn follow_move(&mut self, url: &reqwest::Url) {
+        if url != self.base.url() {
+            tracing::info!(upstream = %self.name, from = %self.base.url(), to = %url, "upstream URL redirects; using the new one");
+            self.base = self.base.at(url.clone());
+        }
+    }
+
+    /// Ask for `server/discover` the 2026-07-28 way; any refusal means the session era. The
+    /// facts come with the URL that answered.
+    async fn probe_modern(&self, id: u64) -> Option<(ServerFacts, reqwest::Url)> {
         let frame = discover_request(id).to_json();
         let mut req = self.base.post(frame);
         for (name, value) in modern::request_headers("server/discover", None, MODERN_VERSION) {
@@ -151,11 +163,12 @@ impl HttpTransport {
             }
             Err(_) => return None,
         };
+        let answered_at = resp.url().clone();
         let reply = tokio::time::timeout(
             HANDSHAKE_TIMEOUT,
             read_reply(&self.name, resp, id, self.max_event_bytes),
         );
-        read_discover_result(reply.await.ok()?.ok()?)
+        Some((read_discover_result(reply.await.ok()?.ok()?)?, answered_at))
     }
 
     /// Open a session, in order: `initialize` (its answer and session id), the GET stream, then
@@ -168,6 +181,8 @@ impl HttpTransport {
             old.cancel();
         }
         let resp = self.post_now(initialize_request(id).to_json()).await?;
+        self.follow_move(&resp.url().clone());
+        self.endpoint = Arc::new(self.base.clone());
         let sid = resp
             .headers()
             .get(SESSION_HEADER)
@@ -197,9 +212,18 @@ impl HttpTransport {
             .map_err(|e| format!("request failed: {}", error_chain(&e)))?;
         if !resp.status().is_success() {
             let status = resp.status();
-            let body = read_limited(resp, 500).await;
+            let reason = match moved_elsewhere(&resp) {
+                Some(location) => format!(
+                    "HTTP {status}: it redirects to {location}, another origin; mcpmux does not follow it there \
+                     (the configured headers would go along): set `url` to it if you trust that server"
+                ),
+                None => {
+                    let body = read_limited(resp, 500).await;
+                    format!("HTTP {status}: {}", String::from_utf8_lossy(&body))
+                }
+            };
             return Err(EstablishError {
-                reason: format!("HTTP {status}: {}", String::from_utf8_lossy(&body)),
+                reason,
                 refused_with: Some(status),
             });
         }
@@ -490,6 +514,15 @@ impl Post {
             }
         }
     }
+}
+
+/// The `Location` of a redirect the client did not follow (it leads to another origin).
+fn moved_elsewhere(resp: &reqwest::Response) -> Option<String> {
+    if !resp.status().is_redirection() {
+        return None;
+    }
+    let location = resp.headers().get(reqwest::header::LOCATION)?.to_str().ok()?;
+    Some(crate::util::text::clip(location).into_owned())
 }
 
 /// Read the response to request `id` from a JSON or SSE reply.

@@ -7,7 +7,8 @@
 //! redirect handling, a fifth of what relaying a call to an HTTP upstream cost (measured with
 //! callgrind, docs/benchmarks.md). Both keep connections alive and set `TCP_NODELAY`, and there
 //! is one of each per process, made on first use and shared by every upstream connection
-//! (configured headers ride each request; no per-server setting changes the clients).
+//! (configured headers ride each request; no per-server setting changes the clients). Redirects
+//! are followed within the upstream's origin only; the opening adopts the URL that answered.
 
 use super::http_reply::Reply;
 use crate::config::Secret;
@@ -231,6 +232,7 @@ fn shared_clients() -> Result<&'static Clients, String> {
             let reqwest = reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .redirect(same_origin_redirects())
                 .build()
                 .map_err(|e| format!("http client: {}", error_chain(&e)))?;
             Ok(Clients {
@@ -240,6 +242,25 @@ fn shared_clients() -> Result<&'static Clients, String> {
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// How many redirects one request may follow.
+const MAX_REDIRECTS: usize = 5;
+
+/// Follow a redirect only within the origin of the URL asked for (a server at `/mcp/` that
+/// redirects to `/mcp`): every configured header (an API key in any header, not only
+/// `Authorization`) would go along to another origin. Any other redirect is answered as it is,
+/// and the opening says where it leads.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin =
+            (attempt.previous().first()).is_some_and(|first| first.origin() == attempt.url().origin());
+        match (attempt.previous().len() > MAX_REDIRECTS, same_origin) {
+            (true, _) => attempt.error(format!("more than {MAX_REDIRECTS} redirects")),
+            (false, true) => attempt.follow(),
+            (false, false) => attempt.stop(),
+        }
+    })
 }
 
 /// The lean client, or `None` when a proxy is configured (reqwest honours it).

@@ -43,6 +43,7 @@ pub fn response(ctx: &RequestCtx, id: Option<RequestId>, payload: ResponsePayloa
     let answered =
         (id.as_ref().and_then(RequestId::as_u64)).is_some_and(|i| session.answer_server_request(i, payload));
     if !answered {
-        tracing::debug!(session = %session.id, id = ?id, "response to an unknown request");
+        let id = id.map_or_else(|| "null".to_string(), |id| id.to_string());
+        tracing::debug!(session = %session.id, %id, "response to an unknown request");
     }
 }
