@@ -41,6 +41,21 @@ pub enum CallFailure {
     Rpc(Box<RawValue>),
 }
 
+impl CallFailure {
+    /// The upstream answered "method not found" (-32601): it does not serve that method.
+    pub fn is_method_not_found(&self) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Code {
+            code: i64,
+        }
+        match self {
+            CallFailure::Rpc(error) => serde_json::from_str::<Code>(error.get())
+                .is_ok_and(|e| e.code == crate::protocol::codes::METHOD_NOT_FOUND),
+            CallFailure::Upstream(_) => false,
+        }
+    }
+}
+
 impl std::fmt::Display for CallFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -100,4 +115,19 @@ pub enum Command {
     Wake,
     /// Give the connection up (it stopped answering): pending calls fail with this reason.
     Abandon(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_not_found_is_told_apart_from_other_failures() {
+        let rpc = |text: &str| CallFailure::Rpc(RawValue::from_string(text.to_string()).expect("json"));
+        assert!(rpc(r#"{"code":-32601,"message":"Method not found"}"#).is_method_not_found());
+        assert!(!rpc(r#"{"code":-32603,"message":"boom"}"#).is_method_not_found());
+        assert!(!rpc(r#"{"message":"no code"}"#).is_method_not_found());
+        let down = CallFailure::Upstream(UpstreamError::unavailable("x".to_string(), "gone"));
+        assert!(!down.is_method_not_found());
+    }
 }

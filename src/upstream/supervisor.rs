@@ -223,6 +223,10 @@ async fn refresh_all(
                     changed.push(kind);
                 }
             }
+            // An older server that announces `resources` may still not serve templates.
+            Err(err) if err.is_method_not_found() => {
+                tracing::debug!(upstream = %handle.name(), list = %kind.method(), "the server does not serve this list")
+            }
             Err(err) => {
                 tracing::warn!(upstream = %handle.name(), list = %kind.method(), %err, "loading a list failed")
             }
