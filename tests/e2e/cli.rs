@@ -149,6 +149,62 @@ fn status_without_the_path_is_pointed_at_it_and_piped_logs_are_plain() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// The log a person reads: plain values (a pid is a number, not `Some(…)`), and one line when
+/// every upstream is ready.
+#[test]
+fn the_log_has_plain_values_and_says_when_every_upstream_is_ready() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("cli-log");
+    let port = free_port();
+    let servers = format!(
+        "{}\n{}",
+        crate::support::test_server_toml("one", &["--tools", "1"], None),
+        crate::support::test_server_toml("two", &["--tools", "1"], None)
+    );
+    let config = write_config(
+        &dir,
+        &format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n{servers}"),
+    );
+    let mut serve = mcpmux(&["serve", "--config", &config.to_string_lossy()]);
+    serve
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    serve.env_remove("RUST_LOG");
+    let mut gateway = ChildGuard::spawn_group(&mut serve).expect("spawn mcpmux serve");
+    let status = format!("http://127.0.0.1:{port}/status");
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    while !run_client(mcpmux(&["status", "--url", &status]), RUN_TIMEOUT)
+        .status
+        .success()
+    {
+        assert!(Instant::now() < deadline, "the upstreams did not become ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut stderr = gateway.child_mut().stderr.take().expect("piped stderr");
+    gateway.kill();
+    let mut log = String::new();
+    let _ = stderr.read_to_string(&mut log);
+    let started: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("started stdio upstream"))
+        .collect();
+    assert_eq!(started.len(), 2, "{log}");
+    for line in started {
+        let pid = line
+            .split(" pid=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next());
+        assert!(
+            pid.is_some_and(|p| p.parse::<u32>().is_ok()),
+            "pid as a number: {line}"
+        );
+    }
+    assert!(!log.contains("Some("), "debug formatting in the log:\n{log}");
+    assert_eq!(log.matches("all 2 upstreams ready").count(), 1, "{log}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
 /// `.ci/run` ends with its `N passed, N failed` line even when a test fails, and fails itself.
 /// Run with a stand-in `cargo` that passes every step but the tests.
 #[test]
