@@ -17,7 +17,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-/// How long a host's first request waits for upstreams still on their first start: long enough
+/// How long after the gateway starts a host's request waits for upstreams still on their first
+/// start (a host arriving later never waits for them): long enough
 /// for a cold `npx` or Python server on a busy machine to be in its answer, well short of the
 /// handshake timeout and of hosts' own request timeouts, so a slow or hung one does not stall
 /// the host (its lists join later, announced with `list_changed`).
@@ -58,6 +59,8 @@ pub struct Upstreams {
     hosts: Arc<dyn HostEvents>,
     pub shutdown: CancellationToken,
     started: watch::Receiver<usize>,
+    /// Until when a host's first request may wait for upstreams on their first start.
+    startup_deadline: tokio::time::Instant,
     /// Whether "all upstreams ready" was logged since the last failure.
     all_ready: AtomicBool,
 }
@@ -111,6 +114,7 @@ impl Upstreams {
             hosts,
             shutdown,
             started: started_rx,
+            startup_deadline: tokio::time::Instant::now() + STARTUP_WAIT,
             all_ready: AtomicBool::new(false),
         };
         let inputs = SupervisorInputs {
@@ -161,11 +165,13 @@ impl Upstreams {
         self.all_ready.store(false, Ordering::Relaxed);
     }
 
-    /// Wait (bounded) until every upstream finished its first start attempt.
+    /// Wait until every upstream finished its first start attempt, but never past
+    /// [`STARTUP_WAIT`] after the pool was made: a host arriving later is answered at once,
+    /// whatever is still starting (or hung in its handshake).
     pub async fn wait_startup(&self) {
         let total = self.slots.len();
         let mut rx = self.started.clone();
-        let _ = tokio::time::timeout(STARTUP_WAIT, rx.wait_for(|n| *n >= total)).await;
+        let _ = tokio::time::timeout_at(self.startup_deadline, rx.wait_for(|n| *n >= total)).await;
     }
 
     /// Whether every upstream finished its first start attempt.

@@ -396,6 +396,17 @@ async fn a_server_that_never_answers_stalls_neither_hosts_nor_shutdown_and_times
     wait_for(&mut events, |m| m["method"] == "notifications/tools/list_changed").await;
     until_listed(&s, "late__").await;
 
+    // By now (20 s in) the gateway's first STARTUP_WAIT is long over: a new host does not wait
+    // for `hung` at all (before, every initialize waited 10 s while it was starting).
+    assert_eq!(upstream(&status(&gw).await, "hung")["phase"], "starting");
+    let asked = Instant::now();
+    let _later = RawSession::open(&gw.url(), json!({})).await;
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(5),
+        "initialize waited {waited:?} for a hung upstream"
+    );
+
     // `slow` gives up after its handshake_timeout_secs and says why.
     let entry = until_upstream(&gw, "slow", "slow failed", |u| {
         u["phase"] == "restarting" || u["phase"] == "crash-loop"
