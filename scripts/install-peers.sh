@@ -11,6 +11,7 @@
 #   DIR/node22/                node 22 from the npm registry (the conformance suite and the inspector need it)
 #   DIR/conformance/           @modelcontextprotocol/conformance
 #   DIR/inspector/             @modelcontextprotocol/inspector (CLI mode)
+#   DIR/mcp-remote/            mcp-remote, the stdio bridge the README gives Claude Desktop
 #   DIR/.stamp                 pinned versions; when it matches, the script exits at once
 #
 # Idempotent: re-running with an up-to-date stamp is a no-op. Only package registries are needed.
@@ -26,6 +27,7 @@ PY_TIME_VERSION="2026.10.19"       # mcp-server-time (PyPI)
 NODE22_VERSION="22"                # node (npm registry package), major only
 CONFORMANCE_VERSION="0.1.16"       # @modelcontextprotocol/conformance
 INSPECTOR_VERSION="2.12.0"         # @modelcontextprotocol/inspector
+MCP_REMOTE_VERSION="0.15.1"        # mcp-remote (the README's Claude Desktop bridge pins the same)
 STAMP_FORMAT="2"                   # bump when the layout changes
 PY_SQLITE_VERSION="2025.4.25"      # mcp-server-sqlite (PyPI), run on ...
 PY_SQLITE_MCP_VERSION="1.6.0"      # ... this old mcp SDK (exits on an unknown method before initialize)
@@ -50,7 +52,8 @@ mcp=$PY_MCP_VERSION
 mcp-server-time=$PY_TIME_VERSION
 node=$NODE22_VERSION
 @modelcontextprotocol/conformance=$CONFORMANCE_VERSION
-@modelcontextprotocol/inspector=$INSPECTOR_VERSION"
+@modelcontextprotocol/inspector=$INSPECTOR_VERSION
+mcp-remote=$MCP_REMOTE_VERSION"
 
 # ---- mcp-server-sqlite on the old SDK, in a venv of its own (its own stamp) ----
 install_sqlite_venv() {
@@ -126,6 +129,10 @@ n22_version="$("$N22" --version 2>/dev/null || true)"
 case "$n22_version" in v22.*) ;; *) die "node 22: expected v22.x, found '${n22_version:-nothing}'" ;; esac
 npm_into conformance "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
 npm_into inspector "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
+npm_into mcp-remote "mcp-remote@$MCP_REMOTE_VERSION"
+got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' \
+    "$DIR/mcp-remote/node_modules/mcp-remote/package.json" 2>/dev/null || true)"
+[ "$got" = "$MCP_REMOTE_VERSION" ] || die "mcp-remote: expected $MCP_REMOTE_VERSION, found '${got:-nothing}'"
 for pkg in conformance:conformance:$CONFORMANCE_VERSION inspector:inspector:$INSPECTOR_VERSION; do
     sub="${pkg%%:*}"; rest="${pkg#*:}"; name="${rest%%:*}"; want="${rest#*:}"
     got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' \

@@ -168,3 +168,110 @@ async fn the_readme_python_snippet_runs() {
     assert!(out.stdout.contains("\"timezone\": \"UTC\""), "{out}");
     gw.stop().await;
 }
+
+/// The README's Claude Desktop entry: `mcp-remote` (at the version the README pins) bridges a
+/// stdio host to the gateway; a host speaking stdio to it initializes and calls a tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_claude_desktop_bridge_works() {
+    let _suite = crate::suite::enter(module_path!());
+    let peers = crate::support::peers();
+    let readme = fs::read_to_string(repo_root().join("README.md")).expect("read the README");
+    let entry = readme
+        .split("- **Claude Desktop**")
+        .nth(1)
+        .and_then(|rest| rest.split("```json\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("a JSON block under Claude Desktop");
+    let entry: String = entry.lines().map(|l| format!("{}\n", l.trim_start())).collect();
+    let entry: Value =
+        serde_json::from_str(&entry).unwrap_or_else(|e| panic!("the README's JSON: {e}\n{entry}"));
+    let args: Vec<String> =
+        serde_json::from_value(entry["mcpServers"]["mcpmux"]["args"].clone()).expect("args");
+    let pinned = args
+        .iter()
+        .find_map(|a| a.strip_prefix("mcp-remote@"))
+        .expect("mcp-remote pinned");
+    let installed = peers.dir.join("mcp-remote/node_modules/mcp-remote/package.json");
+    let installed: Value =
+        serde_json::from_str(&fs::read_to_string(installed).expect("mcp-remote installed")).expect("json");
+    assert_eq!(
+        installed["version"], pinned,
+        "the README's pin and the tested bridge differ"
+    );
+    assert_eq!(args.last().map(String::as_str), Some("http://127.0.0.1:8080/mcp"));
+
+    let (python, py_args) = &peers.time_cmd;
+    let servers = format!(
+        "[servers.time]\ncommand = {:?}\nargs = {}\n",
+        python.display().to_string(),
+        crate::support::toml_list(py_args)
+    );
+    let gw = crate::support::boot_gateway(&servers, "").await;
+    let url = gw.url();
+    let home = crate::support::scratch_dir("mcp-remote-home");
+    let bin = peers.mcp_remote_bin.clone();
+    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &url, &home))
+        .await
+        .expect("the bridge ran");
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("UTC")),
+        "{reply}"
+    );
+    gw.stop().await;
+}
+
+/// Speak stdio to `mcp-remote URL` as a desktop host would: initialize, then one tool call;
+/// the call's response.
+fn bridge_call(bin: &std::path::Path, url: &str, home: &std::path::Path) -> Value {
+    use std::io::{BufRead, BufReader, Write};
+    let mut cmd = Command::new("node");
+    cmd.arg(bin)
+        .arg(url)
+        .env("HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut bridge = ChildGuard::spawn_group(&mut cmd).expect("start mcp-remote");
+    let mut stdin = bridge.child_mut().stdin.take().expect("stdin");
+    let stdout = bridge.child_mut().stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(message) = serde_json::from_str::<Value>(&line) {
+                if tx.send(message).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let send = |stdin: &mut std::process::ChildStdin, message: Value| {
+        writeln!(stdin, "{message}").expect("write to mcp-remote");
+    };
+    let wait_for = |id: i64| loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(message) if message["id"] == id => return message,
+            Ok(_) => continue,
+            Err(e) => panic!("no answer to request {id} through mcp-remote: {e}"),
+        }
+    };
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "desktop-host", "version": "1"}}}),
+    );
+    let init = wait_for(1);
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux", "{init}");
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "time__get_current_time", "arguments": {"timezone": "UTC"}}}),
+    );
+    wait_for(2)
+}

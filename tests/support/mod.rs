@@ -71,6 +71,8 @@ pub struct Peers {
     pub node22: PathBuf,
     /// Entry script of `@modelcontextprotocol/conformance`; run as `<node22> <it> server|client ...`.
     pub conformance_js: PathBuf,
+    /// `mcp-remote`'s launcher (the stdio bridge the README gives Claude Desktop); run with node.
+    pub mcp_remote_bin: PathBuf,
     /// Entry script of the `@modelcontextprotocol/inspector` launcher; run as `<node22> <it> --cli ...`.
     pub inspector_js: PathBuf,
     /// mcp-server-sqlite 2025.4.25 on the old Python SDK (mcp 1.6.0), which exits on
@@ -111,6 +113,7 @@ pub fn peers() -> &'static Peers {
             node22: dir.join("node22/node_modules/.bin/node"),
             conformance_js: dir
                 .join("conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+            mcp_remote_bin: dir.join("mcp-remote/node_modules/.bin/mcp-remote"),
             inspector_js: dir.join(
                 "inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
             ),
@@ -121,6 +124,7 @@ pub fn peers() -> &'static Peers {
             &peers.node22,
             &peers.conformance_js,
             &peers.inspector_js,
+            &peers.mcp_remote_bin,
             &peers.python,
             &peers.everything_js,
             &peers.memory_js,
