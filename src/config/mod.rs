@@ -1,5 +1,6 @@
 //! Configuration: owns the TOML file format, its strict parsing (unknown keys and type errors
-//! reported with line numbers), `${VAR}` interpolation and validation into a typed [`Config`].
+//! reported with line numbers), `${VAR}` interpolation and validation into a typed [`Config`]
+//! (servers, gateway settings, `[[policy]]` rules).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -11,12 +12,14 @@ use toml::Spanned;
 
 mod id;
 mod paths;
+mod policy;
 mod preflight;
 mod raw;
 mod server;
 mod transport;
 mod validate;
 pub use id::{IdMap, UpstreamId};
+pub use policy::{PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
 use raw::{line_col, parse_error, RawConfig, RawGateway};
 use server::build_server;
@@ -65,6 +68,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// In file order; the gateway merges upstream lists in this order.
     pub servers: Vec<ServerConfig>,
+    /// The `[[policy]]` rules in file order; empty when there is none (everything is allowed).
+    pub policy: Vec<PolicyRule>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -244,7 +249,12 @@ impl Config {
             }
             servers.push(server);
         }
-        let config = Config { gateway, servers };
+        let policy = policy::build_policy(&ctx, raw.policy)?;
+        let config = Config {
+            gateway,
+            servers,
+            policy,
+        };
         // The rules of any configuration, pointed at the line of the server they are about.
         config.validate().map_err(|problem| {
             let span = (problem.server.as_ref())

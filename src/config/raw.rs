@@ -14,6 +14,9 @@ pub(super) struct RawConfig {
     pub(super) gateway: Option<RawGateway>,
     #[serde(default)]
     pub(super) servers: Ordered<RawServer>,
+    /// `[[policy]]` tables in file order, each with its span (for its line).
+    #[serde(default)]
+    pub(super) policy: Vec<Spanned<RawPolicy>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -55,6 +58,18 @@ pub(super) struct RawServer {
     pub(super) health_check_timeout_secs: Option<Spanned<u64>>,
     pub(super) handshake_timeout_secs: Option<Spanned<u64>>,
     pub(super) max_line_bytes: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    pub(super) principals: Option<Vec<Spanned<String>>>,
+    pub(super) groups: Option<Vec<Spanned<String>>>,
+    pub(super) scopes: Option<Vec<Spanned<String>>>,
+    pub(super) allow: Option<Vec<Spanned<String>>>,
+    pub(super) deny: Option<Vec<Spanned<String>>>,
+    pub(super) rate_limit: Option<Spanned<String>>,
+    pub(super) audit_arguments: Option<Spanned<bool>>,
 }
 
 /// A TOML table kept in file order, with the span of each key.
@@ -138,7 +153,8 @@ pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> Co
         .trim_end()
         .replacen("unknown field", "unknown key", 1)
         .replace("struct RawServer", "a server table")
-        .replace("struct RawGateway", "a table");
+        .replace("struct RawGateway", "a table")
+        .replace("struct RawPolicy", "a [[policy]] table");
     let message = match err.span() {
         Some(span) => {
             let (line, col) = line_col(text, span.start);
