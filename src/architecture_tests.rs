@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("config", 1),
     ("error", 2),
     ("catalog", 2),
+    ("policy", 2),
     ("upstream", 3),
     ("session", 4),
     ("core", 5),

@@ -13,6 +13,7 @@
 //!  upstream      connection actors, handles, supervisors, the pool; HostLink/HostEvents traits,
 //!                server-to-client routes, attribution rule, per-session connections
 //!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
+//!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
 //! ```
@@ -29,6 +30,7 @@ pub mod core;
 pub mod error;
 pub mod http;
 pub mod middleware;
+pub mod policy;
 pub mod protocol;
 pub mod session;
 pub mod status_command;

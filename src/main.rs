@@ -48,6 +48,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Per-principal access policy (`[[policy]]`).
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Print whether a principal may see and call an exposed name or URI, and the rules that
+    /// decide it (exit status 0 allowed, 1 denied, 2 configuration error).
+    Explain {
+        /// Path to the configuration file.
+        #[arg(long)]
+        config: PathBuf,
+        /// The principal's name (a JWT's `sub` or an API key's name).
+        #[arg(long)]
+        principal: String,
+        /// The principal's groups, separated by commas or spaces (may be repeated).
+        #[arg(long)]
+        groups: Vec<String>,
+        /// The principal's granted scopes, separated by commas or spaces (may be repeated).
+        #[arg(long)]
+        scopes: Vec<String>,
+        /// An exposed tool or prompt name, or a resource URI.
+        name: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -63,6 +90,20 @@ fn main() -> ExitCode {
     let path = match &cli.command {
         Command::Serve { config } | Command::CheckConfig { config } => config,
         Command::Status { config, url, json } => return status(config.as_deref(), url.as_deref(), *json),
+        Command::Policy {
+            command:
+                PolicyCommand::Explain {
+                    config,
+                    principal,
+                    groups,
+                    scopes,
+                    name,
+                },
+        } => {
+            use mcpmux::policy::explain::{command, split_list};
+            let (groups, scopes) = (split_list(groups), split_list(scopes));
+            return ExitCode::from(command(config, principal, &groups, &scopes, name));
+        }
     };
     let config = match mcpmux::Config::load(path) {
         Ok(c) => c,

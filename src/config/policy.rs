@@ -1,6 +1,6 @@
 //! The `[[policy]]` rules: who a rule applies to (`principals`, `groups`, `scopes`), the globs it
 //! allows and denies, its `rate_limit` and `audit_arguments`, validated with errors at their line.
-//! What the rules mean together is `crate::policy`'s concern.
+//! What the rules mean together is the concern of the `policy` module.
 
 use super::raw::{line_col, RawPolicy};
 use super::{ConfigError, Ctx};

@@ -23,6 +23,7 @@ mod http_upstream;
 mod legacy_sse;
 mod lifecycle;
 mod modern;
+mod policy_explain;
 mod real_clients;
 mod resumption;
 mod routing;
