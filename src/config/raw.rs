@@ -161,7 +161,12 @@ pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> Co
             let context = enclosing_table(text, span.start)
                 .map(|t| format!(" (in {t})"))
                 .unwrap_or_default();
-            format!("{source}:{line}:{col}: {msg}{context}")
+            let header = text.lines().nth(line - 1).and_then(table_header);
+            let hint = match header.as_deref() {
+                Some("[policy]") => " (write [[policy]]: each rule is a table of its own)",
+                _ => "",
+            };
+            format!("{source}:{line}:{col}: {msg}{context}{hint}")
         }
         None => format!("{source}: {msg}"),
     };

@@ -78,6 +78,12 @@ fn unknown_keys_and_wrong_types_name_their_line() {
     assert!(e.contains("(in [[policy]])"), "{e}");
     let e = err("[[policy]]\nallow = \"a\"\n");
     assert!(e.starts_with("config.toml:2:"), "{e}");
+    let e = err("[gateway]\n[policy]\nallow = [\"a\"]\n");
+    assert!(e.starts_with("config.toml:2:1: "), "{e}");
+    assert!(
+        e.ends_with("(write [[policy]]: each rule is a table of its own)"),
+        "{e}"
+    );
     let e = err("[[policy]]\naudit_arguments = \"yes\"\n");
     assert!(e.starts_with("config.toml:2:"), "{e}");
 }
