@@ -98,6 +98,8 @@ pub struct ExposedItem {
     pub upstream: UpstreamId,
     /// The upstream's own name or URI.
     pub original: String,
+    /// The name or URI hosts see (what a policy's globs are matched against).
+    pub exposed: Box<str>,
     /// The serialised item with the exposed name or URI.
     pub json: Box<RawValue>,
 }
@@ -360,12 +362,13 @@ impl CatalogStore {
                 }
                 let mut edited = item.clone();
                 edited.set_str(kind.key_field(), &exposed);
-                list.index.insert(exposed, list.items.len());
                 list.items.push(ExposedItem {
                     upstream: upstream.clone(),
                     original,
+                    exposed: exposed.as_str().into(),
                     json: edited.to_raw(),
                 });
+                list.index.insert(exposed, list.items.len() - 1);
             }
         }
         list

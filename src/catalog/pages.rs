@@ -60,11 +60,29 @@ impl Catalog {
         let (start, end, next) = cursor::page(items.len(), cursor, page_size.max(1))?;
         Some(write(kind, &items[start..end], next.as_deref(), extra))
     }
+
+    /// The page `cursor` points to of the items `visible` keeps (by the name or URI hosts see),
+    /// followed by `extra` members: one principal's view of a list under a policy. The cursor
+    /// counts visible items, so pages never skip or repeat what this principal may see.
+    pub fn page_visible(
+        &self,
+        kind: ListKind,
+        cursor: Option<&str>,
+        page_size: usize,
+        extra: &[(&str, Box<RawValue>)],
+        visible: impl Fn(&str) -> bool,
+    ) -> Option<Box<RawValue>> {
+        let items: Vec<&ExposedItem> = (self.list(kind).items.iter())
+            .filter(|item| visible(&item.exposed))
+            .collect();
+        let (start, end, next) = cursor::page(items.len(), cursor, page_size.max(1))?;
+        Some(write(kind, &items[start..end], next.as_deref(), extra))
+    }
 }
 
-fn write(
+fn write<I: std::borrow::Borrow<ExposedItem>>(
     kind: ListKind,
-    items: &[ExposedItem],
+    items: &[I],
     next: Option<&str>,
     extra: &[(&str, Box<RawValue>)],
 ) -> Box<RawValue> {
@@ -77,26 +95,26 @@ fn write(
 }
 
 /// Items written as a JSON array, each verbatim.
-struct Items<'a>(&'a [ExposedItem]);
+struct Items<'a, I>(&'a [I]);
 
-impl Serialize for Items<'_> {
+impl<I: std::borrow::Borrow<ExposedItem>> Serialize for Items<'_, I> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
         for item in self.0 {
-            seq.serialize_element(&*item.json)?;
+            seq.serialize_element(&*item.borrow().json)?;
         }
         seq.end()
     }
 }
 
-struct PageResult<'a> {
+struct PageResult<'a, I> {
     field: &'a str,
-    items: Items<'a>,
+    items: Items<'a, I>,
     next: Option<&'a str>,
     extra: &'a [(&'a str, Box<RawValue>)],
 }
 
-impl Serialize for PageResult<'_> {
+impl<I: std::borrow::Borrow<ExposedItem>> Serialize for PageResult<'_, I> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry(self.field, &self.items)?;
@@ -157,6 +175,35 @@ mod tests {
             .is_none());
         let empty = catalog.page(ListKind::Templates, None, 2).unwrap();
         assert_eq!(empty.get(), r#"{"resourceTemplates":[]}"#);
+    }
+
+    #[test]
+    fn a_principals_pages_hold_only_what_it_may_see_and_count_only_that() {
+        let s = store(&[
+            r#"{"name":"x"}"#,
+            r#"{"name":"y"}"#,
+            r#"{"name":"z"}"#,
+            r#"{"name":"w"}"#,
+        ]);
+        let catalog = s.snapshot();
+        let visible = |name: &str| name != "a__y";
+        let first = catalog
+            .page_visible(ListKind::Tools, None, 2, &[], visible)
+            .unwrap();
+        let next = cursor::encode(2);
+        let expected = format!(r#"{{"tools":[{{"name":"a__x"}},{{"name":"a__z"}}],"nextCursor":"{next}"}}"#);
+        assert_eq!(first.get(), expected);
+        let second = catalog
+            .page_visible(ListKind::Tools, Some(&next), 2, &[], visible)
+            .unwrap();
+        assert_eq!(second.get(), r#"{"tools":[{"name":"a__w"}]}"#);
+        let none = catalog
+            .page_visible(ListKind::Tools, None, 2, &[], |_| false)
+            .unwrap();
+        assert_eq!(none.get(), r#"{"tools":[]}"#);
+        assert!(catalog
+            .page_visible(ListKind::Tools, Some("bogus"), 2, &[], visible)
+            .is_none());
     }
 
     #[test]
