@@ -14,6 +14,7 @@ pub(super) struct RawConfig {
     pub(super) gateway: Option<RawGateway>,
     #[serde(default)]
     pub(super) servers: Ordered<RawServer>,
+    pub(super) auth: Option<super::auth::RawAuth>,
 }
 
 #[derive(Default, Deserialize)]
@@ -32,6 +33,8 @@ pub(super) struct RawGateway {
     pub(super) allowed_hosts: Option<Vec<Spanned<String>>>,
     pub(super) allowed_origins: Option<Vec<Spanned<String>>>,
     pub(super) ready_when: Option<Spanned<String>>,
+    pub(super) public_url: Option<Spanned<String>>,
+    pub(super) allow_unauthenticated: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -138,7 +141,10 @@ pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> Co
         .trim_end()
         .replacen("unknown field", "unknown key", 1)
         .replace("struct RawServer", "a server table")
-        .replace("struct RawGateway", "a table");
+        .replace("struct RawGateway", "a table")
+        .replace("struct RawAuth", "the [auth] table")
+        .replace("struct RawApiKey", "an [[auth.api_keys]] table")
+        .replace("struct RawStepUp", "an [[auth.step_up]] table");
     let message = match err.span() {
         Some(span) => {
             let (line, col) = line_col(text, span.start);
