@@ -50,6 +50,8 @@ pub struct Session {
     /// Forwarded calls' POST streams, kept for resumption.
     pub streams: CallStreams,
     ties: Arc<HostTies>,
+    /// Who opened the session (the principal's issuer and name); only they may use it.
+    owner: std::sync::OnceLock<String>,
 }
 
 impl Session {
@@ -81,7 +83,19 @@ impl Session {
             opened: Instant::now(),
             streams: CallStreams::default(),
             ties,
+            owner: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Record who opened the session (once; later calls change nothing).
+    pub fn bind_owner(&self, owner: String) {
+        let _ = self.owner.set(owner);
+    }
+
+    /// Whether a request by `owner` (`None`: unauthenticated) may use this session: only its
+    /// opener's, and an unowned session only unauthenticated.
+    pub fn owned_by(&self, owner: Option<&str>) -> bool {
+        self.owner.get().map(String::as_str) == owner
     }
 
     /// What of this session can be sealed and moved to another replica.
