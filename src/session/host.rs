@@ -393,4 +393,16 @@ mod tests {
         assert!(!moved.wants_log(Some("info")) && moved.wants_log(Some("critical")));
         assert_eq!(moved.caps, ClientCaps::ALL);
     }
+
+    #[test]
+    fn a_session_is_used_only_by_its_owner() {
+        let ties = Arc::new(HostTies::new());
+        let owned = Session::new("o".into(), "2025-11-25".into(), ClientCaps::ALL, ties.clone());
+        owned.bind_owner("iss\u{0}alice".into());
+        owned.bind_owner("iss\u{0}mallory".into());
+        assert!(owned.owned_by(Some("iss\u{0}alice")));
+        assert!(!owned.owned_by(Some("iss\u{0}mallory")) && !owned.owned_by(None));
+        let open = Session::new("u".into(), "2025-11-25".into(), ClientCaps::ALL, ties);
+        assert!(open.owned_by(None) && !open.owned_by(Some("iss\u{0}alice")));
+    }
 }

@@ -296,6 +296,36 @@ async fn a_real_authorization_servers_tokens_are_checked_on_every_face() {
     let reply = answer(response).await;
     assert!(reply.to_string().contains("echo: hi"), "{reply}");
 
+    // The same in the 2026-07-28 era (no session): 403 with the challenge, then 200.
+    let modern_call = |token: String| {
+        let url = url.clone();
+        async move {
+            let body = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{
+                "name":"t__echo","arguments":{"message":"modern"},
+                "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+                         "io.modelcontextprotocol/clientCapabilities":{},
+                         "io.modelcontextprotocol/clientInfo":{"name":"auth-test","version":"0"}}}});
+            reqwest::Client::new()
+                .post(&url)
+                .header("accept", ACCEPT)
+                .header("content-type", "application/json")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "t__echo")
+                .bearer_auth(token)
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let response = modern_call(valid.clone()).await;
+    assert_eq!(response.status(), 403);
+    assert!(challenge(&response).contains("scope=\"mcp:tools mcp:write\""));
+    let response = modern_call(full.clone()).await;
+    assert_eq!(response.status(), 200);
+    assert!(answer(response).await.to_string().contains("echo: modern"));
+
     // A real client (Python SDK mcp 2.3.0) with a bearer header.
     let mut python = Command::new(&peers().python);
     python
@@ -322,6 +352,42 @@ async fn a_real_authorization_servers_tokens_are_checked_on_every_face() {
         .unwrap();
     assert_eq!(legacy.status(), 401);
     assert!(!challenge(&legacy).contains("error="));
+    // A legacy stream belongs to its opener: another principal's POSTs to it are 404.
+    let mut stream = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{}/sse", gateway.port))
+        .header("accept", "text/event-stream")
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut events = String::new();
+    while !events.contains("\n\n") {
+        let chunk = stream.chunk().await.unwrap().expect("the endpoint event");
+        events.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let endpoint = (events.lines().find_map(|l| l.strip_prefix("data: ")))
+        .expect("endpoint")
+        .trim()
+        .to_string();
+    let message_url = format!("http://127.0.0.1:{}{endpoint}", gateway.port);
+    let to_legacy = |token: String| {
+        let message_url = message_url.clone();
+        async move {
+            reqwest::Client::new()
+                .post(&message_url)
+                .header("content-type", "application/json")
+                .bearer_auth(token)
+                .body(initialize().to_string())
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(to_legacy(bob.clone()).await, 404);
+    assert_eq!(to_legacy(API_KEY.to_string()).await, 202);
+    drop(stream);
 
     // Key rotation at the IdP, no restart: the new kid is fetched (after the refetch interval).
     let rotated = reqwest::Client::new()
