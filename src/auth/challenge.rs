@@ -16,6 +16,9 @@ pub enum Failure {
     /// A malformed request: a token in the query string, or an Authorization header that is
     /// not one bearer token.
     InvalidRequest(String),
+    /// Tokens cannot be checked now (the authorization server's keys cannot be fetched): 503,
+    /// not `invalid_token`, so a host does not throw away a good token.
+    Unavailable(String),
 }
 
 /// Printable ASCII without `"` or `\` (a quoted-string's content), for error descriptions.
@@ -36,7 +39,7 @@ fn quotable(text: &str) -> String {
 pub fn www_authenticate(metadata_url: &str, scopes: &[String], failure: &Failure) -> String {
     let mut params = Vec::new();
     match failure {
-        Failure::NoCredentials => {}
+        Failure::NoCredentials | Failure::Unavailable(_) => {}
         Failure::InvalidToken(why) => {
             params.push("error=\"invalid_token\"".to_string());
             params.push(format!("error_description=\"{}\"", quotable(why)));
@@ -77,5 +80,8 @@ pub fn refusal(failure: &Failure, challenge: String) -> DownstreamError {
             challenge,
             reason: why.clone(),
         },
+        Failure::Unavailable(_) => DownstreamError::Unavailable(
+            "cannot check tokens now: the authorization server's signing keys are unavailable",
+        ),
     }
 }

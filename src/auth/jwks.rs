@@ -27,6 +27,18 @@ struct Cached {
     keys: Arc<Vec<SigningKey>>,
     fetched: Option<Instant>,
     jwks_uri: Option<String>,
+    /// Why the last fetch failed, while it is the last one.
+    failed: Option<String>,
+}
+
+/// Why no key can check a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// The set holds no key for the token's `kid` and `alg`: the token is not valid here.
+    NoMatch,
+    /// The set cannot be fetched (the authorization server is down or misconfigured): no token
+    /// can be checked now, which says nothing about this one.
+    Unavailable(String),
 }
 
 /// The cached key set of one issuer.
@@ -53,6 +65,7 @@ impl Jwks {
                 keys: Arc::new(Vec::new()),
                 fetched: None,
                 jwks_uri,
+                failed: None,
             }),
             refetch_every: REFETCH_EVERY,
         }
@@ -66,40 +79,43 @@ impl Jwks {
 
     /// The keys that may have signed a token with `kid` and `alg`: from the cache, or after one
     /// fetch when the cache has none (rate-limited).
-    pub async fn keys_for(&self, kid: Option<&str>, alg: Algorithm) -> Result<Vec<SigningKey>, String> {
+    pub async fn keys_for(&self, kid: Option<&str>, alg: Algorithm) -> Result<Vec<SigningKey>, KeyError> {
         let mut cached = self.cached.lock().await;
         let found = matching(&cached.keys, kid, alg);
         if !found.is_empty() {
             return Ok(found);
         }
         if cached.fetched.is_some_and(|at| at.elapsed() < self.refetch_every) {
-            return Err("no signing key matches the token's kid".into());
+            return Err(match &cached.failed {
+                Some(why) => KeyError::Unavailable(why.clone()),
+                None => KeyError::NoMatch,
+            });
         }
         cached.fetched = Some(Instant::now());
-        let uri = match &cached.jwks_uri {
-            Some(uri) => uri.clone(),
-            None => {
-                let uri = self.discover().await?;
-                cached.jwks_uri = Some(uri.clone());
-                uri
-            }
+        let fetched = match &cached.jwks_uri {
+            Some(uri) => self.fetch_keys(uri).await.map(|keys| (uri.clone(), keys)),
+            None => match self.discover().await {
+                Ok(uri) => self.fetch_keys(&uri).await.map(|keys| (uri, keys)),
+                Err(why) => Err(why),
+            },
         };
-        match self.fetch_keys(&uri).await {
-            Ok(keys) => {
+        match fetched {
+            Ok((uri, keys)) => {
                 tracing::info!(jwks_uri = %uri, keys = keys.len(), "fetched the authorization server's signing keys");
                 cached.keys = Arc::new(keys);
+                cached.jwks_uri = Some(uri);
+                cached.failed = None;
             }
             Err(why) => {
-                tracing::warn!(jwks_uri = %uri, "cannot fetch signing keys: {why}");
-                if self.configured_uri.is_none() {
-                    cached.jwks_uri = None; // discover again next time
-                }
-                return Err(format!("cannot fetch the signing keys: {why}"));
+                tracing::warn!(issuer = %self.issuer, "cannot fetch the signing keys: {why}");
+                cached.jwks_uri = self.configured_uri.clone(); // discover again next time
+                cached.failed = Some(why.clone());
+                return Err(KeyError::Unavailable(why));
             }
         }
         let found = matching(&cached.keys, kid, alg);
         if found.is_empty() {
-            Err("no signing key matches the token's kid".into())
+            Err(KeyError::NoMatch)
         } else {
             Ok(found)
         }

@@ -3,7 +3,7 @@
 //! [`LEEWAY_SECS`] of clock skew; the principal from `sub`, scopes and groups.
 
 use super::challenge::Failure;
-use super::jwks::Jwks;
+use super::jwks::{Jwks, KeyError};
 use super::Principal;
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Map, Value};
@@ -53,7 +53,15 @@ impl JwtVerifier {
         if !ALLOWED.contains(&header.alg) {
             return Err(invalid(format!("the algorithm {:?} is not accepted", header.alg)));
         }
-        let keys = (self.jwks.keys_for(header.kid.as_deref(), header.alg).await).map_err(invalid)?;
+        let keys = match self.jwks.keys_for(header.kid.as_deref(), header.alg).await {
+            Ok(keys) => keys,
+            Err(KeyError::NoMatch) => {
+                return Err(invalid(
+                    "no signing key of the issuer matches the token's kid".into(),
+                ))
+            }
+            Err(KeyError::Unavailable(why)) => return Err(Failure::Unavailable(why)),
+        };
         let mut validation = Validation::new(header.alg);
         validation.leeway = LEEWAY_SECS;
         validation.validate_exp = true;

@@ -374,6 +374,27 @@ async fn only_a_valid_jwt_passes_the_audience_checks() {
 }
 
 #[tokio::test]
+async fn an_unreachable_authorization_server_is_503_not_invalid_token() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let issuer = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let auth = jwt_auth(&issuer);
+    let (pkcs8, _) = key_pair("k1");
+    let claims = serde_json::json!({ "iss": issuer, "sub": "alice", "aud": "other", "exp": now() + 300 });
+    let token = sign(&pkcs8, "k1", &claims);
+    for _ in 0..2 {
+        // The second try falls in the refetch interval and is refused the same way.
+        match verdict(&auth, &token).await {
+            Err(Failure::Unavailable(why)) => assert!(why.contains("discover"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let (status, challenge, _, _) = through(auth, request(Some(&format!("Bearer {token}")), "/mcp")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(challenge.is_empty(), "{challenge}");
+}
+
+#[tokio::test]
 async fn none_and_symmetric_algorithms_are_refused() {
     let idp = idp().await;
     let (_, jwk) = key_pair("k1");
