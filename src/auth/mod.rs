@@ -31,14 +31,13 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// Who owns what this principal opens (a session): issuer and name together, so the same
-    /// `sub` at two issuers, or an API key named like a subject, are different owners.
+    /// Who owns what this principal opens (a session): kind, issuer and name together, so the
+    /// same `sub` at two issuers, or an API key named like a subject, are different owners.
     pub fn owner(&self) -> String {
-        format!(
-            "{}\u{0}{}",
-            self.issuer.as_deref().unwrap_or("api-key"),
-            self.name
-        )
+        match &self.issuer {
+            Some(issuer) => format!("jwt\u{0}{issuer}\u{0}{}", self.name),
+            None => format!("key\u{0}{}", self.name),
+        }
     }
 
     /// The scopes of `needed` this principal lacks.

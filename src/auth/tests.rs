@@ -195,6 +195,28 @@ fn step_up_needs_every_scope_of_the_matching_rules() {
 }
 
 #[test]
+fn owners_never_collide_across_kinds_and_issuers() {
+    let key = Principal {
+        name: "alice".into(),
+        issuer: None,
+        client_id: None,
+        groups: vec![],
+        scopes: vec![],
+    };
+    let jwt = Principal {
+        issuer: Some("api-key".into()),
+        ..key.clone()
+    };
+    let other = Principal {
+        issuer: Some("https://other.example".into()),
+        ..key.clone()
+    };
+    assert_ne!(key.owner(), jwt.owner());
+    assert_ne!(jwt.owner(), other.owner());
+    assert_eq!(jwt.owner(), jwt.clone().owner());
+}
+
+#[test]
 fn globs_match_whole_names() {
     assert!(glob_match("fs__write_*", "fs__write_file"));
     assert!(glob_match("*", ""));
