@@ -12,6 +12,7 @@
 #   DIR/conformance/           @modelcontextprotocol/conformance
 #   DIR/inspector/             @modelcontextprotocol/inspector (CLI mode)
 #   DIR/mcp-remote/            mcp-remote, the stdio bridge the README gives Claude Desktop
+#   DIR/oauth2-mock-server/    oauth2-mock-server, the authorization server of the auth tests (its own stamp)
 #   DIR/.stamp                 pinned versions; when it matches, the script exits at once
 #
 # Idempotent: re-running with an up-to-date stamp is a no-op. Only package registries are needed.
@@ -28,6 +29,7 @@ NODE22_VERSION="22"                # node (npm registry package), major only
 CONFORMANCE_VERSION="0.1.16"       # @modelcontextprotocol/conformance
 INSPECTOR_VERSION="2.12.0"         # @modelcontextprotocol/inspector
 MCP_REMOTE_VERSION="0.15.1"        # mcp-remote (the README's Claude Desktop bridge pins the same)
+OAUTH_MOCK_VERSION="9.3.0"         # oauth2-mock-server: the authorization server of the auth tests (node 22)
 STAMP_FORMAT="2"                   # bump when the layout changes
 PY_SQLITE_VERSION="2025.4.25"      # mcp-server-sqlite (PyPI), run on ...
 PY_SQLITE_MCP_VERSION="1.6.0"      # ... this old mcp SDK (exits on an unknown method before initialize)
@@ -82,6 +84,28 @@ PY
     printf '%s' "$want" > "$venv/.stamp"
 }
 install_sqlite_venv
+
+# ---- oauth2-mock-server, in a prefix of its own (its own stamp) ----
+install_oauth_mock() {
+    local prefix="$DIR/oauth2-mock-server"
+    local want="oauth2-mock-server=$OAUTH_MOCK_VERSION"
+    if [ -f "$prefix/.stamp" ] && [ "$(cat "$prefix/.stamp")" = "$want" ]; then
+        return 0
+    fi
+    command -v npm >/dev/null || die "npm not found on PATH"
+    rm -f "$prefix/.stamp"
+    mkdir -p "$prefix"
+    [ -f "$prefix/package.json" ] || printf '{"name":"mcpmux-peer-oauth2-mock-server","private":true}\n' > "$prefix/package.json"
+    log "npm: installing oauth2-mock-server@$OAUTH_MOCK_VERSION into $prefix"
+    npm install --no-audit --no-fund --save-exact --loglevel=error --prefix "$prefix" \
+        "oauth2-mock-server@$OAUTH_MOCK_VERSION" >&2 || die "npm install oauth2-mock-server failed"
+    local got
+    got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' \
+        "$prefix/node_modules/oauth2-mock-server/package.json" 2>/dev/null || true)"
+    [ "$got" = "$OAUTH_MOCK_VERSION" ] || die "oauth2-mock-server: expected $OAUTH_MOCK_VERSION, found '${got:-nothing}'"
+    printf '%s' "$want" > "$prefix/.stamp"
+}
+install_oauth_mock
 
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP_CONTENT" ]; then
     log "peers up to date in $DIR"

@@ -16,6 +16,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("policy", 2),
     ("upstream", 3),
     ("session", 4),
+    // Below core, which reads the principal's scopes for step-up; beside session (neither uses the other).
+    ("auth", 4),
     ("core", 5),
     ("middleware", 5),
     ("http", 6),
@@ -24,7 +26,7 @@ const LAYERS: &[(&str, u8)] = &[
 ];
 
 /// What `upstream` must never name: the host side.
-const HOST_SIDE: &[&str] = &["session", "core", "http", "admin", "middleware"];
+const HOST_SIDE: &[&str] = &["session", "core", "http", "admin", "middleware", "auth"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {

@@ -276,6 +276,15 @@ pub enum DownstreamError {
     Parse(String),
     #[error("Service Unavailable: {0}")]
     Unavailable(&'static str),
+    /// No credential, or one that is not valid here; `challenge` is the `WWW-Authenticate` value.
+    #[error("Unauthorized: {reason}")]
+    Unauthorized { challenge: String, reason: String },
+    /// A valid credential without every scope the operation needs (all named in `challenge`).
+    #[error("Forbidden: insufficient scope: this operation needs the scopes {scopes}")]
+    InsufficientScope { challenge: String, scopes: String },
+    /// A credential sent the wrong way (a token in the query string, a malformed header).
+    #[error("Bad Request: {reason}")]
+    AuthBadRequest { challenge: String, reason: String },
 }
 
 impl DownstreamError {
@@ -300,9 +309,12 @@ impl DownstreamError {
         match self {
             DownstreamError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             DownstreamError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            DownstreamError::BadRequest(_) | DownstreamError::MissingSession | DownstreamError::Parse(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            DownstreamError::BadRequest(_)
+            | DownstreamError::MissingSession
+            | DownstreamError::Parse(_)
+            | DownstreamError::AuthBadRequest { .. } => StatusCode::BAD_REQUEST,
+            DownstreamError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            DownstreamError::InsufficientScope { .. } => StatusCode::FORBIDDEN,
             DownstreamError::UnknownSession => StatusCode::NOT_FOUND,
             DownstreamError::Forbidden(_) => StatusCode::FORBIDDEN,
             DownstreamError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -324,14 +336,34 @@ impl DownstreamError {
 
 impl DownstreamError {
     /// The HTTP answer for this refusal: its status and an id-less JSON-RPC error body (405
-    /// says which methods are allowed).
+    /// says which methods are allowed; 401, 403 for scope and a refused credential carry their
+    /// `WWW-Authenticate` challenge).
     pub fn into_http(self) -> Response {
+        self.into_http_for(None)
+    }
+
+    /// The JSON-RPC error answering request `id` (where one reply cannot set the HTTP status:
+    /// a batch, a legacy SSE stream).
+    pub fn reply(&self, id: crate::protocol::RequestId) -> crate::protocol::Message {
+        crate::protocol::message::error_response(Some(id), self.code(), &self.to_string())
+    }
+
+    /// [`DownstreamError::into_http`] answering request `id` (a refusal of one parsed request).
+    pub fn into_http_for(self, id: Option<crate::protocol::RequestId>) -> Response {
         let status = self.status();
-        let body = crate::protocol::message::error_response(None, self.code(), &self.to_string()).to_json();
+        let body = crate::protocol::message::error_response(id, self.code(), &self.to_string()).to_json();
         let mut resp = json_text(status, body);
         if status == StatusCode::METHOD_NOT_ALLOWED {
             resp.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+        }
+        if let DownstreamError::Unauthorized { challenge, .. }
+        | DownstreamError::InsufficientScope { challenge, .. }
+        | DownstreamError::AuthBadRequest { challenge, .. } = &self
+        {
+            if let Ok(value) = HeaderValue::from_str(challenge) {
+                resp.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+            }
         }
         resp
     }

@@ -7,6 +7,8 @@
 //!  lib.rs        composition root: start/run/stop, the tower layer stack
 //!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
 //!  middleware    tower layers: Host/Origin access check, request tracing
+//!  auth          who a bearer credential names (API keys, JWTs by JWKS), the AuthLayer,
+//!                protected resource metadata, WWW-Authenticate challenges
 //!  core          one pipeline for both eras: RequestCtx, methods/ (one file per method),
 //!                forwarded calls, era bridges, the hub (shared state)
 //!  session       host sessions (HostLink), registry (HostEvents), kept streams, listeners
@@ -24,6 +26,7 @@
 pub mod admin;
 #[cfg(test)]
 mod architecture_tests;
+pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod core;
@@ -182,11 +185,20 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
 }
 
 /// The host faces and the operator endpoints, each behind its layers: tracing, then the
-/// Host/Origin check (a refusal is a JSON-RPC error on the MCP faces, plain text on the others).
+/// Host/Origin check (a refusal is a JSON-RPC error on the MCP faces, plain text on the others),
+/// then, on the MCP faces with `[auth]`, authentication; the protected resource metadata is
+/// public (it is how a host learns where to get a token).
 fn routes(hub: &Arc<Hub>) -> axum::Router {
     use middleware::access::{AccessLayer, RefusalBody};
-    let access = middleware::origin::AccessPolicy::from_config(&hub.config().gateway);
-    let faces = http::router(hub.clone()).layer(
+    let config = hub.config();
+    let access = middleware::origin::AccessPolicy::from_config(&config.gateway);
+    let mut faces = http::router(hub.clone());
+    if let Some(authenticator) = &hub.auth {
+        faces = faces
+            .layer(auth::layer::AuthLayer::new(authenticator.clone()))
+            .merge(auth::metadata::router(&config, authenticator));
+    }
+    let faces = faces.layer(
         tower::ServiceBuilder::new()
             .layer(middleware::trace::layer())
             .layer(AccessLayer::new(access.clone(), RefusalBody::JsonRpc)),

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+mod auth;
 mod id;
 mod paths;
 mod policy;
@@ -18,6 +19,7 @@ mod raw;
 mod server;
 mod transport;
 mod validate;
+pub use auth::{ApiKey, AuthConfig, StepUp};
 pub use id::{IdMap, UpstreamId};
 pub use policy::{PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
@@ -70,6 +72,9 @@ pub struct Config {
     pub servers: Vec<ServerConfig>,
     /// The `[[policy]]` rules in file order; empty when there is none (everything is allowed).
     pub policy: Vec<PolicyRule>,
+    /// `[auth]`; `None` authenticates nobody (only on loopback, or with
+    /// `gateway.allow_unauthenticated`).
+    pub auth: Option<AuthConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +97,11 @@ pub struct GatewayConfig {
     pub allowed_origins: Vec<String>,
     /// When `GET /readyz` answers 200.
     pub ready_when: ReadyWhen,
+    /// The endpoint's canonical URI as hosts reach it (`resource` of the protected resource
+    /// metadata, the default audience); default `http://{listen}{path}`.
+    pub public_url: String,
+    /// Serve a non-loopback `listen` without `[auth]`.
+    pub allow_unauthenticated: bool,
 }
 
 /// The rule of `GET /readyz` (`gateway.ready_when`).
@@ -122,6 +132,8 @@ impl Default for GatewayConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             ready_when: ReadyWhen::All,
+            public_url: "http://127.0.0.1:8080/mcp".to_string(),
+            allow_unauthenticated: false,
         }
     }
 }
@@ -233,7 +245,26 @@ impl Config {
             text,
             env,
         };
-        let gateway = build_gateway(&ctx, raw.gateway.unwrap_or_default())?;
+        let raw_gateway = raw.gateway.unwrap_or_default();
+        let gateway = build_gateway(&ctx, &raw_gateway)?;
+        let auth = match &raw.auth {
+            Some(table) => Some(auth::build_auth(&ctx, table, &gateway.public_url)?),
+            None => None,
+        };
+        if auth.is_none() && !gateway.listen.ip().is_loopback() && !gateway.allow_unauthenticated {
+            let msg = format!(
+                "gateway.listen {} accepts connections from other machines and there is no [auth] table: \
+                 anyone who can reach it could call every tool. Add [auth], listen on 127.0.0.1, or set \
+                 gateway.allow_unauthenticated = true (e.g. behind an authenticating proxy)",
+                gateway.listen
+            );
+            return Err(match &raw_gateway.listen {
+                Some(v) => ctx.invalid(&v.span(), msg),
+                None => ConfigError::Invalid {
+                    message: format!("{source_name}: {msg}"),
+                },
+            });
+        }
         let mut servers: Vec<ServerConfig> = Vec::with_capacity(raw.servers.0.len());
         let mut spans = Vec::with_capacity(raw.servers.0.len());
         for (key, raw_server) in raw.servers.0 {
@@ -254,6 +285,7 @@ impl Config {
             gateway,
             servers,
             policy,
+            auth,
         };
         // The rules of any configuration, pointed at the line of the server they are about.
         config.validate().map_err(|problem| {
@@ -376,7 +408,7 @@ fn path_problem(path: &str) -> Option<&'static str> {
     }
 }
 
-fn build_gateway(ctx: &Ctx<'_>, raw: RawGateway) -> Result<GatewayConfig, ConfigError> {
+fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayConfig, ConfigError> {
     let mut gw = GatewayConfig::default();
     if let Some(v) = &raw.listen {
         let s = ctx.expand(v, "gateway.listen")?;
@@ -458,6 +490,10 @@ fn build_gateway(ctx: &Ctx<'_>, raw: RawGateway) -> Result<GatewayConfig, Config
                 return Err(ctx.invalid(&v.span(), msg));
             }
         };
+    }
+    gw.public_url = auth::public_url(ctx, raw.public_url.as_ref(), gw.listen, &gw.path)?;
+    if let Some(v) = &raw.allow_unauthenticated {
+        gw.allow_unauthenticated = *v.get_ref();
     }
     Ok(gw)
 }

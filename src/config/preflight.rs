@@ -85,13 +85,14 @@ impl Config {
             });
         }
         let listen = self.gateway.listen;
-        if !listen.ip().is_loopback() {
+        if self.auth.is_none() && !listen.ip().is_loopback() {
+            // Only reachable with gateway.allow_unauthenticated = true (else the config is refused).
             found.push(Finding {
                 severity: Severity::Warning,
                 message: format!(
-                    "gateway.listen {listen} accepts connections from other machines, and mcpmux does \
-                     not authenticate hosts: anyone who can reach it can call every tool of every \
-                     server. Listen on 127.0.0.1, or put an authenticating proxy in front"
+                    "gateway.listen {listen} accepts connections from other machines and there is no \
+                     [auth] table (gateway.allow_unauthenticated = true): anyone who can reach it can \
+                     call every tool of every server unless an authenticating proxy is in front"
                 ),
             });
         }
@@ -186,7 +187,7 @@ mod tests {
 
     #[test]
     fn no_servers_and_a_network_listen_address_are_warnings() {
-        let c = config("[gateway]\nlisten = \"0.0.0.0:8080\"\n");
+        let c = config("[gateway]\nlisten = \"0.0.0.0:8080\"\nallow_unauthenticated = true\n");
         let found = c.preflight(system_path(), Path::new("/"));
         assert!(found.iter().all(|f| f.severity == Severity::Warning), "{found:?}");
         let text = messages(&found).join("\n");

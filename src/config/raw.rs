@@ -17,6 +17,7 @@ pub(super) struct RawConfig {
     /// `[[policy]]` tables in file order, each with its span (for its line).
     #[serde(default)]
     pub(super) policy: Vec<Spanned<RawPolicy>>,
+    pub(super) auth: Option<super::auth::RawAuth>,
 }
 
 #[derive(Default, Deserialize)]
@@ -35,6 +36,8 @@ pub(super) struct RawGateway {
     pub(super) allowed_hosts: Option<Vec<Spanned<String>>>,
     pub(super) allowed_origins: Option<Vec<Spanned<String>>>,
     pub(super) ready_when: Option<Spanned<String>>,
+    pub(super) public_url: Option<Spanned<String>>,
+    pub(super) allow_unauthenticated: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -154,7 +157,10 @@ pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> Co
         .replacen("unknown field", "unknown key", 1)
         .replace("struct RawServer", "a server table")
         .replace("struct RawGateway", "a table")
-        .replace("struct RawPolicy", "a [[policy]] table");
+        .replace("struct RawPolicy", "a [[policy]] table")
+        .replace("struct RawAuth", "the [auth] table")
+        .replace("struct RawApiKey", "an [[auth.api_keys]] table")
+        .replace("struct RawStepUp", "an [[auth.step_up]] table");
     let message = match err.span() {
         Some(span) => {
             let (line, col) = line_col(text, span.start);

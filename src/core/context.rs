@@ -1,6 +1,7 @@
 //! What every host request carries through the pipeline: its era, its session if it has one (a
 //! session-era host's, or the throwaway one a modern call runs in), who sent it, and its span.
 
+use crate::auth::Principal;
 use crate::session::Session;
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ pub struct RequestCtx {
     pub session: Option<Arc<Session>>,
     /// Who sent the request, as authentication established it; `None` while the gateway
     /// authenticates nobody.
-    pub principal: Option<Arc<str>>,
+    pub principal: Option<Arc<Principal>>,
     /// The request's span.
     pub span: tracing::Span,
 }
@@ -49,6 +50,12 @@ impl RequestCtx {
             principal: None,
             span: tracing::debug_span!("mcp_request", era = ?Era::Modern),
         }
+    }
+
+    /// The same request, sent by `principal`.
+    pub fn by(mut self, principal: Option<Arc<Principal>>) -> Self {
+        self.principal = principal;
+        self
     }
 
     /// Note activity on the session (keeps it from being reaped).

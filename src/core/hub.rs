@@ -33,6 +33,8 @@ pub struct Hub {
     pub drain_expired: CancellationToken,
     /// Modern hosts' calls waiting for their retry with input.
     pub parked: Arc<ParkedCalls>,
+    /// Who may use the gateway (`[auth]`, read at start); `None` authenticates nobody.
+    pub auth: Option<Arc<crate::auth::Authenticator>>,
     ties: Arc<HostTies>,
     born: std::time::Instant,
 }
@@ -53,6 +55,7 @@ impl Hub {
             calls: TaskTracker::new(),
             drain_expired: CancellationToken::new(),
             parked: Arc::new(ParkedCalls::default()),
+            auth: crate::auth::Authenticator::from_config(&config),
             ties,
             born: std::time::Instant::now(),
             config: ArcSwap::new(config),

@@ -6,6 +6,7 @@
 //! stops reading, or closes the stream, ends its session.
 
 use super::streamable::{new_session_id, sse_response, with_keepalive};
+use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize as open_session, Outcome};
@@ -17,6 +18,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::Extension;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderMap, StatusCode};
@@ -57,6 +59,8 @@ struct Link {
     closed: CancellationToken,
     /// Forwarded calls whose frames are still being pumped to the stream.
     calls: AtomicUsize,
+    /// Who opened the stream; only they may post to it.
+    principal: Option<Arc<Principal>>,
 }
 
 /// The legacy endpoints' state: the open links by session id.
@@ -112,7 +116,10 @@ pub fn router(hub: Arc<Hub>) -> axum::Router {
 }
 
 /// `GET /sse`: a new link, its `endpoint` event first.
-async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
+async fn open_stream(
+    State(legacy): State<Arc<Legacy>>,
+    principal: Option<Extension<Arc<Principal>>>,
+) -> Response {
     if legacy.hub.shutdown.is_cancelled() {
         return DownstreamError::Unavailable(super::SHUTTING_DOWN).into_http();
     }
@@ -125,6 +132,7 @@ async fn open_stream(State(legacy): State<Arc<Legacy>>) -> Response {
         session: OnceLock::new(),
         closed: CancellationToken::new(),
         calls: AtomicUsize::new(0),
+        principal: principal.map(|Extension(p)| p),
     });
     {
         let mut links = legacy.links.lock();
@@ -202,6 +210,7 @@ fn session_param(uri: &http::Uri) -> Option<&str> {
 /// the stream.
 async fn message(
     State(legacy): State<Arc<Legacy>>,
+    principal: Option<Extension<Arc<Principal>>>,
     uri: http::Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -210,7 +219,8 @@ async fn message(
         Ok(body) => body,
         Err(refusal) => return refusal.into_http(),
     };
-    match accept_message(&legacy, &uri, &headers, body).await {
+    let who = principal.map(|Extension(p)| p.owner());
+    match accept_message(&legacy, who.as_deref(), &uri, &headers, body).await {
         Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
         Err(err) => err.into_http(),
     }
@@ -218,6 +228,7 @@ async fn message(
 
 async fn accept_message(
     legacy: &Arc<Legacy>,
+    who: Option<&str>,
     uri: &http::Uri,
     headers: &HeaderMap,
     body: Bytes,
@@ -229,6 +240,8 @@ async fn accept_message(
         .lock()
         .get(id)
         .cloned()
+        // Another principal's stream is unknown to this one (404, as if it did not exist).
+        .filter(|link| link.principal.as_ref().map(|p| p.owner()).as_deref() == who)
         .ok_or(DownstreamError::UnknownSession)?;
     let text = super::streamable::json_body(headers, &body)?;
     let items = match parse_body(text) {
@@ -293,9 +306,12 @@ async fn serve(legacy: &Arc<Legacy>, link: &Arc<Link>, msg: Message) {
 
 /// Route one message of an initialized link; replies and forwarded calls' frames go to its stream.
 async fn dispatch(legacy: &Arc<Legacy>, link: &Arc<Link>, session: &Arc<Session>, msg: Message) {
-    let ctx = RequestCtx::on(session.clone());
+    let ctx = RequestCtx::on(session.clone()).by(link.principal.clone());
     match methods::dispatch(&legacy.hub, &ctx, msg).await {
         Outcome::Accepted => {}
+        Outcome::Denied { id, refusal } => {
+            legacy.push(link, refusal.reply(id).to_json().into());
+        }
         Outcome::Reply(reply) => {
             legacy.push(link, reply.to_json().into());
         }
@@ -346,6 +362,9 @@ async fn initialize(
             obj.set_str("protocolVersion", LEGACY_VERSION);
             result = obj.to_raw();
         }
+    }
+    if let Some(principal) = &link.principal {
+        session.bind_owner(principal.owner());
     }
     if link.closed.is_cancelled() || link.session.set(session.clone()).is_err() {
         return;
@@ -405,6 +424,7 @@ mod tests {
         let (out, _unread) = mpsc::channel(1);
         let (inbox, _queued) = mpsc::channel(1);
         let link = Arc::new(Link {
+            principal: None,
             id: "l1".into(),
             out,
             inbox,

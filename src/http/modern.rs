@@ -4,6 +4,7 @@
 //! modern host and whose upstream requests become input-required results.
 
 use super::resume;
+use crate::auth::Principal;
 use crate::catalog::ListKind;
 use crate::core::context::RequestCtx;
 use crate::core::forward::Frame;
@@ -82,6 +83,7 @@ fn refuse(
 pub async fn serve(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
+    who: Option<Arc<Principal>>,
     id: RequestId,
     method: String,
     params: Result<Option<RawObject>, ()>,
@@ -144,13 +146,14 @@ pub async fn serve(
     match method.as_str() {
         "subscriptions/listen" => super::listen::open(hub, id, &params),
         "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
-            let outcome = methods::request(hub, &RequestCtx::modern(), id.clone(), method, params).await;
+            let ctx = RequestCtx::modern().by(who);
+            let outcome = methods::request(hub, &ctx, id.clone(), method, params).await;
             match outcome {
                 Outcome::Reply(reply) => json_response(StatusCode::OK, &reply),
                 _ => no_answer(id),
             }
         }
-        _ => call(hub, headers, id, method, params, &meta).await,
+        _ => call(hub, headers, who, id, method, params, &meta).await,
     }
 }
 
@@ -227,12 +230,17 @@ fn sse(frames: futures_util::stream::BoxStream<'static, bytes::Bytes>) -> Respon
 async fn call(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
+    who: Option<Arc<Principal>>,
     id: RequestId,
     method: String,
     params: RawObject,
     meta: &RequestMeta,
 ) -> Response {
-    let principal = principal_digest(headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()));
+    // A sealed requestState is bound to the principal (with [auth]), else to the raw header.
+    let principal = match &who {
+        Some(p) => principal_digest(Some(p.owner().as_bytes())),
+        None => principal_digest(headers.get(header::AUTHORIZATION).map(|v| v.as_bytes())),
+    };
     let request = request_digest(&method, &params);
     let server_info: Arc<RawValue> = Arc::from(to_raw(&initialize::server_info()));
     if let Some(state) = params
@@ -265,8 +273,12 @@ async fn call(
         .get_object("_meta")
         .and_then(|m| m.get("progressToken").map(RawValue::to_owned));
     let forwarded = strip_envelope(params);
-    let ctx = RequestCtx::on(session.clone());
+    let ctx = RequestCtx::on(session.clone()).by(who);
     match methods::request(hub, &ctx, id.clone(), method.clone(), forwarded).await {
+        Outcome::Denied { id, refusal } => {
+            session.close();
+            refusal.into_http_for(Some(id))
+        }
         Outcome::Forward(forwarded) => {
             let mut call = ModernCall {
                 frames: forwarded.into_frames().boxed(),

@@ -6,6 +6,7 @@
 use super::modern;
 use super::resume;
 use super::SHUTTING_DOWN;
+use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
@@ -19,6 +20,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
+use axum::Extension;
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -54,18 +56,20 @@ pub fn router(hub: Arc<Hub>) -> axum::Router {
 
 async fn handle(
     State(ep): State<Arc<Endpoint>>,
+    principal: Option<Extension<Arc<Principal>>>,
     method: Method,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let who = principal.map(|Extension(p)| p);
     let outcome = match method {
         Method::GET | Method::DELETE if modern_only(&headers) => Err(DownstreamError::MethodNotAllowed),
         Method::POST => match read_body(&ep.hub, body) {
-            Ok(body) => post(&ep.hub, &headers, body).await,
+            Ok(body) => post(&ep.hub, &headers, who, body).await,
             Err(refusal) => Err(refusal),
         },
-        Method::GET => get(&ep.hub, &headers),
-        Method::DELETE => delete(&ep.hub, &headers),
+        Method::GET => get(&ep.hub, &headers, who.as_ref()),
+        Method::DELETE => delete(&ep.hub, &headers, who.as_ref()),
         _ => Err(DownstreamError::MethodNotAllowed),
     };
     outcome.unwrap_or_else(DownstreamError::into_http)
@@ -115,9 +119,17 @@ fn session_id(headers: &HeaderMap) -> Result<&str, DownstreamError> {
         .map_err(|_| DownstreamError::BadRequest("invalid Mcp-Session-Id".into()))
 }
 
-fn find_session(hub: &Hub, headers: &HeaderMap) -> Result<Arc<Session>, DownstreamError> {
+/// The request's session; another principal's session is unknown to it (404, as if it did not
+/// exist: its id says nothing).
+fn find_session(
+    hub: &Hub,
+    headers: &HeaderMap,
+    who: Option<&Arc<Principal>>,
+) -> Result<Arc<Session>, DownstreamError> {
+    let owner = who.map(|p| p.owner());
     hub.sessions
         .get(session_id(headers)?)
+        .filter(|session| session.owned_by(owner.as_deref()))
         .ok_or(DownstreamError::UnknownSession)
 }
 
@@ -200,7 +212,12 @@ pub(super) fn json_body<'b>(headers: &HeaderMap, body: &'b Bytes) -> Result<&'b 
     std::str::from_utf8(body).map_err(|_| DownstreamError::Parse("body is not UTF-8".into()))
 }
 
-async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Response, DownstreamError> {
+async fn post(
+    hub: &Arc<Hub>,
+    headers: &HeaderMap,
+    who: Option<Arc<Principal>>,
+    body: Bytes,
+) -> Result<Response, DownstreamError> {
     if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
         return Err(DownstreamError::NotAcceptable(
             "Accept must list application/json and text/event-stream",
@@ -228,16 +245,19 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
                 }
                 let params = params.ok().flatten();
                 let (session, result) = initialize(hub, params.as_ref(), new_session_id()).await;
+                if let Some(principal) = &who {
+                    session.bind_owner(principal.owner());
+                }
                 tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
                 hub.sessions.insert(session.clone());
                 return Ok(json_reply(&result_response(id, result), Some(&session.id)));
             }
             let object = params.as_ref().ok().and_then(Option::as_ref);
             if modern::is_modern_request(headers, &method, object) {
-                return Ok(modern::serve(hub, headers, id, method, params).await);
+                return Ok(modern::serve(hub, headers, who, id, method, params).await);
             }
             claimed_version(headers)?;
-            let ctx = RequestCtx::on(find_session(hub, headers)?);
+            let ctx = RequestCtx::on(find_session(hub, headers, who.as_ref())?).by(who);
             let outcome = match params {
                 Ok(params) => methods::request(hub, &ctx, id, method, params.unwrap_or_default()).await,
                 Err(()) => Outcome::Reply(invalid_params_object(id)),
@@ -251,13 +271,13 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
         }
         Body::Single(msg) => {
             claimed_version(headers)?;
-            let ctx = RequestCtx::on(find_session(hub, headers)?);
+            let ctx = RequestCtx::on(find_session(hub, headers, who.as_ref())?).by(who);
             let outcome = methods::dispatch(hub, &ctx, msg).await;
             Ok(answer(outcome).await)
         }
         Body::Batch(items) => {
             let negotiated = claimed_version(headers)?;
-            let session = find_session(hub, headers)?;
+            let session = find_session(hub, headers, who.as_ref())?;
             if !version::allows_batches(&negotiated) && !version::allows_batches(&session.protocol_version) {
                 return Err(DownstreamError::BadRequest(format!(
                     "JSON-RPC batches are not allowed in {negotiated}"
@@ -269,7 +289,7 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
                     items.len()
                 )));
             }
-            Ok(batch(hub, &session, items).await)
+            Ok(batch(hub, &session, who, items).await)
         }
     }
 }
@@ -279,6 +299,7 @@ async fn post(hub: &Arc<Hub>, headers: &HeaderMap, body: Bytes) -> Result<Respon
 async fn answer(outcome: Outcome) -> Response {
     match outcome {
         Outcome::Accepted => StatusCode::ACCEPTED.into_response(),
+        Outcome::Denied { id, refusal } => refusal.into_http_for(Some(id)),
         Outcome::Reply(reply) => json_reply(&reply, None),
         Outcome::Forward(call) => {
             let session = call.session.clone();
@@ -294,9 +315,10 @@ async fn answer(outcome: Outcome) -> Response {
 async fn batch(
     hub: &Arc<Hub>,
     session: &Arc<Session>,
+    who: Option<Arc<Principal>>,
     items: Vec<Result<Message, crate::protocol::ParseError>>,
 ) -> Response {
-    let ctx = RequestCtx::on(session.clone());
+    let ctx = RequestCtx::on(session.clone()).by(who);
     let mut immediate = Vec::new();
     let mut streams = Vec::new();
     for item in items {
@@ -319,6 +341,8 @@ async fn batch(
         match methods::dispatch(hub, &ctx, msg).await {
             Outcome::Accepted => {}
             Outcome::Reply(reply) => immediate.push(reply),
+            // One reply of many cannot set the HTTP status: the refusal is its JSON-RPC error.
+            Outcome::Denied { id, refusal } => immediate.push(refusal.reply(id)),
             Outcome::Forward(call) => streams.push(
                 // A pause is dropped: mcpmux resumes the upstream and a batch's one stream stays open.
                 call.into_frames()
@@ -335,14 +359,18 @@ async fn batch(
     sse_response(stream::iter(first).chain(rest).boxed())
 }
 
-fn get(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError> {
+fn get(
+    hub: &Arc<Hub>,
+    headers: &HeaderMap,
+    who: Option<&Arc<Principal>>,
+) -> Result<Response, DownstreamError> {
     if !accepts(headers, "text/event-stream") {
         return Err(DownstreamError::NotAcceptable(
             "Accept must list text/event-stream",
         ));
     }
     claimed_version(headers)?;
-    let session = find_session(hub, headers)?;
+    let session = find_session(hub, headers, who)?;
     let resuming = headers
         .get(LAST_EVENT_ID_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -377,8 +405,13 @@ fn get(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError>
     Ok(sse_response(with_keepalive(frames.boxed())))
 }
 
-fn delete(hub: &Arc<Hub>, headers: &HeaderMap) -> Result<Response, DownstreamError> {
+fn delete(
+    hub: &Arc<Hub>,
+    headers: &HeaderMap,
+    who: Option<&Arc<Principal>>,
+) -> Result<Response, DownstreamError> {
     let id = session_id(headers)?;
+    find_session(hub, headers, who)?;
     match hub.sessions.remove(id) {
         Some(_) => {
             tracing::info!(session = %id, "session ended by DELETE");

@@ -50,6 +50,8 @@ pub struct Session {
     /// Forwarded calls' POST streams, kept for resumption.
     pub streams: CallStreams,
     ties: Arc<HostTies>,
+    /// Who opened the session (the principal's issuer and name); only they may use it.
+    owner: std::sync::OnceLock<String>,
 }
 
 impl Session {
@@ -81,7 +83,19 @@ impl Session {
             opened: Instant::now(),
             streams: CallStreams::default(),
             ties,
+            owner: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Record who opened the session (once; later calls change nothing).
+    pub fn bind_owner(&self, owner: String) {
+        let _ = self.owner.set(owner);
+    }
+
+    /// Whether a request by `owner` (`None`: unauthenticated) may use this session: only its
+    /// opener's, and an unowned session only unauthenticated.
+    pub fn owned_by(&self, owner: Option<&str>) -> bool {
+        self.owner.get().map(String::as_str) == owner
     }
 
     /// What of this session can be sealed and moved to another replica.
@@ -378,5 +392,17 @@ mod tests {
         assert_eq!(moved.state(), first.state());
         assert!(!moved.wants_log(Some("info")) && moved.wants_log(Some("critical")));
         assert_eq!(moved.caps, ClientCaps::ALL);
+    }
+
+    #[test]
+    fn a_session_is_used_only_by_its_owner() {
+        let ties = Arc::new(HostTies::new());
+        let owned = Session::new("o".into(), "2025-11-25".into(), ClientCaps::ALL, ties.clone());
+        owned.bind_owner("iss\u{0}alice".into());
+        owned.bind_owner("iss\u{0}mallory".into());
+        assert!(owned.owned_by(Some("iss\u{0}alice")));
+        assert!(!owned.owned_by(Some("iss\u{0}mallory")) && !owned.owned_by(None));
+        let open = Session::new("u".into(), "2025-11-25".into(), ClientCaps::ALL, ties);
+        assert!(open.owned_by(None) && !open.owned_by(Some("iss\u{0}alice")));
     }
 }

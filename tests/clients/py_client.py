@@ -23,6 +23,8 @@ Scenarios:
                    applied) with the JSON object as arguments; every call must succeed. Observed:
                    "tools" and "calls": [{"tool", "text"}] in order.
 
+Environment: MCPMUX_TEST_BEARER=TOKEN sends `Authorization: Bearer TOKEN` on every request.
+
 Human-readable progress goes to stderr. stdout carries exactly ONE line: a JSON object with
 "ok", "scenario", "error" (on failure) and what was observed. Exit 0 on success, 1 on a failed
 check, 2 on a usage error.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import traceback
@@ -44,6 +47,8 @@ import anyio
 import mcp_types as types
 from mcp import Client, MCPDeprecationWarning
 from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 # Roots, logging and sampling are deprecated at 2026-07-28; the tests still exercise them on purpose.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
@@ -61,7 +66,14 @@ TRANSPORT = "http"
 
 
 def server(url: str) -> Any:
-    """What Client connects to: the URL (Streamable HTTP) or a legacy SSE transport for it."""
+    """What Client connects to: the URL (Streamable HTTP) or a legacy SSE transport for it. With
+    MCPMUX_TEST_BEARER set, every request carries `Authorization: Bearer <it>`."""
+    bearer = os.environ.get("MCPMUX_TEST_BEARER")
+    if bearer:
+        headers = {"Authorization": f"Bearer {bearer}"}
+        if TRANSPORT == "sse":
+            return sse_client(url, headers=headers)
+        return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
     return sse_client(url) if TRANSPORT == "sse" else url
 
 

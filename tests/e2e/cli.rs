@@ -57,7 +57,18 @@ fn check_config_refuses_what_cannot_start_and_warns_about_what_surprises() {
         "{run}"
     );
 
+    // A network listen address without [auth] is refused, unless allowed explicitly.
     let run = check(&dir, "[gateway]\nlisten = \"0.0.0.0:8080\"\n");
+    assert!(!run.status.success(), "{run}");
+    assert!(
+        run.stderr.contains(":2: gateway.listen 0.0.0.0:8080")
+            && run.stderr.contains("allow_unauthenticated"),
+        "{run}"
+    );
+    let run = check(
+        &dir,
+        "[gateway]\nlisten = \"0.0.0.0:8080\"\nallow_unauthenticated = true\n",
+    );
     assert!(run.status.success(), "warnings do not fail the check:\n{run}");
     assert!(run.stderr.contains("warning: no [servers.NAME] table"), "{run}");
     assert!(

@@ -78,6 +78,9 @@ pub struct Peers {
     /// mcp-server-sqlite 2025.4.25 on the old Python SDK (mcp 1.6.0), which exits on
     /// `server/discover`; run as `<it> --db-path FILE` (stdio).
     pub sqlite_server: PathBuf,
+    /// The `oauth2-mock-server` package directory (ESM, node 22); `tests/fixtures/oauth_idp.mjs`
+    /// runs it as the auth tests' authorization server.
+    pub oauth_mock_pkg: PathBuf,
 }
 
 impl Peers {
@@ -118,6 +121,7 @@ pub fn peers() -> &'static Peers {
                 "inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
             ),
             sqlite_server: dir.join("venv-sqlite/bin/mcp-server-sqlite"),
+            oauth_mock_pkg: dir.join("oauth2-mock-server/node_modules/oauth2-mock-server"),
             dir,
         };
         for p in [
@@ -130,6 +134,7 @@ pub fn peers() -> &'static Peers {
             &peers.memory_js,
             &peers.filesystem_js,
             &peers.sqlite_server,
+            &peers.oauth_mock_pkg,
         ] {
             assert!(p.exists(), "peer file missing after install: {}", p.display());
         }

@@ -1,6 +1,7 @@
 //! `tools/call` and `prompts/get`: the exposed name resolved in the catalog to its upstream and
 //! original name (never by splitting on the separator), the `Mcp-Param-*` headers a modern
-//! upstream's tool annotates, then the call forwarded.
+//! upstream's tool annotates, then the call forwarded. A tool of an `[[auth.step_up]]` rule needs
+//! its scopes first (403 `insufficient_scope`).
 
 use super::{down_owner, required_str, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
@@ -32,6 +33,11 @@ pub async fn serve(
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
         return Outcome::refused(id, RequestError::UnknownName { what, name });
     };
+    if kind == ListKind::Tools {
+        if let Some(refusal) = step_up(hub, ctx, &name) {
+            return Outcome::Denied { id, refusal };
+        }
+    }
     let mut target = Target::new(item.upstream.clone(), shape);
     let modern_upstream = || {
         (hub.upstreams.get(&item.upstream))
@@ -47,6 +53,16 @@ pub async fn serve(
     }
     params.set_str("name", &item.original);
     start_call(hub, ctx, id, method, params, target).await
+}
+
+/// The refusal of a call to `tool` by a principal without the scopes `[[auth.step_up]]` asks of it.
+fn step_up(hub: &Hub, ctx: &RequestCtx, tool: &str) -> Option<crate::error::DownstreamError> {
+    use crate::auth::challenge::{refusal, Failure};
+    let (auth, principal) = (hub.auth.as_ref()?, ctx.principal.as_ref()?);
+    let needed = auth.step_up(principal, tool)?;
+    tracing::info!(principal = %principal.name, tool, "step-up: the call needs scopes {needed:?}");
+    let failure = Failure::InsufficientScope(needed);
+    Some(refusal(&failure, auth.challenge(&failure)))
 }
 
 /// The `x-mcp-header` annotations of a listed tool with the arguments of a call to it; `None`

@@ -41,6 +41,12 @@ pub enum Outcome {
     Reply(Message),
     /// Answered by an upstream, over a stream.
     Forward(Box<ForwardedCall>),
+    /// Refused with an HTTP status of its own (403 `insufficient_scope` on step-up); where one
+    /// reply cannot set the status, its JSON-RPC error.
+    Denied {
+        id: RequestId,
+        refusal: crate::error::DownstreamError,
+    },
 }
 
 /// Route one session-era message from a host session.

@@ -41,6 +41,7 @@ async fn reply(hub: &Arc<Hub>, ctx: &RequestCtx, method: &str, json: &str) -> se
         Outcome::Reply(msg) => serde_json::from_str(&msg.to_json()).unwrap(),
         Outcome::Accepted => panic!("{method}: accepted"),
         Outcome::Forward(_) => panic!("{method}: forwarded"),
+        Outcome::Denied { refusal, .. } => panic!("{method}: denied: {refusal}"),
     }
 }
 

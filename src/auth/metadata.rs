@@ -1,0 +1,77 @@
+//! The protected resource metadata (RFC 9728) at `/.well-known/oauth-protected-resource{path}`
+//! and at the root, built from `gateway.public_url` (never from the request's Host header).
+
+use super::Authenticator;
+use crate::config::Config;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::header;
+use std::sync::Arc;
+
+const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+/// The metadata URL of the resource at `public_url`: the well-known path inserted between its
+/// origin and its path.
+pub fn metadata_url(public_url: &str) -> String {
+    match url::Url::parse(public_url) {
+        Ok(url) => {
+            let path = url.path().trim_end_matches('/');
+            format!("{}{WELL_KNOWN}{path}", url.origin().ascii_serialization())
+        }
+        Err(_) => format!("{}{WELL_KNOWN}", public_url.trim_end_matches('/')),
+    }
+}
+
+/// The metadata document.
+pub fn document(config: &Config, auth: &Authenticator) -> serde_json::Value {
+    let auth_config = auth.config();
+    let scopes: Vec<&String> = (auth_config.scopes_supported.iter())
+        .filter(|s| *s != "offline_access")
+        .collect();
+    let mut doc = serde_json::json!({
+        "resource": config.gateway.public_url,
+        "authorization_servers": auth_config.issuer.iter().collect::<Vec<_>>(),
+        "bearer_methods_supported": ["header"],
+    });
+    if !scopes.is_empty() {
+        doc["scopes_supported"] = serde_json::json!(scopes);
+    }
+    doc
+}
+
+/// The routes serving the document: under the gateway's path, under `public_url`'s path (when
+/// a proxy serves it under another one), and at the root.
+pub fn router(config: &Config, auth: &Authenticator) -> axum::Router {
+    let body = Arc::new(document(config, auth).to_string());
+    let serve = move || {
+        let body = body.clone();
+        async move {
+            let response: Response = (
+                [
+                    (header::CONTENT_TYPE, "application/json"),
+                    (header::CACHE_CONTROL, "max-age=300"),
+                ],
+                body.as_str().to_owned(),
+            )
+                .into_response();
+            response
+        }
+    };
+    let mut paths = vec![WELL_KNOWN.to_string()];
+    let mut add = |path: &str| {
+        let path = path.trim_end_matches('/');
+        let full = format!("{WELL_KNOWN}{path}");
+        if !path.is_empty() && !paths.contains(&full) {
+            paths.push(full);
+        }
+    };
+    add(&config.gateway.path);
+    if let Ok(url) = url::Url::parse(&config.gateway.public_url) {
+        add(url.path());
+    }
+    let mut router = axum::Router::new();
+    for path in paths {
+        router = router.route(&path, get(serve.clone()));
+    }
+    router
+}

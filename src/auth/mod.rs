@@ -1,0 +1,182 @@
+//! Authentication of hosts (the gateway as an OAuth 2.1 resource server): who a request's
+//! bearer credential names ([`Principal`]), checked against API keys or JWT access tokens.
+//!
+//! The [`layer::AuthLayer`] wraps every host face; [`metadata`] serves the protected resource
+//! metadata (RFC 9728); [`challenge`] writes the `WWW-Authenticate` answers.
+
+pub mod api_key;
+pub mod challenge;
+pub mod jwks;
+pub mod jwt;
+pub mod layer;
+pub mod metadata;
+
+use crate::config::{AuthConfig, Config};
+use challenge::Failure;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Who sent a request, as its credential established it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The JWT `sub`, or the API key's `name`.
+    pub name: String,
+    /// The token's issuer; `None` for an API key.
+    pub issuer: Option<String>,
+    /// The OAuth client the token was issued to (`client_id`, else `azp`).
+    pub client_id: Option<String>,
+    pub groups: Vec<String>,
+    /// Granted scopes.
+    pub scopes: Vec<String>,
+}
+
+impl Principal {
+    /// Who owns what this principal opens (a session): kind, issuer and name together, so the
+    /// same `sub` at two issuers, or an API key named like a subject, are different owners.
+    pub fn owner(&self) -> String {
+        match &self.issuer {
+            Some(issuer) => format!("jwt\u{0}{issuer}\u{0}{}", self.name),
+            None => format!("key\u{0}{}", self.name),
+        }
+    }
+
+    /// The scopes of `needed` this principal lacks.
+    pub fn missing<'a>(&self, needed: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+        needed
+            .into_iter()
+            .filter(|s| !self.scopes.contains(s))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Checks credentials for one configuration.
+pub struct Authenticator {
+    config: AuthConfig,
+    /// The protected resource metadata URL put in challenges.
+    metadata_url: String,
+    jwt: Option<jwt::JwtVerifier>,
+}
+
+impl Authenticator {
+    /// The authenticator of `config`, or `None` when it has no `[auth]`.
+    pub fn from_config(config: &Config) -> Option<Arc<Authenticator>> {
+        let auth = config.auth.clone()?;
+        let jwt = auth.issuer.as_ref().map(|issuer| {
+            jwt::JwtVerifier::new(
+                issuer.clone(),
+                auth.jwks_uri.clone(),
+                auth.audience.clone(),
+                auth.groups_claim.clone(),
+            )
+        });
+        Some(Arc::new(Authenticator {
+            metadata_url: metadata::metadata_url(&config.gateway.public_url),
+            config: auth,
+            jwt,
+        }))
+    }
+
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// The principal a bearer token names, or why it names none.
+    pub async fn verify(&self, token: &str) -> Result<Principal, Failure> {
+        if let Some(key) = api_key::find(&self.config.api_keys, token) {
+            return Ok(Principal {
+                name: key.name.clone(),
+                issuer: None,
+                client_id: None,
+                groups: key.groups.clone(),
+                // An API key is the operator's own credential: it holds every configured scope.
+                scopes: self.every_scope(),
+            });
+        }
+        match &self.jwt {
+            Some(verifier) if token.split('.').count() == 3 => verifier.verify(token).await,
+            _ => Err(Failure::InvalidToken("unknown API key or malformed token".into())),
+        }
+    }
+
+    /// Checks `required_scopes` for an authenticated principal.
+    pub fn check_required(&self, principal: &Principal) -> Result<(), Failure> {
+        let missing = principal.missing(&self.config.required_scopes);
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Failure::InsufficientScope(self.config.required_scopes.clone()))
+        }
+    }
+
+    /// The scopes a call to `tool` needs beyond what `principal` holds (`[[auth.step_up]]`),
+    /// as the whole list the operation needs (required scopes and every matching rule's);
+    /// `None` when nothing is missing.
+    pub fn step_up(&self, principal: &Principal, tool: &str) -> Option<Vec<String>> {
+        let mut needed: Vec<String> = self.config.required_scopes.clone();
+        for rule in &self.config.step_up {
+            if rule.tools.iter().any(|glob| glob_match(glob, tool)) {
+                needed.extend(rule.scopes.iter().cloned());
+            }
+        }
+        let mut seen = BTreeSet::new();
+        needed.retain(|s| seen.insert(s.clone()));
+        (!principal.missing(&needed).is_empty()).then_some(needed)
+    }
+
+    /// The `WWW-Authenticate` value for `failure`.
+    pub fn challenge(&self, failure: &Failure) -> String {
+        challenge::www_authenticate(&self.metadata_url, &self.advertised_scopes(), failure)
+    }
+
+    /// The scopes a client should ask for when it has none: the required ones, else the supported ones.
+    fn advertised_scopes(&self) -> Vec<String> {
+        let base = if self.config.required_scopes.is_empty() {
+            &self.config.scopes_supported
+        } else {
+            &self.config.required_scopes
+        };
+        base.iter().filter(|s| *s != "offline_access").cloned().collect()
+    }
+
+    fn every_scope(&self) -> Vec<String> {
+        let mut all = BTreeSet::new();
+        all.extend(self.config.scopes_supported.iter().cloned());
+        all.extend(self.config.required_scopes.iter().cloned());
+        for rule in &self.config.step_up {
+            all.extend(rule.scopes.iter().cloned());
+        }
+        all.into_iter().collect()
+    }
+}
+
+/// Whether `name` matches `glob` (`*` any run of characters, `?` one character).
+pub fn glob_match(glob: &str, name: &str) -> bool {
+    let (g, n): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
+    let (mut gi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match g.get(gi) {
+            Some('*') => {
+                star = Some((gi, ni));
+                gi += 1;
+            }
+            Some(c) if *c == '?' || *c == n[ni] => {
+                gi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sg, sn)) => {
+                    gi = sg + 1;
+                    ni = sn + 1;
+                    star = Some((sg, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    g[gi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,283 @@
+//! The `[auth]` table (who may use the gateway: an OAuth 2.1 authorization server's JWT access
+//! tokens, API keys, step-up scopes) and `gateway.public_url`, built from the raw TOML and checked.
+
+use super::{ConfigError, Ctx, Secret};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// `[auth]`: how hosts authenticate. Without it the gateway authenticates nobody.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// The authorization server (`iss` of accepted JWTs); `None` accepts API keys only.
+    pub issuer: Option<String>,
+    /// Where the signing keys are; `None` discovers it from the issuer's metadata.
+    pub jwks_uri: Option<String>,
+    /// Accepted `aud` values (any one of them); default `[gateway.public_url]`.
+    pub audience: Vec<String>,
+    /// Published in the protected resource metadata and in the 401 challenge.
+    pub scopes_supported: Vec<String>,
+    /// Scopes every request needs.
+    pub required_scopes: Vec<String>,
+    /// The JWT claim holding the principal's groups.
+    pub groups_claim: String,
+    pub api_keys: Vec<ApiKey>,
+    pub step_up: Vec<StepUp>,
+}
+
+/// One `[[auth.api_keys]]`: a principal named `name` whose key hashes to `sha256`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    pub name: String,
+    /// SHA-256 of the key (the key itself is never kept).
+    pub sha256: [u8; 32],
+    pub groups: Vec<String>,
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("name", &self.name)
+            .field("sha256", &"***")
+            .field("groups", &self.groups)
+            .finish()
+    }
+}
+
+/// One `[[auth.step_up]]`: calling a tool matching `tools` (globs over exposed names) needs `scopes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepUp {
+    pub tools: Vec<String>,
+    pub scopes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAuth {
+    issuer: Option<Spanned<String>>,
+    jwks_uri: Option<Spanned<String>>,
+    audience: Option<Vec<Spanned<String>>>,
+    scopes_supported: Option<Vec<Spanned<String>>>,
+    required_scopes: Option<Vec<Spanned<String>>>,
+    groups_claim: Option<Spanned<String>>,
+    introspection: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    api_keys: Vec<RawApiKey>,
+    #[serde(default)]
+    step_up: Vec<RawStepUp>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApiKey {
+    name: Spanned<String>,
+    sha256: Option<Spanned<String>>,
+    key: Option<Spanned<String>>,
+    groups: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStepUp {
+    tools: Spanned<Vec<Spanned<String>>>,
+    scopes: Spanned<Vec<Spanned<String>>>,
+}
+
+/// An `http://` or `https://` URL with a host and no fragment.
+fn http_url(text: &str) -> bool {
+    url::Url::parse(text)
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some() && u.fragment().is_none())
+}
+
+/// A scope token (RFC 6749 §3.3): printable ASCII without space, `"` or `\`.
+fn valid_scope(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope
+            .bytes()
+            .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
+}
+
+/// `gateway.public_url`, or its default `http://{listen}{path}`.
+pub(super) fn public_url(
+    ctx: &Ctx<'_>,
+    raw: Option<&Spanned<String>>,
+    listen: std::net::SocketAddr,
+    path: &str,
+) -> Result<String, ConfigError> {
+    let Some(v) = raw else {
+        return Ok(format!("http://{listen}{path}"));
+    };
+    let url = ctx.expand(v, "gateway.public_url")?;
+    if !http_url(&url) {
+        let msg = format!("gateway.public_url {url:?} must be an http:// or https:// URL with a host");
+        return Err(ctx.invalid(&v.span(), msg));
+    }
+    Ok(url)
+}
+
+fn scopes(
+    ctx: &Ctx<'_>,
+    values: Option<&Vec<Spanned<String>>>,
+    key: &str,
+) -> Result<Vec<String>, ConfigError> {
+    let Some(values) = values else {
+        return Ok(Vec::new());
+    };
+    let out = ctx.expand_list(values, key)?;
+    for (i, scope) in out.iter().enumerate() {
+        if !valid_scope(scope) {
+            let msg = format!(
+                "{key}[{i}] {scope:?} is not a scope (printable ASCII without spaces, '\"' or '\\\\')"
+            );
+            return Err(ctx.invalid(&values[i].span(), msg));
+        }
+    }
+    Ok(out)
+}
+
+fn sha256_hex(ctx: &Ctx<'_>, v: &Spanned<String>, key: &str) -> Result<[u8; 32], ConfigError> {
+    let text = ctx.expand(v, key)?;
+    let bad = || {
+        ctx.invalid(
+            &v.span(),
+            format!("{key} must be 64 hexadecimal digits (the SHA-256 of the key)"),
+        )
+    };
+    if text.len() != 64 {
+        return Err(bad());
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Result<AuthConfig, ConfigError> {
+    // A rule about the whole table, which has no one line.
+    let whole = |msg: &str| ConfigError::Invalid {
+        message: format!("{}: {msg}", ctx.source),
+    };
+    if let Some(v) = &raw.introspection {
+        let msg = "auth.introspection (opaque tokens, RFC 7662) is not supported yet: use JWT access tokens \
+                   (issuer/jwks_uri) or [[auth.api_keys]]";
+        return Err(ctx.invalid(&v.span(), msg));
+    }
+    let url_key = |v: &Option<Spanned<String>>, key: &str| -> Result<Option<String>, ConfigError> {
+        let Some(v) = v else { return Ok(None) };
+        let url = ctx.expand(v, key)?;
+        if !http_url(&url) {
+            return Err(ctx.invalid(
+                &v.span(),
+                format!("{key} {url:?} must be an http:// or https:// URL with a host"),
+            ));
+        }
+        Ok(Some(url))
+    };
+    let issuer = url_key(&raw.issuer, "auth.issuer")?;
+    let jwks_uri = url_key(&raw.jwks_uri, "auth.jwks_uri")?;
+    if let (None, Some(v)) = (&issuer, &raw.jwks_uri) {
+        return Err(ctx.invalid(
+            &v.span(),
+            "auth.jwks_uri needs auth.issuer (the `iss` tokens must carry)",
+        ));
+    }
+    let audience = match &raw.audience {
+        None => vec![public_url.to_string()],
+        Some(values) => {
+            let out = ctx.expand_list(values, "auth.audience")?;
+            if let Some(i) = out.iter().position(String::is_empty) {
+                return Err(ctx.invalid(&values[i].span(), format!("auth.audience[{i}] must not be empty")));
+            }
+            if out.is_empty() {
+                return Err(whole(
+                    "auth.audience must not be empty (leave it out for [gateway.public_url])",
+                ));
+            }
+            out
+        }
+    };
+    let groups_claim = match &raw.groups_claim {
+        None => "groups".to_string(),
+        Some(v) => {
+            let claim = ctx.expand(v, "auth.groups_claim")?;
+            if claim.is_empty() {
+                return Err(ctx.invalid(&v.span(), "auth.groups_claim must not be empty"));
+            }
+            claim
+        }
+    };
+    let mut api_keys: Vec<ApiKey> = Vec::with_capacity(raw.api_keys.len());
+    for (i, key) in raw.api_keys.iter().enumerate() {
+        let at = format!("auth.api_keys[{i}]");
+        let name = ctx.expand(&key.name, &format!("{at}.name"))?;
+        if name.is_empty() {
+            return Err(ctx.invalid(&key.name.span(), format!("{at}.name must not be empty")));
+        }
+        if api_keys.iter().any(|k| k.name == name) {
+            return Err(ctx.invalid(
+                &key.name.span(),
+                format!("{at}.name {name:?} is used by another API key"),
+            ));
+        }
+        let sha256 = match (&key.sha256, &key.key) {
+            (Some(hex), None) => sha256_hex(ctx, hex, &format!("{at}.sha256"))?,
+            (None, Some(v)) => {
+                let secret = Secret::new(ctx.expand(v, &format!("{at}.key"))?);
+                if secret.expose().is_empty() {
+                    return Err(ctx.invalid(&v.span(), format!("{at}.key must not be empty")));
+                }
+                let digest = ring::digest::digest(&ring::digest::SHA256, secret.expose().as_bytes());
+                let mut out = [0u8; 32];
+                out.copy_from_slice(digest.as_ref());
+                out
+            }
+            _ => {
+                let msg = format!("{at} needs exactly one of `sha256` (of the key) or `key`");
+                return Err(ctx.invalid(&key.name.span(), msg));
+            }
+        };
+        if let Some(other) = api_keys.iter().find(|k| k.sha256 == sha256) {
+            let msg = format!("{at} has the same key as {:?}", other.name);
+            return Err(ctx.invalid(&key.name.span(), msg));
+        }
+        let groups = match &key.groups {
+            Some(values) => ctx.expand_list(values, &format!("{at}.groups"))?,
+            None => Vec::new(),
+        };
+        api_keys.push(ApiKey { name, sha256, groups });
+    }
+    let mut step_up = Vec::with_capacity(raw.step_up.len());
+    for (i, rule) in raw.step_up.iter().enumerate() {
+        let at = format!("auth.step_up[{i}]");
+        let tools = ctx.expand_list(rule.tools.get_ref(), &format!("{at}.tools"))?;
+        if tools.is_empty() || tools.iter().any(String::is_empty) {
+            return Err(ctx.invalid(
+                &rule.tools.span(),
+                format!("{at}.tools must list tool name globs"),
+            ));
+        }
+        let scopes = scopes(ctx, Some(rule.scopes.get_ref()), &format!("{at}.scopes"))?;
+        if scopes.is_empty() {
+            return Err(ctx.invalid(&rule.scopes.span(), format!("{at}.scopes must not be empty")));
+        }
+        step_up.push(StepUp { tools, scopes });
+    }
+    if issuer.is_none() && api_keys.is_empty() {
+        let msg = "[auth] needs `issuer` (JWT access tokens) or at least one [[auth.api_keys]]";
+        return Err(whole(msg));
+    }
+    Ok(AuthConfig {
+        issuer,
+        jwks_uri,
+        audience,
+        scopes_supported: scopes(ctx, raw.scopes_supported.as_ref(), "auth.scopes_supported")?,
+        required_scopes: scopes(ctx, raw.required_scopes.as_ref(), "auth.required_scopes")?,
+        groups_claim,
+        api_keys,
+        step_up,
+    })
+}
+
+#[cfg(test)]
+#[path = "auth_tests.rs"]
+mod tests;
