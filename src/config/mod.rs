@@ -281,6 +281,15 @@ impl Config {
             servers.push(server);
         }
         let policy = policy::build_policy(&ctx, raw.policy)?;
+        if let (Some(first), None) = (policy.first(), &auth) {
+            return Err(ConfigError::Invalid {
+                message: format!(
+                    "{source_name}:{}: [[policy]] needs [auth]: without authentication no request has a \
+                     principal for the rules to decide on",
+                    first.line
+                ),
+            });
+        }
         let config = Config {
             gateway,
             servers,

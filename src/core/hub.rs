@@ -5,6 +5,7 @@ use crate::catalog::CatalogStore;
 use crate::config::{Config, UpstreamId};
 use crate::core::input_required::ParkedCalls;
 use crate::error::UpstreamError;
+use crate::policy::Policy;
 use crate::protocol::ClientCaps;
 use crate::session::{Session, SessionRegistry, SessionState};
 use crate::upstream::pool::SupervisorInputs;
@@ -33,6 +34,8 @@ pub struct Hub {
     pub drain_expired: CancellationToken,
     /// Modern hosts' calls waiting for their retry with input.
     pub parked: Arc<ParkedCalls>,
+    /// What each principal may see and use (`[[policy]]`), swapped with the configuration.
+    policy: ArcSwap<Policy>,
     /// Who may use the gateway (`[auth]`, read at start); `None` authenticates nobody.
     pub auth: Option<Arc<crate::auth::Authenticator>>,
     ties: Arc<HostTies>,
@@ -56,6 +59,7 @@ impl Hub {
             drain_expired: CancellationToken::new(),
             parked: Arc::new(ParkedCalls::default()),
             auth: crate::auth::Authenticator::from_config(&config),
+            policy: ArcSwap::from_pointee(Policy::from_config(&config)),
             ties,
             born: std::time::Instant::now(),
             config: ArcSwap::new(config),
@@ -71,7 +75,13 @@ impl Hub {
     /// Put `config` in force for every request that starts from now on (gateway settings: page
     /// size, timeouts, limits); the upstreams are changed by name, by their supervisors.
     pub fn replace_config(&self, config: Arc<Config>) {
+        self.policy.store(Arc::new(Policy::from_config(&config)));
         self.config.store(config);
+    }
+
+    /// The policy in force (a removed `allow` takes effect on the next request).
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.load_full()
     }
 
     /// A new host session (not yet registered).

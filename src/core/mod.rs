@@ -2,6 +2,7 @@
 //! context, one file per method ([`methods`]), forwarded calls and their frames, the bridges
 //! between the two protocol eras, and the gateway's shared state ([`hub`]).
 
+pub mod access;
 pub mod context;
 pub mod forward;
 pub mod hub;

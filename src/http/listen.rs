@@ -4,6 +4,8 @@
 //! long as a listener or a session wants them.
 
 use crate::config::{Isolation, UpstreamId};
+use crate::core::access::Access;
+use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::error::codes;
 use crate::protocol::message::error_reply;
@@ -20,7 +22,7 @@ use tokio::sync::mpsc;
 
 /// Decide what a listen request gets: list notifications mcpmux can deliver, and resource
 /// subscriptions whose upstream supports them (shared connections only).
-fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, String)>) {
+fn grant(hub: &Hub, access: &Access, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, String)>) {
     let asked = |key: &str| requested.get(key).map(|v| v.get()) == Some("true");
     let caps = crate::core::methods::initialize::merged_capabilities(hub);
     let mut grant = Grant {
@@ -43,6 +45,10 @@ fn grant(hub: &Hub, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, S
         let Some(uri) = catalog.naming(&upstream).map(|n| n.expose_uri(&original)) else {
             continue;
         };
+        // A resource the policy hides is not granted, as one that does not exist.
+        if !access.permits(&uri) {
+            continue;
+        }
         let Some(slot) = hub.upstreams.get(&upstream) else {
             continue;
         };
@@ -102,13 +108,13 @@ impl Drop for ListenerGuard {
 }
 
 /// Open a listen stream for a `subscriptions/listen` request.
-pub fn open(hub: &Arc<Hub>, id: RequestId, params: &RawObject) -> Response {
+pub fn open(hub: &Arc<Hub>, ctx: &RequestCtx, id: RequestId, params: &RawObject) -> Response {
     if hub.shutdown.is_cancelled() {
         let body = error_reply(id, codes::UPSTREAM_UNAVAILABLE, super::SHUTTING_DOWN, None).to_json();
         return crate::error::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
     }
     let requested = params.get_object("notifications").unwrap_or_default();
-    let (grant, upstream) = grant(hub, &requested);
+    let (grant, upstream) = grant(hub, &Access::of(hub, ctx), &requested);
     let (queue, mut rx) = mpsc::channel(LISTENER_QUEUE);
     let listener = Listener {
         subscription: id.clone(),

@@ -144,7 +144,10 @@ pub async fn serve(
     hub.wait_startup().await;
     let params = params.unwrap_or_default();
     match method.as_str() {
-        "subscriptions/listen" => super::listen::open(hub, id, &params),
+        "subscriptions/listen" => {
+            let ctx = RequestCtx::modern().by(who);
+            super::listen::open(hub, &ctx, id, &params)
+        }
         "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
             let ctx = RequestCtx::modern().by(who);
             let outcome = methods::request(hub, &ctx, id.clone(), method, params).await;

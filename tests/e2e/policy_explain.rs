@@ -24,6 +24,10 @@ deny = ["everything__trigger-*"]
 groups = ["ops"]
 allow = ["fs__*"]
 rate_limit = "600/min"
+
+[auth]
+issuer = "https://idp.example.com"
+scopes_supported = ["mcp:tools"]
 "#;
 
 fn explain(config: &Path, principal: &str, groups: &str, scopes: &str, name: &str) -> ClientRun {

@@ -96,7 +96,31 @@ impl RawSession {
     /// `initialize` + `notifications/initialized`, reporting failure instead of panicking (for
     /// polling a gateway that is still starting).
     pub async fn try_open(url: &str, caps: Value, version: &str) -> Result<RawSession, String> {
-        let http = reqwest::Client::new();
+        Self::try_open_with(reqwest::Client::new(), url, caps, version).await
+    }
+
+    /// A session whose every request carries `Authorization: Bearer <token>`.
+    pub async fn open_as(url: &str, token: &str) -> RawSession {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let value =
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).expect("a header value");
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .expect("an HTTP client");
+        Self::try_open_with(http, url, json!({}), "2025-11-25")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`RawSession::try_open`] with a given HTTP client.
+    pub async fn try_open_with(
+        http: reqwest::Client,
+        url: &str,
+        caps: Value,
+        version: &str,
+    ) -> Result<RawSession, String> {
         let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
             "protocolVersion": version, "capabilities": caps,
             "clientInfo": {"name":"raw-test","version":"0"}}});

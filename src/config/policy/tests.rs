@@ -3,10 +3,21 @@
 
 use crate::config::{Config, ConfigError, RateLimit, RatePeriod};
 
+/// `text` with an `[auth]` table after it (rules need a principal to decide on).
 fn parse(text: &str) -> Result<Config, ConfigError> {
-    Config::from_toml_str(text, "config.toml", &|var| {
+    let text = format!("{text}\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"secret\"\n");
+    Config::from_toml_str(&text, "config.toml", &|var| {
         (var == "TEAM").then(|| "eng".to_string())
     })
+}
+
+#[test]
+fn rules_without_auth_are_refused_at_their_line() {
+    let text = "[servers.a]\ncommand = \"x\"\n\n[[policy]]\nallow = [\"*\"]\n";
+    let e = Config::from_toml_str(text, "config.toml", &|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("config.toml:4: [[policy]] needs [auth]"), "{e}");
 }
 
 fn err(text: &str) -> String {

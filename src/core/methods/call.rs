@@ -6,6 +6,7 @@
 use super::{down_owner, required_str, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
+use crate::core::access::Access;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::error::RequestError;
@@ -26,8 +27,11 @@ pub async fn serve(
         Err(refusal) => return refusal,
     };
     let catalog = hub.catalog.snapshot();
-    let Some(item) = catalog.list(kind).lookup(&name) else {
-        if let Some(down) = down_owner(hub, &name) {
+    // A name the policy hides is answered as one that does not exist.
+    let access = Access::of(hub, ctx);
+    let permitted = access.permits(&name);
+    let Some(item) = catalog.list(kind).lookup(&name).filter(|_| permitted) else {
+        if let Some(down) = down_owner(hub, &name).filter(|_| permitted) {
             return Outcome::refused(id, down);
         }
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };

@@ -5,6 +5,7 @@
 use super::initialize::server_info;
 use super::shape_reply;
 use crate::catalog::ListKind;
+use crate::core::access::Access;
 use crate::core::context::{Era, RequestCtx};
 use crate::core::hub::Hub;
 use crate::error::RequestError;
@@ -23,13 +24,24 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
     let cursor = params.get_str("cursor");
     let page_size = hub.config().gateway.page_size;
     let catalog = hub.catalog.snapshot();
+    let access = Access::of(hub, ctx);
     let page = match ctx.era {
+        // Under a policy each principal has a list of its own (its cursor counts only that).
+        Era::Session if !access.sees_everything() => {
+            catalog.page_visible(kind, cursor.as_deref(), page_size, &[], access.filter())
+        }
         Era::Session => catalog
             .page(kind, cursor.as_deref(), page_size)
             .map(|result| (*result).to_owned()),
         Era::Modern => {
-            let members = own_result_members(Some(list_hint(hub, kind)), &to_raw(&server_info()));
-            catalog.page_with(kind, cursor.as_deref(), page_size, &members)
+            let mut hint = list_hint(hub, kind);
+            // A list filtered for one principal must not be shared by a cache with another.
+            hint.private |= !access.sees_everything();
+            let members = own_result_members(Some(hint), &to_raw(&server_info()));
+            match access.sees_everything() {
+                true => catalog.page_with(kind, cursor.as_deref(), page_size, &members),
+                false => catalog.page_visible(kind, cursor.as_deref(), page_size, &members, access.filter()),
+            }
         }
     };
     match (page, ctx.era) {

@@ -16,6 +16,7 @@ pub mod subscribe;
 #[cfg(test)]
 mod tests;
 
+use super::access::Access;
 use super::context::{Era, RequestCtx};
 use super::forward::{Deadline, DrainTicket, ForwardedCall};
 use super::hub::Hub;
@@ -135,13 +136,36 @@ struct ResolvedUri {
 
 /// A host's resource URI resolved (a bare upstream URI too, when one upstream owns it), or the
 /// answer saying why not: which `mcpmux://` forms would work, or that the upstream is down.
-fn resolve_uri(hub: &Hub, uri: &str, id: &RequestId) -> Result<ResolvedUri, Outcome> {
+/// A URI the request's principal may not see is answered as one that does not exist, and the
+/// forms an ambiguous URI names are only those it may see (one left: that one is meant).
+fn resolve_uri(hub: &Hub, ctx: &RequestCtx, uri: &str, id: &RequestId) -> Result<ResolvedUri, Outcome> {
     let catalog = hub.catalog.snapshot();
-    match catalog.resolve_uri(uri) {
+    let access = Access::of(hub, ctx);
+    let not_found = || {
+        Outcome::refused(
+            id.clone(),
+            RequestError::ResourceNotFound { uri: uri.to_string() },
+        )
+    };
+    let resolved = match catalog.resolve_uri(uri) {
+        Err(UriMiss::Ambiguous(candidates)) => {
+            let candidates: Vec<String> = candidates.into_iter().filter(|c| access.permits(c)).collect();
+            match candidates.as_slice() {
+                [] => return Err(not_found()),
+                [only] => catalog.resolve_uri(only),
+                _ => Err(UriMiss::Ambiguous(candidates)),
+            }
+        }
+        other => other,
+    };
+    match resolved {
         Ok((upstream, original)) => {
             let exposed = catalog
                 .naming(&upstream)
                 .map_or_else(|| uri.to_string(), |n| n.expose_uri(&original));
+            if !access.permits(&exposed) {
+                return Err(not_found());
+            }
             Ok(ResolvedUri {
                 upstream,
                 original,

@@ -19,7 +19,7 @@ pub async fn serve(
         Ok(uri) => uri,
         Err(refusal) => return refusal,
     };
-    let resolved = match resolve_uri(hub, &uri, &id) {
+    let resolved = match resolve_uri(hub, ctx, &uri, &id) {
         Ok(found) => found,
         Err(refusal) => return refusal,
     };

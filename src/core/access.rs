@@ -1,0 +1,62 @@
+//! What a request's principal may see and use, by the `[[policy]]` rules: the one place the
+//! pipeline asks, so every list is filtered and every call, get, read, subscribe and completion
+//! is gated by the same decision, and a hidden name behaves exactly like one that does not exist.
+
+use crate::auth::Principal;
+use crate::core::context::RequestCtx;
+use crate::core::hub::Hub;
+use crate::policy::{Policy, PrincipalFacts};
+use std::sync::Arc;
+
+/// One request's view under the policy in force.
+pub struct Access {
+    policy: Arc<Policy>,
+    principal: Option<Arc<Principal>>,
+}
+
+impl Access {
+    /// The view of the request `ctx` under the hub's policy.
+    pub fn of(hub: &Hub, ctx: &RequestCtx) -> Access {
+        Access {
+            policy: hub.policy(),
+            principal: ctx.principal.clone(),
+        }
+    }
+
+    /// Whether there is no policy at all (every name is visible: lists need no filtering).
+    pub fn sees_everything(&self) -> bool {
+        self.policy.is_open()
+    }
+
+    /// Whether the principal may see and use `exposed` (a tool or prompt name, a resource URI
+    /// or template as hosts see it). Deny by default: with rules, a request without a principal
+    /// sees nothing (the configuration refuses rules without `[auth]`, so this is only a guard).
+    pub fn permits(&self, exposed: &str) -> bool {
+        if self.policy.is_open() {
+            return true;
+        }
+        let Some(principal) = &self.principal else {
+            return false;
+        };
+        self.policy.decide(&facts(principal), exposed).allowed
+    }
+
+    /// A test for many names at once (a list), deciding which rules apply only once.
+    pub fn filter(&self) -> impl Fn(&str) -> bool + '_ {
+        let facts = self.principal.as_deref().map(facts);
+        move |exposed: &str| match (&facts, self.policy.is_open()) {
+            (_, true) => true,
+            (Some(facts), false) => self.policy.decide(facts, exposed).allowed,
+            (None, false) => false,
+        }
+    }
+}
+
+/// The facts of a principal the rules match on.
+fn facts(principal: &Principal) -> PrincipalFacts<'_> {
+    PrincipalFacts::new(
+        &principal.name,
+        principal.groups.iter().map(String::as_str),
+        principal.scopes.iter().map(String::as_str),
+    )
+}
