@@ -17,7 +17,7 @@ mod raw;
 mod server;
 mod transport;
 mod validate;
-pub use auth::{ApiKey, AuthConfig, StepUp};
+pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use id::{IdMap, UpstreamId};
 pub use preflight::{Finding, Severity};
 use raw::{line_col, parse_error, RawConfig, RawGateway};
