@@ -120,7 +120,7 @@ impl JwtVerifier {
 }
 
 /// A claim that is a list of strings, or one string of space-separated values.
-fn strings(value: &Value) -> Vec<String> {
+pub(super) fn strings(value: &Value) -> Vec<String> {
     match value {
         Value::String(s) => s
             .split(' ')

@@ -6,6 +6,7 @@
 
 pub mod api_key;
 pub mod challenge;
+pub mod introspection;
 pub mod jwks;
 pub mod jwt;
 pub mod layer;
@@ -56,6 +57,7 @@ pub struct Authenticator {
     /// The protected resource metadata URL put in challenges.
     metadata_url: String,
     jwt: Option<jwt::JwtVerifier>,
+    introspection: Option<introspection::Introspector>,
 }
 
 impl Authenticator {
@@ -70,7 +72,16 @@ impl Authenticator {
                 auth.groups_claim.clone(),
             )
         });
+        let introspection = auth.introspection.clone().map(|config| {
+            introspection::Introspector::new(
+                config,
+                auth.issuer.clone(),
+                auth.audience.clone(),
+                auth.groups_claim.clone(),
+            )
+        });
         Some(Arc::new(Authenticator {
+            introspection,
             metadata_url: metadata::metadata_url(&config.gateway.public_url),
             config: auth,
             jwt,
@@ -93,8 +104,9 @@ impl Authenticator {
                 scopes: self.every_scope(),
             });
         }
-        match &self.jwt {
-            Some(verifier) if token.split('.').count() == 3 => verifier.verify(token).await,
+        match (&self.jwt, &self.introspection) {
+            (Some(verifier), _) if token.split('.').count() == 3 => verifier.verify(token).await,
+            (_, Some(introspector)) => introspector.verify(token).await,
             _ => Err(Failure::InvalidToken("unknown API key or malformed token".into())),
         }
     }

@@ -22,6 +22,16 @@ pub struct AuthConfig {
     pub groups_claim: String,
     pub api_keys: Vec<ApiKey>,
     pub step_up: Vec<StepUp>,
+    /// Opaque tokens checked at the authorization server (RFC 7662).
+    pub introspection: Option<Introspection>,
+}
+
+/// `auth.introspection`: the RFC 7662 endpoint and the gateway's client credentials for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Introspection {
+    pub endpoint: String,
+    pub client_id: String,
+    pub client_secret: Secret,
 }
 
 /// One `[[auth.api_keys]]`: a principal named `name` whose key hashes to `sha256`.
@@ -59,11 +69,19 @@ pub(super) struct RawAuth {
     scopes_supported: Option<Vec<Spanned<String>>>,
     required_scopes: Option<Vec<Spanned<String>>>,
     groups_claim: Option<Spanned<String>>,
-    introspection: Option<Spanned<toml::Value>>,
+    introspection: Option<RawIntrospection>,
     #[serde(default)]
     api_keys: Vec<RawApiKey>,
     #[serde(default)]
     step_up: Vec<RawStepUp>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIntrospection {
+    endpoint: Spanned<String>,
+    client_id: Spanned<String>,
+    client_secret: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -157,11 +175,6 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
     let whole = |msg: &str| ConfigError::Invalid {
         message: format!("{}: {msg}", ctx.source),
     };
-    if let Some(v) = &raw.introspection {
-        let msg = "auth.introspection (opaque tokens, RFC 7662) is not supported yet: use JWT access tokens \
-                   (issuer/jwks_uri) or [[auth.api_keys]]";
-        return Err(ctx.invalid(&v.span(), msg));
-    }
     let url_key = |v: &Option<Spanned<String>>, key: &str| -> Result<Option<String>, ConfigError> {
         let Some(v) = v else { return Ok(None) };
         let url = ctx.expand(v, key)?;
@@ -262,8 +275,34 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
         }
         step_up.push(StepUp { tools, scopes });
     }
-    if issuer.is_none() && api_keys.is_empty() {
-        let msg = "[auth] needs `issuer` (JWT access tokens) or at least one [[auth.api_keys]]";
+    let introspection = match &raw.introspection {
+        None => None,
+        Some(raw) => {
+            let endpoint = ctx.expand(&raw.endpoint, "auth.introspection.endpoint")?;
+            if !http_url(&endpoint) {
+                let msg = format!(
+                    "auth.introspection.endpoint {endpoint:?} must be an http:// or https:// URL with a host"
+                );
+                return Err(ctx.invalid(&raw.endpoint.span(), msg));
+            }
+            let client_id = ctx.expand(&raw.client_id, "auth.introspection.client_id")?;
+            if client_id.is_empty() {
+                return Err(ctx.invalid(
+                    &raw.client_id.span(),
+                    "auth.introspection.client_id must not be empty",
+                ));
+            }
+            let client_secret =
+                Secret::new(ctx.expand(&raw.client_secret, "auth.introspection.client_secret")?);
+            Some(Introspection {
+                endpoint,
+                client_id,
+                client_secret,
+            })
+        }
+    };
+    if issuer.is_none() && api_keys.is_empty() && introspection.is_none() {
+        let msg = "[auth] needs `issuer` (JWT access tokens), `introspection` (opaque tokens) or at least one [[auth.api_keys]]";
         return Err(whole(msg));
     }
     Ok(AuthConfig {
@@ -275,6 +314,7 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
         groups_claim,
         api_keys,
         step_up,
+        introspection,
     })
 }
 

@@ -71,14 +71,26 @@ fn a_network_listen_without_auth_is_refused_unless_allowed() {
 }
 
 #[test]
-fn introspection_is_refused_as_not_supported_yet() {
-    let msg = refused(
-        "[auth]\nissuer = \"https://idp.example\"\nintrospection = { endpoint = \"https://idp.example/i\", client_id = \"c\", client_secret = \"s\" }\n",
+fn introspection_is_read_with_its_secret_masked() {
+    let c = parse(
+        "[auth]\nintrospection = { endpoint = \"https://idp.example/i\", client_id = \"c\", client_secret = \"${CI_KEY}\" }\n",
+    )
+    .unwrap();
+    let found = c.auth.unwrap().introspection.unwrap();
+    assert_eq!(
+        (found.endpoint.as_str(), found.client_id.as_str()),
+        ("https://idp.example/i", "c")
     );
+    assert_eq!(found.client_secret.expose(), "s3cret-key");
+    assert!(!format!("{found:?}").contains("s3cret"));
+    let msg =
+        refused("[auth]\nintrospection = { endpoint = \"idp\", client_id = \"c\", client_secret = \"s\" }\n");
     assert!(
-        msg.starts_with("t.toml:3:") && msg.contains("not supported yet"),
+        msg.starts_with("t.toml:2:") && msg.contains("auth.introspection.endpoint"),
         "{msg}"
     );
+    let msg = refused("[auth]\nintrospection = { endpoint = \"https://i\", client_id = \"c\" }\n");
+    assert!(msg.contains("missing field `client_secret`"), "{msg}");
 }
 
 #[test]

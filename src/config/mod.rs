@@ -19,7 +19,7 @@ mod raw;
 mod server;
 mod transport;
 mod validate;
-pub use auth::{ApiKey, AuthConfig, StepUp};
+pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use id::{IdMap, UpstreamId};
 pub use policy::{PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};

@@ -29,8 +29,12 @@ fn start_idp() -> (ChildGuard, String) {
 }
 
 async fn mint(issuer: &str, claims: Value) -> String {
+    mint_at(issuer, "mint", claims).await
+}
+
+async fn mint_at(issuer: &str, route: &str, claims: Value) -> String {
     let reply = reqwest::Client::new()
-        .post(format!("{issuer}/mint"))
+        .post(format!("{issuer}/{route}"))
         .header("content-type", "application/json")
         .body(claims.to_string())
         .send()
@@ -139,6 +143,7 @@ async fn a_real_authorization_servers_tokens_are_checked_on_every_face() {
     let servers = format!(
         "[auth]\nissuer = \"{issuer}\"\nscopes_supported = [\"mcp:tools\", \"mcp:write\", \"offline_access\"]\n\
          required_scopes = [\"mcp:tools\"]\n\
+         introspection = {{ endpoint = \"{issuer}/introspect-opaque\", client_id = \"mcpmux\", client_secret = \"s3cret\" }}\n\
          [[auth.api_keys]]\nname = \"ci-bot\"\nsha256 = \"{key_digest}\"\ngroups = [\"ci\"]\n\
          [[auth.step_up]]\ntools = [\"t__ec*\"]\nscopes = [\"mcp:write\"]\n\n{}",
         test_server_toml("t", &[], Some(&upstream))
@@ -238,6 +243,27 @@ async fn a_real_authorization_servers_tokens_are_checked_on_every_face() {
     assert_eq!(response.status(), 401);
     assert!(challenge(&response).contains("invalid_token"));
 
+    // Opaque tokens through introspection (RFC 7662): an active one passes, an unknown one is invalid.
+    let opaque = mint_at(
+        &issuer,
+        "mint-opaque",
+        json!({"aud": url, "scope": "mcp:tools", "sub": "carol"}),
+    )
+    .await;
+    used_tokens.push(opaque.clone());
+    let carol = open(&url, &opaque).await;
+    let response = post(&url, Some("opaque-revoked"), None, initialize()).await;
+    assert_eq!(response.status(), 401);
+    assert!(challenge(&response).contains("invalid_token"));
+    let foreign = mint_at(
+        &issuer,
+        "mint-opaque",
+        json!({"aud": "http://elsewhere/mcp", "scope": "mcp:tools"}),
+    )
+    .await;
+    assert_eq!(post(&url, Some(&foreign), None, initialize()).await.status(), 401);
+    used_tokens.push(foreign);
+
     // Session theft: another principal's session is unknown (404), on POST, GET and DELETE.
     let bob = mint(&issuer, json!({"aud": url, "scope": "mcp:tools", "sub": "bob"})).await;
     used_tokens.push(bob.clone());
@@ -255,6 +281,18 @@ async fn a_real_authorization_servers_tokens_are_checked_on_every_face() {
     assert_eq!(
         post(&url, Some(&valid), Some(&bot), list.clone()).await.status(),
         404
+    );
+    assert_eq!(
+        post(&url, Some(&valid), Some(&carol), list.clone())
+            .await
+            .status(),
+        404
+    );
+    assert_eq!(
+        post(&url, Some(&opaque), Some(&carol), list.clone())
+            .await
+            .status(),
+        200
     );
     let stolen_get = reqwest::Client::new()
         .get(&url)
