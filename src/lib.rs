@@ -141,6 +141,9 @@ impl Gateway {
 
 /// Bind the endpoint, start every upstream, and return the running gateway.
 pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
+    if let Some(message) = config.unenforced_policy_setting() {
+        return Err(GatewayError::Config(config::ConfigError::Invalid { message }));
+    }
     let config = Arc::new(config);
     let listen = config.gateway.listen;
     let listener = tokio::net::TcpListener::bind(listen)

@@ -78,6 +78,9 @@ impl Config {
                 error(format!("{key}.command: {why}"));
             }
         }
+        if let Some(message) = self.unenforced_policy_setting() {
+            error(message);
+        }
         if self.servers.is_empty() {
             found.push(Finding {
                 severity: Severity::Warning,
@@ -183,6 +186,20 @@ mod tests {
         let relative = config("[servers.a]\ncommand = \"sh\"\ncwd = \"sub\"\n");
         let found = messages(&relative.preflight(system_path(), Path::new("/mcpmux-base")));
         assert!(found[0].contains("/mcpmux-base/sub does not exist"), "{found:?}");
+    }
+
+    #[test]
+    fn a_policy_setting_not_enforced_yet_is_an_error() {
+        let c = config(
+            "[[policy]]\nallow = [\"*\"]\nrate_limit = \"5/sec\"\n\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s\"\n",
+        );
+        let found = messages(&c.preflight(system_path(), Path::new("/")));
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with("error: [[policy]] at line 1: `rate_limit` is not enforced")),
+            "{found:?}"
+        );
     }
 
     #[test]
