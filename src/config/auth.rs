@@ -53,7 +53,8 @@ impl std::fmt::Debug for ApiKey {
     }
 }
 
-/// One `[[auth.step_up]]`: calling a tool matching `tools` (globs over exposed names) needs `scopes`.
+/// One `[[auth.step_up]]`: using a tool, prompt or resource matching `tools` (globs over exposed
+/// names and URIs) needs `scopes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepUp {
     pub tools: Vec<String>,

@@ -145,7 +145,7 @@ async fn a_real_authorization_servers_tokens_are_checked_on_every_face() {
          required_scopes = [\"mcp:tools\"]\n\
          introspection = {{ endpoint = \"{issuer}/introspect-opaque\", client_id = \"mcpmux\", client_secret = \"s3cret\" }}\n\
          [[auth.api_keys]]\nname = \"ci-bot\"\nsha256 = \"{key_digest}\"\ngroups = [\"ci\"]\n\
-         [[auth.step_up]]\ntools = [\"t__ec*\"]\nscopes = [\"mcp:write\"]\n\n{}",
+         [[auth.step_up]]\ntools = [\"t__ec*\", \"t__greet\", \"mcpmux://t/test://item/*\"]\nscopes = [\"mcp:write\"]\n\n{}",
         test_server_toml("t", &[], Some(&upstream))
     );
     let mut gateway = ServeProcess::start(&dir, "", &servers, &dir, &[]);
@@ -333,6 +333,26 @@ async fn a_real_authorization_servers_tokens_are_checked_on_every_face() {
     assert_eq!(response.status(), 200);
     let reply = answer(response).await;
     assert!(reply.to_string().contains("echo: hi"), "{reply}");
+    // The same for a prompt and a resource the rule names: 403 with the low token, then 200.
+    for (method, params) in [
+        (
+            "prompts/get",
+            json!({"name": "t__greet", "arguments": {"name": "ada"}}),
+        ),
+        ("resources/read", json!({"uri": "mcpmux://t/test://item/5"})),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 8, "method": method, "params": params});
+        let low = post(&url, Some(&valid), Some(&alice), body.clone()).await;
+        assert_eq!(low.status(), 403, "{method}");
+        assert!(
+            challenge(&low).contains("scope=\"mcp:tools mcp:write\""),
+            "{method}"
+        );
+        let high = post(&url, Some(&full), Some(&alice), body).await;
+        assert_eq!(high.status(), 200, "{method}");
+        let reply = answer(high).await;
+        assert!(reply.get("result").is_some(), "{method}: {reply}");
+    }
 
     // The same in the 2026-07-28 era (no session): 403 with the challenge, then 200.
     let modern_call = |token: String| {

@@ -1,7 +1,7 @@
 //! `tools/call` and `prompts/get`: the exposed name resolved in the catalog to its upstream and
 //! original name (never by splitting on the separator), the `Mcp-Param-*` headers a modern
-//! upstream's tool annotates, then the call forwarded. A tool of an `[[auth.step_up]]` rule needs
-//! its scopes first (403 `insufficient_scope`).
+//! upstream's tool annotates, then the call forwarded. A tool or prompt of an `[[auth.step_up]]`
+//! rule needs its scopes first (403 `insufficient_scope`; reads of a rule's URIs too, in read.rs).
 
 use super::{down_owner, required_str, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
@@ -37,10 +37,8 @@ pub async fn serve(
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
         return Outcome::refused(id, RequestError::UnknownName { what, name });
     };
-    if kind == ListKind::Tools {
-        if let Some(refusal) = step_up(hub, ctx, &name) {
-            return Outcome::Denied { id, refusal };
-        }
+    if let Some(refusal) = step_up(hub, ctx, &name) {
+        return Outcome::Denied { id, refusal };
     }
     let mut target = Target::new(item.upstream.clone(), shape);
     let modern_upstream = || {
@@ -59,12 +57,13 @@ pub async fn serve(
     start_call(hub, ctx, id, method, params, target).await
 }
 
-/// The refusal of a call to `tool` by a principal without the scopes `[[auth.step_up]]` asks of it.
-fn step_up(hub: &Hub, ctx: &RequestCtx, tool: &str) -> Option<crate::error::DownstreamError> {
+/// The refusal of a use of `exposed` (a tool or prompt name, a resource URI) by a principal
+/// without the scopes `[[auth.step_up]]` asks of it.
+pub(super) fn step_up(hub: &Hub, ctx: &RequestCtx, exposed: &str) -> Option<crate::error::DownstreamError> {
     use crate::auth::challenge::{refusal, Failure};
     let (auth, principal) = (hub.auth.as_ref()?, ctx.principal.as_ref()?);
-    let needed = auth.step_up(principal, tool)?;
-    tracing::info!(principal = %principal.name, tool, "step-up: the call needs scopes {needed:?}");
+    let needed = auth.step_up(principal, exposed)?;
+    tracing::info!(principal = %principal.name, name = exposed, "step-up: it needs scopes {needed:?}");
     let failure = Failure::InsufficientScope(needed);
     Some(refusal(&failure, auth.challenge(&failure)))
 }

@@ -23,6 +23,9 @@ pub async fn serve(
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
+    if let Some(refusal) = super::call::step_up(hub, ctx, &resolved.exposed) {
+        return Outcome::Denied { id, refusal };
+    }
     if let Some(down) = down_upstream(hub, &resolved.upstream, &uri) {
         return Outcome::refused(id, down);
     }

@@ -31,6 +31,9 @@ pub async fn serve(
         Err(refusal) => return refusal,
     };
     // Kept under the URI mcpmux's updates name (a bare URI's owner may be namespaced).
+    if let Some(refusal) = super::call::step_up(hub, ctx, &resolved.exposed) {
+        return Outcome::Denied { id, refusal };
+    }
     if let Some(down) = down_upstream(hub, &resolved.upstream, &uri) {
         return Outcome::refused(id, down);
     }
