@@ -29,25 +29,22 @@ impl Access {
     }
 
     /// Whether the principal may see and use `exposed` (a tool or prompt name, a resource URI
-    /// or template as hosts see it). Deny by default: with rules, a request without a principal
-    /// sees nothing (the configuration refuses rules without `[auth]`, so this is only a guard).
+    /// or template as hosts see it).
     pub fn permits(&self, exposed: &str) -> bool {
-        if self.policy.is_open() {
-            return true;
-        }
-        let Some(principal) = &self.principal else {
-            return false;
-        };
-        self.policy.decide(&facts(principal), exposed).allowed
+        self.filter()(exposed)
     }
 
-    /// A test for many names at once (a list), deciding which rules apply only once.
+    /// The same test for many names at once (a list), the principal's facts gathered once.
+    /// Deny by default: with rules, a request without a principal sees nothing (the
+    /// configuration refuses rules without `[auth]`, so that is only a guard).
     pub fn filter(&self) -> impl Fn(&str) -> bool + '_ {
-        let facts = self.principal.as_deref().map(facts);
-        move |exposed: &str| match (&facts, self.policy.is_open()) {
-            (_, true) => true,
-            (Some(facts), false) => self.policy.decide(facts, exposed).allowed,
-            (None, false) => false,
+        // Without rules nothing is gathered: every call asks this.
+        let open = self.policy.is_open();
+        let facts = (!open).then(|| self.principal.as_deref().map(facts)).flatten();
+        move |exposed: &str| {
+            open || facts
+                .as_ref()
+                .is_some_and(|f| self.policy.decide(f, exposed).allowed)
         }
     }
 }

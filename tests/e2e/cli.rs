@@ -126,35 +126,13 @@ fn status_without_the_path_is_pointed_at_it_and_piped_logs_are_plain() {
     let _suite = crate::suite::enter(module_path!());
     let dir = scratch_dir("cli-serve");
     let port = free_port();
-    let config = write_config(&dir, &format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\n"));
-    let mut serve = mcpmux(&["serve", "--config", &config.to_string_lossy()]);
-    serve
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    serve.env_remove("RUST_LOG");
-    let mut gateway = ChildGuard::spawn_group(&mut serve).expect("spawn mcpmux serve");
+    let gateway = serve_until_ready(&dir, &format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\n"), port);
     let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    loop {
-        let run = run_client(
-            mcpmux(&["status", "--url", &format!("{base}/status")]),
-            RUN_TIMEOUT,
-        );
-        if run.status.success() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "gateway did not come up:\n{run}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
     let run = run_client(mcpmux(&["status", "--url", &format!("{base}/")]), RUN_TIMEOUT);
     assert_eq!(run.status.code(), Some(2), "{run}");
     assert!(run.stderr.contains(&format!("try --url {base}/status")), "{run}");
 
-    let mut stderr = gateway.child_mut().stderr.take().expect("piped stderr");
-    gateway.kill();
-    let mut log = String::new();
-    let _ = stderr.read_to_string(&mut log);
+    let log = stop_and_read_log(gateway);
     assert!(log.contains("mcpmux listening"), "{log}");
     assert!(!log.contains('\u{1b}'), "colour escapes in a piped log:\n{log}");
     let _ = fs::remove_dir_all(&dir);
@@ -172,30 +150,8 @@ fn the_log_has_plain_values_and_says_when_every_upstream_is_ready() {
         crate::support::test_server_toml("one", &["--tools", "1"], None),
         crate::support::test_server_toml("two", &["--tools", "1"], None)
     );
-    let config = write_config(
-        &dir,
-        &format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n{servers}"),
-    );
-    let mut serve = mcpmux(&["serve", "--config", &config.to_string_lossy()]);
-    serve
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    serve.env_remove("RUST_LOG");
-    let mut gateway = ChildGuard::spawn_group(&mut serve).expect("spawn mcpmux serve");
-    let status = format!("http://127.0.0.1:{port}/status");
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    while !run_client(mcpmux(&["status", "--url", &status]), RUN_TIMEOUT)
-        .status
-        .success()
-    {
-        assert!(Instant::now() < deadline, "the upstreams did not become ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let mut stderr = gateway.child_mut().stderr.take().expect("piped stderr");
-    gateway.kill();
-    let mut log = String::new();
-    let _ = stderr.read_to_string(&mut log);
+    let config = format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n{servers}");
+    let log = stop_and_read_log(serve_until_ready(&dir, &config, port));
     let started: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("started stdio upstream"))
@@ -214,6 +170,41 @@ fn the_log_has_plain_values_and_says_when_every_upstream_is_ready() {
     assert!(!log.contains("Some("), "debug formatting in the log:\n{log}");
     assert_eq!(log.matches("all 2 upstreams ready").count(), 1, "{log}");
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// `mcpmux serve` with `config` (written in `dir`), its log piped as a service manager would,
+/// once `mcpmux status` on `port` says every upstream is ready.
+fn serve_until_ready(dir: &Path, config: &str, port: u16) -> ChildGuard {
+    let config = write_config(dir, config);
+    let mut serve = mcpmux(&["serve", "--config", &config.to_string_lossy()]);
+    serve
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    serve.env_remove("RUST_LOG");
+    let gateway = ChildGuard::spawn_group(&mut serve).expect("spawn mcpmux serve");
+    let status = format!("http://127.0.0.1:{port}/status");
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    loop {
+        let run = run_client(mcpmux(&["status", "--url", &status]), RUN_TIMEOUT);
+        if run.status.success() {
+            return gateway;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gateway's upstreams did not become ready:\n{run}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Kill the gateway and return everything it logged.
+fn stop_and_read_log(mut gateway: ChildGuard) -> String {
+    let mut stderr = gateway.child_mut().stderr.take().expect("piped stderr");
+    gateway.kill();
+    let mut log = String::new();
+    let _ = stderr.read_to_string(&mut log);
+    log
 }
 
 /// `.ci/run` ends with its `N passed, N failed` line even when a test fails, and fails itself.

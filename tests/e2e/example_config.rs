@@ -111,26 +111,27 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// The first fenced `lang` block after `entry` in the README, its list indentation (two spaces)
+/// taken off, as a reader copies it.
+fn readme_block(entry: &str, lang: &str) -> String {
+    let readme = fs::read_to_string(repo_root().join("README.md")).expect("read the README");
+    let block = (readme.split(entry).nth(1))
+        .and_then(|rest| rest.split(&format!("```{lang}\n")).nth(1))
+        .and_then(|rest| rest.split("\n  ```").next())
+        .unwrap_or_else(|| panic!("no {lang} block after {entry:?} in the README"));
+    block
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+        .collect()
+}
+
 /// The README's Python snippet, taken from the README itself, runs as a script against a
 /// gateway in front of the real time server (the SDK version it pins is the peers').
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_python_snippet_runs() {
     let _suite = crate::suite::enter(module_path!());
     let peers = crate::support::peers();
-    let readme = fs::read_to_string(repo_root().join("README.md")).expect("read the README");
-    let after = readme
-        .split("- **Python SDK**")
-        .nth(1)
-        .expect("the README has a Python SDK entry");
-    let code = after
-        .split("```python\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n  ```").next())
-        .expect("a fenced python block");
-    let script: String = code
-        .lines()
-        .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
-        .collect();
+    let script = readme_block("- **Python SDK**", "python");
     let pinned = script
         .lines()
         .next()
@@ -175,14 +176,7 @@ async fn the_readme_python_snippet_runs() {
 async fn the_readme_claude_desktop_bridge_works() {
     let _suite = crate::suite::enter(module_path!());
     let peers = crate::support::peers();
-    let readme = fs::read_to_string(repo_root().join("README.md")).expect("read the README");
-    let entry = readme
-        .split("- **Claude Desktop**")
-        .nth(1)
-        .and_then(|rest| rest.split("```json\n").nth(1))
-        .and_then(|rest| rest.split("```").next())
-        .expect("a JSON block under Claude Desktop");
-    let entry: String = entry.lines().map(|l| format!("{}\n", l.trim_start())).collect();
+    let entry = readme_block("- **Claude Desktop**", "json");
     let entry: Value =
         serde_json::from_str(&entry).unwrap_or_else(|e| panic!("the README's JSON: {e}\n{entry}"));
     let args: Vec<String> =

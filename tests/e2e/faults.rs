@@ -24,23 +24,6 @@ fn status_url(gw: &mcpmux::Gateway) -> String {
     format!("http://{}/status", gw.local_addr())
 }
 
-async fn status(gw: &mcpmux::Gateway) -> Value {
-    let text = reqwest::get(status_url(gw))
-        .await
-        .expect("GET /status")
-        .text()
-        .await
-        .unwrap_or_default();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("/status is not JSON ({e}): {text}"))
-}
-
-fn upstream<'a>(doc: &'a Value, name: &str) -> &'a Value {
-    doc["upstreams"]
-        .as_array()
-        .and_then(|ups| ups.iter().find(|u| u["name"] == name))
-        .unwrap_or_else(|| panic!("no upstream {name} in {doc}"))
-}
-
 fn error_message(reply: &Value) -> String {
     reply["error"]["message"].as_str().unwrap_or_default().to_string()
 }
@@ -96,8 +79,8 @@ async fn a_server_that_stops_answering_is_found_by_its_health_check_and_restarte
     })
     .await;
     assert_ne!(restarted, first_pid);
-    let doc = status(&gw).await;
-    let entry = upstream(&doc, "frozen");
+    let doc = gateway_status(&gw).await;
+    let entry = status_upstream(&doc, "frozen");
     assert_eq!(entry["phase"], "ready", "{doc}");
     assert!(entry["restarts"].as_u64() >= Some(1), "{doc}");
     assert!(
@@ -233,10 +216,10 @@ async fn a_slow_starting_modern_server_is_still_spoken_to_in_its_era() {
     // A host's initialize no longer waits this long for them: wait until both are ready.
     bounded("both servers ready", async {
         loop {
-            let doc = status(&gw).await;
+            let doc = gateway_status(&gw).await;
             if ["time", "t"]
                 .iter()
-                .all(|n| upstream(&doc, n)["phase"] == "ready")
+                .all(|n| status_upstream(&doc, n)["phase"] == "ready")
             {
                 break;
             }
@@ -253,9 +236,9 @@ async fn a_slow_starting_modern_server_is_still_spoken_to_in_its_era() {
         s.tool_text("t__echo", json!({"message": "late"})).await,
         "echo: late"
     );
-    let doc = status(&gw).await;
-    assert_eq!(upstream(&doc, "time")["era"], "stateless", "{doc}");
-    assert_eq!(upstream(&doc, "t")["era"], "session", "{doc}");
+    let doc = gateway_status(&gw).await;
+    assert_eq!(status_upstream(&doc, "time")["era"], "stateless", "{doc}");
+    assert_eq!(status_upstream(&doc, "t")["era"], "session", "{doc}");
     gw.stop().await;
 }
 
@@ -270,21 +253,21 @@ async fn a_crash_loop_is_reported_and_retried_slowly_while_others_serve() {
     let gw = boot_gateway(&servers, "").await;
     let doc = bounded("the crash loop", async {
         loop {
-            let doc = status(&gw).await;
-            if upstream(&doc, "broken")["phase"] == "crash-loop" {
+            let doc = gateway_status(&gw).await;
+            if status_upstream(&doc, "broken")["phase"] == "crash-loop" {
                 break doc;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     })
     .await;
-    let broken = upstream(&doc, "broken");
+    let broken = status_upstream(&doc, "broken");
     assert!(broken["restarts"].as_u64() >= Some(4), "{doc}");
     assert!(
         broken["last_error"].as_str().is_some_and(|e| !e.is_empty()),
         "{doc}"
     );
-    assert_eq!(upstream(&doc, "fine")["phase"], "ready", "{doc}");
+    assert_eq!(status_upstream(&doc, "fine")["phase"], "ready", "{doc}");
 
     // `mcpmux status` prints it and exits 1 (not every upstream is ready).
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmux"));
@@ -317,11 +300,11 @@ async fn an_abandoned_session_is_reaped_with_its_per_session_process() {
     let s = RawSession::open(&gw.url(), json!({})).await;
     let pid = pid_of(&s, "own__whoami").await.expect("whoami pid");
     assert!(process_alive(pid));
-    assert_eq!(status(&gw).await["sessions"], 1);
+    assert_eq!(gateway_status(&gw).await["sessions"], 1);
     // The host goes away without DELETE.
     drop(s);
     bounded("the reaping", async {
-        while process_alive(pid) || status(&gw).await["sessions"] != 0 {
+        while process_alive(pid) || gateway_status(&gw).await["sessions"] != 0 {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     })

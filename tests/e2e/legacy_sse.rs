@@ -7,8 +7,8 @@
 use crate::support::everything::check_everything;
 use crate::support::mcp::{wait_for, RawSession, WAIT};
 use crate::support::{
-    boot_gateway, free_port, log_dir, peers, run_client, run_py_client_async, scratch_dir, spawn_server,
-    test_server_toml, toml_list, ChildGuard, ClientRun, CLIENT_TIMEOUT,
+    boot_gateway, free_port, peers, run_client, run_py_client_async, scratch_dir, test_server_toml,
+    toml_list, ChildGuard, ClientRun, CLIENT_TIMEOUT,
 };
 use futures_util::StreamExt;
 use mcpmux::protocol::sse::{SseDecoder, SseEvent};
@@ -20,16 +20,9 @@ use tokio::sync::mpsc;
 /// server-everything in SSE mode on `port` (`GET /sse`, `POST /message?sessionId=…`), started
 /// on the blocking pool (it waits for the port).
 async fn start_everything_sse(port: u16) -> ChildGuard {
-    tokio::task::spawn_blocking(move || {
-        let mut cmd = Command::new("node");
-        cmd.arg(&peers().everything_js)
-            .arg("sse")
-            .env("PORT", port.to_string());
-        let log = log_dir().join(format!("everything-sse-{port}.log"));
-        spawn_server(cmd, port, &log, "server-everything (sse)")
-    })
-    .await
-    .expect("start server-everything (sse)")
+    tokio::task::spawn_blocking(move || crate::support::start_everything_sse(port))
+        .await
+        .expect("start server-everything (sse)")
 }
 
 async fn gateway(servers: &str, extra: &str) -> mcpmux::Gateway {

@@ -10,7 +10,6 @@
 use crate::support::mcp::{wait_for, RawSession};
 use crate::support::*;
 use serde_json::{json, Value};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A guard against hangs (not a performance assertion): no single step here may take longer.
@@ -25,24 +24,6 @@ async fn bounded<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T 
     }
 }
 
-async fn status(gw: &mcpmux::Gateway) -> Value {
-    let url = format!("http://{}/status", gw.local_addr());
-    let text = reqwest::get(url)
-        .await
-        .expect("GET /status")
-        .text()
-        .await
-        .unwrap_or_default();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("/status is not JSON ({e}): {text}"))
-}
-
-fn upstream<'a>(doc: &'a Value, name: &str) -> &'a Value {
-    doc["upstreams"]
-        .as_array()
-        .and_then(|ups| ups.iter().find(|u| u["name"] == name))
-        .unwrap_or_else(|| panic!("no upstream {name} in {doc}"))
-}
-
 /// Poll `/status` until upstream `name` satisfies `pred`; returns its entry.
 async fn until_upstream(
     gw: &mcpmux::Gateway,
@@ -52,8 +33,8 @@ async fn until_upstream(
 ) -> Value {
     bounded(what, async {
         loop {
-            let doc = status(gw).await;
-            let entry = upstream(&doc, name).clone();
+            let doc = gateway_status(gw).await;
+            let entry = status_upstream(&doc, name).clone();
             if pred(&entry) {
                 break entry;
             }
@@ -177,7 +158,7 @@ async fn an_old_python_sdk_server_that_exits_on_the_era_probe_is_opened_with_ini
         "{entry}"
     );
     assert!(sqlite_call(&s, "read_query", read).await.contains("kept"));
-    let entry = upstream(&status(&gw).await, "sqlite").clone();
+    let entry = status_upstream(&gateway_status(&gw).await, "sqlite").clone();
     assert_eq!(
         (entry["phase"].as_str(), entry["restarts"].as_u64()),
         (Some("ready"), Some(1)),
@@ -251,17 +232,11 @@ async fn a_killed_http_upstream_is_down_at_once_and_back_when_it_returns() {
     let gw = boot_gateway(&servers, "").await;
     until_upstream(&gw, "web", "web ready", |u| u["phase"] == "ready").await;
     killed_and_back(&gw, "web", server, move || start_everything_http(port)).await;
-    assert_eq!(upstream(&status(&gw).await, "web")["transport"], "http");
+    assert_eq!(
+        status_upstream(&gateway_status(&gw).await, "web")["transport"],
+        "http"
+    );
     gw.stop().await;
-}
-
-fn start_everything_sse(port: u16) -> ChildGuard {
-    let mut cmd = Command::new("node");
-    cmd.arg(&peers().everything_js)
-        .arg("sse")
-        .env("PORT", port.to_string());
-    let log = log_dir().join(format!("everything-sse-{port}.log"));
-    spawn_server(cmd, port, &log, "server-everything (sse)")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,9 +349,9 @@ async fn a_server_that_never_answers_stalls_neither_hosts_nor_shutdown_and_times
     // lists the real server's tools.
     let s = RawSession::open(&gw.url(), json!({})).await;
     let mut events = s.get_stream().await;
-    let doc = status(&gw).await;
+    let doc = gateway_status(&gw).await;
     for name in ["hung", "late"] {
-        assert_eq!(upstream(&doc, name)["phase"], "starting", "{doc}");
+        assert_eq!(status_upstream(&doc, name)["phase"], "starting", "{doc}");
     }
     let tools = tool_names(&s).await;
     assert!(tools.iter().any(|t| t == "real__echo"), "{tools:?}");
@@ -398,7 +373,10 @@ async fn a_server_that_never_answers_stalls_neither_hosts_nor_shutdown_and_times
 
     // By now (20 s in) the gateway's first STARTUP_WAIT is long over: a new host does not wait
     // for `hung` at all (before, every initialize waited 10 s while it was starting).
-    assert_eq!(upstream(&status(&gw).await, "hung")["phase"], "starting");
+    assert_eq!(
+        status_upstream(&gateway_status(&gw).await, "hung")["phase"],
+        "starting"
+    );
     let asked = Instant::now();
     let _later = RawSession::open(&gw.url(), json!({})).await;
     let waited = asked.elapsed();

@@ -370,6 +370,37 @@ pub fn start_everything_http(port: u16) -> ChildGuard {
     spawn_server(cmd, port, &log_path, "server-everything")
 }
 
+/// Start server-everything over legacy HTTP+SSE on `port` (`GET /sse`, `POST /message?sessionId=…`).
+/// Waits for the port like [`start_everything_http`]; output goes to
+/// `target/peers/logs/everything-sse-PORT.log`.
+pub fn start_everything_sse(port: u16) -> ChildGuard {
+    let mut cmd = Command::new("node");
+    cmd.arg(&peers().everything_js)
+        .arg("sse")
+        .env("PORT", port.to_string());
+    let log_path = log_dir().join(format!("everything-sse-{port}.log"));
+    spawn_server(cmd, port, &log_path, "server-everything (sse)")
+}
+
+/// A running gateway's `/status` document.
+pub async fn gateway_status(gw: &mcpmux::Gateway) -> serde_json::Value {
+    let text = reqwest::get(format!("http://{}/status", gw.local_addr()))
+        .await
+        .expect("GET /status")
+        .text()
+        .await
+        .unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("/status is not JSON ({e}): {text}"))
+}
+
+/// The entry of upstream `name` in a `/status` document.
+pub fn status_upstream<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    doc["upstreams"]
+        .as_array()
+        .and_then(|ups| ups.iter().find(|u| u["name"] == name))
+        .unwrap_or_else(|| panic!("no upstream {name} in {doc}"))
+}
+
 /// Spawn a server (its own process group, stdout and stderr to `log_path`) and wait until it
 /// listens on `port`; panics with its log if it exits or does not listen in time.
 pub fn spawn_server(mut cmd: Command, port: u16, log_path: &Path, what: &str) -> ChildGuard {
