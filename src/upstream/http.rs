@@ -181,8 +181,7 @@ impl HttpTransport {
             old.cancel();
         }
         let resp = self.post_now(initialize_request(id).to_json()).await?;
-        self.follow_move(&resp.url().clone());
-        self.endpoint = Arc::new(self.base.clone());
+        self.follow_move(resp.url());
         let sid = resp
             .headers()
             .get(SESSION_HEADER)
