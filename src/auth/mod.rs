@@ -41,13 +41,10 @@ impl Principal {
         }
     }
 
-    /// The scopes of `needed` this principal lacks.
+    /// The scopes of `needed` this principal lacks (none of its scopes covers them, a broader
+    /// scope covering the narrower ones below it: `util::scope`).
     pub fn missing<'a>(&self, needed: impl IntoIterator<Item = &'a String>) -> Vec<String> {
-        needed
-            .into_iter()
-            .filter(|s| !self.scopes.contains(s))
-            .cloned()
-            .collect()
+        crate::util::scope::lacking(&self.scopes, needed)
     }
 }
 
@@ -92,8 +89,15 @@ impl Authenticator {
         &self.config
     }
 
-    /// The principal a bearer token names, or why it names none.
+    /// The principal a bearer token names, or why it names none; its scopes include those
+    /// `[auth.scope_implies]` makes its granted ones imply.
     pub async fn verify(&self, token: &str) -> Result<Principal, Failure> {
+        let mut principal = self.identify(token).await?;
+        principal.scopes = self.config.with_implied(std::mem::take(&mut principal.scopes));
+        Ok(principal)
+    }
+
+    async fn identify(&self, token: &str) -> Result<Principal, Failure> {
         if let Some(key) = api_key::find(&self.config.api_keys, token) {
             return Ok(Principal {
                 name: key.name.clone(),
@@ -127,7 +131,7 @@ impl Authenticator {
     pub fn step_up(&self, principal: &Principal, tool: &str) -> Option<Vec<String>> {
         let mut needed: Vec<String> = self.config.required_scopes.clone();
         for rule in &self.config.step_up {
-            if rule.tools.iter().any(|glob| glob_match(glob, tool)) {
+            if rule.tools.iter().any(|glob| glob.matches(tool)) {
                 needed.extend(rule.scopes.iter().cloned());
             }
         }
@@ -160,34 +164,6 @@ impl Authenticator {
         }
         all.into_iter().collect()
     }
-}
-
-/// Whether `name` matches `glob` (`*` any run of characters, `?` one character).
-pub fn glob_match(glob: &str, name: &str) -> bool {
-    let (g, n): (Vec<char>, Vec<char>) = (glob.chars().collect(), name.chars().collect());
-    let (mut gi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        match g.get(gi) {
-            Some('*') => {
-                star = Some((gi, ni));
-                gi += 1;
-            }
-            Some(c) if *c == '?' || *c == n[ni] => {
-                gi += 1;
-                ni += 1;
-            }
-            _ => match star {
-                Some((sg, sn)) => {
-                    gi = sg + 1;
-                    ni = sn + 1;
-                    star = Some((sg, sn + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    g[gi..].iter().all(|c| *c == '*')
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! tokens, API keys, step-up scopes) and `gateway.public_url`, built from the raw TOML and checked.
 
 use super::{ConfigError, Ctx, Secret};
+use crate::util::glob::Glob;
 use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
 use toml::Spanned;
 
 /// `[auth]`: how hosts authenticate. Without it the gateway authenticates nobody.
@@ -24,6 +26,34 @@ pub struct AuthConfig {
     pub step_up: Vec<StepUp>,
     /// Opaque tokens checked at the authorization server (RFC 7662).
     pub introspection: Option<Introspection>,
+    /// `[auth.scope_implies]`: scopes that imply others beyond the `:` segment rule of
+    /// `util::scope` (an `admin` that implies `write`), each with what it implies directly.
+    pub scope_implies: BTreeMap<String, Vec<String>>,
+}
+
+impl AuthConfig {
+    /// `granted` with every scope `[auth.scope_implies]` makes it imply, directly or through
+    /// another implied scope (granted scopes first, in their order, then the implied ones sorted).
+    pub fn with_implied(&self, granted: Vec<String>) -> Vec<String> {
+        if self.scope_implies.is_empty() {
+            return granted;
+        }
+        let mut implied = BTreeSet::new();
+        let mut todo: Vec<&String> = granted.iter().collect();
+        while let Some(scope) = todo.pop() {
+            // A key also applies to what it covers by segments: `mcp` implying `x` makes
+            // `mcp` grant `x`, and so does anything broader than a key.
+            let rules = (self.scope_implies.iter()).filter(|(key, _)| crate::util::scope::covers(scope, key));
+            for implied_scope in rules.flat_map(|(_, v)| v) {
+                if !granted.contains(implied_scope) && implied.insert(implied_scope.clone()) {
+                    todo.push(implied_scope);
+                }
+            }
+        }
+        let mut out = granted;
+        out.extend(implied);
+        out
+    }
 }
 
 /// `auth.introspection`: the RFC 7662 endpoint and the gateway's client credentials for it.
@@ -57,7 +87,7 @@ impl std::fmt::Debug for ApiKey {
 /// names and URIs) needs `scopes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepUp {
-    pub tools: Vec<String>,
+    pub tools: Vec<Glob>,
     pub scopes: Vec<String>,
 }
 
@@ -75,6 +105,7 @@ pub(super) struct RawAuth {
     api_keys: Vec<RawApiKey>,
     #[serde(default)]
     step_up: Vec<RawStepUp>,
+    scope_implies: Option<Spanned<BTreeMap<String, Vec<Spanned<String>>>>>,
 }
 
 #[derive(Deserialize)]
@@ -263,12 +294,22 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
     let mut step_up = Vec::with_capacity(raw.step_up.len());
     for (i, rule) in raw.step_up.iter().enumerate() {
         let at = format!("auth.step_up[{i}]");
-        let tools = ctx.expand_list(rule.tools.get_ref(), &format!("{at}.tools"))?;
-        if tools.is_empty() || tools.iter().any(String::is_empty) {
+        let texts = ctx.expand_list(rule.tools.get_ref(), &format!("{at}.tools"))?;
+        if texts.is_empty() {
             return Err(ctx.invalid(
                 &rule.tools.span(),
                 format!("{at}.tools must list tool name globs"),
             ));
+        }
+        let mut tools = Vec::with_capacity(texts.len());
+        for (j, text) in texts.iter().enumerate() {
+            let glob = Glob::new(text).map_err(|e| {
+                ctx.invalid(
+                    &rule.tools.get_ref()[j].span(),
+                    format!("{at}.tools[{j}] {text:?}: {e}"),
+                )
+            })?;
+            tools.push(glob);
         }
         let scopes = scopes(ctx, Some(rule.scopes.get_ref()), &format!("{at}.scopes"))?;
         if scopes.is_empty() {
@@ -302,6 +343,19 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
             })
         }
     };
+    let mut scope_implies = BTreeMap::new();
+    if let Some(table) = &raw.scope_implies {
+        for (scope, implied) in table.get_ref() {
+            let at = format!("auth.scope_implies.{scope:?}");
+            if !valid_scope(scope) {
+                let msg = format!(
+                    "{at}: {scope:?} is not a scope (printable ASCII without spaces, '\"' or '\\\\')"
+                );
+                return Err(ctx.invalid(&table.span(), msg));
+            }
+            scope_implies.insert(scope.clone(), scopes(ctx, Some(implied), &at)?);
+        }
+    }
     if issuer.is_none() && api_keys.is_empty() && introspection.is_none() {
         let msg = "[auth] needs `issuer` (JWT access tokens), `introspection` (opaque tokens) or at least one [[auth.api_keys]]";
         return Err(whole(msg));
@@ -316,6 +370,7 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
         api_keys,
         step_up,
         introspection,
+        scope_implies,
     })
 }
 

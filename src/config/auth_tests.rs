@@ -54,7 +54,7 @@ fn every_key_of_the_issue_is_read() {
     let digest = ring::digest::digest(&ring::digest::SHA256, b"s3cret-key");
     assert_eq!(auth.api_keys[1].sha256.as_slice(), digest.as_ref());
     assert!(!format!("{:?}", auth.api_keys).contains("s3cret"));
-    assert_eq!(auth.step_up[0].tools, ["fs__write_*"]);
+    assert_eq!(auth.step_up[0].tools[0].as_str(), "fs__write_*");
     assert_eq!(auth.step_up[0].scopes, ["mcp:write"]);
 }
 
@@ -110,6 +110,10 @@ fn each_bad_value_is_refused_at_its_line() {
         ("[[auth.api_keys]]\nname = \"\"\nkey = \"a\"\n", "name must not be empty"),
         ("[auth]\nissuer = \"https://i\"\n[[auth.step_up]]\ntools = []\nscopes = [\"s\"]\n", "auth.step_up[0].tools"),
         ("[auth]\nissuer = \"https://i\"\n[[auth.step_up]]\ntools = [\"t\"]\nscopes = []\n", "auth.step_up[0].scopes"),
+        ("[auth]\nissuer = \"https://i\"\n[[auth.step_up]]\ntools = [\" t\"]\nscopes = [\"s\"]\n", "t.toml:4: auth.step_up[0].tools[0]"),
+        ("[auth]\nissuer = \"https://i\"\n[auth.scope_implies]\n\"a b\" = [\"c\"]\n", "auth.scope_implies.\"a b\": \"a b\" is not a scope"),
+        ("[auth]\nissuer = \"https://i\"\n[auth.scope_implies]\nadmin = [\"w x\"]\n", "t.toml:4: auth.scope_implies.\"admin\"[0]"),
+        ("[auth]\nissuer = \"https://i\"\n[auth.scope_implies]\nadmin = \"write\"\n", "t.toml:4"),
         ("[auth]\nissuer = \"https://i\"\nbogus = 1\n", "unknown key `bogus`"),
         ("[[auth.api_keys]]\nname = \"k\"\nkey = \"a\"\nsecret = \"x\"\n", "unknown key `secret`"),
     ];

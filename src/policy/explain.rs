@@ -33,6 +33,11 @@ pub fn command(config: &Path, principal: &str, groups: &[String], scopes: &[Stri
             return CONFIG_ERROR;
         }
     };
+    // The scopes the principal would hold once authenticated: `[auth.scope_implies]` applied.
+    let scopes = match &config.auth {
+        Some(auth) => auth.with_implied(scopes.to_vec()),
+        None => scopes.to_vec(),
+    };
     let facts = PrincipalFacts::new(
         principal,
         groups.iter().map(String::as_str),
@@ -121,7 +126,7 @@ fn why_not(rule: &PolicyRule, facts: &PrincipalFacts<'_>) -> String {
     }
     if let Some(scopes) = rule.scopes.as_ref() {
         let missing: Vec<String> = (scopes.iter())
-            .filter(|s| !facts.scopes.contains(&s.as_str()))
+            .filter(|s| !crate::util::scope::holds(&facts.scopes, s))
             .cloned()
             .collect();
         if !missing.is_empty() {

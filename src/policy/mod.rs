@@ -5,7 +5,8 @@
 //! minus the union of their `deny`. With no rule at all, everything is allowed; with rules of which
 //! none applies, nothing is (deny by default). A rule applies when the principal matches every
 //! one of its `principals` (the name is one of them), `groups` (it is in at least one) and
-//! `scopes` (it was granted all of them) that is given.
+//! `scopes` (it holds all of them; a broader scope covers a narrower one, see `util::scope`)
+//! that is given.
 
 pub mod explain;
 
@@ -138,8 +139,8 @@ pub fn applies(rule: &PolicyRule, facts: &PrincipalFacts<'_>) -> bool {
     let name_ok = (rule.principals.as_ref()).is_none_or(|names| names.iter().any(|n| n == facts.name));
     let groups_ok =
         (rule.groups.as_ref()).is_none_or(|groups| groups.iter().any(|g| facts.groups.contains(&g.as_str())));
-    let scopes_ok =
-        (rule.scopes.as_ref()).is_none_or(|scopes| scopes.iter().all(|s| facts.scopes.contains(&s.as_str())));
+    let scopes_ok = (rule.scopes.as_ref())
+        .is_none_or(|scopes| scopes.iter().all(|s| crate::util::scope::holds(&facts.scopes, s)));
     name_ok && groups_ok && scopes_ok
 }
 

@@ -89,6 +89,15 @@ fn a_rule_applies_when_every_given_field_matches() {
         "scopes: every one granted"
     );
     assert!(
+        allowed(&facts("alice", &["eng"], &["mcp"])),
+        "scopes: a broader scope covers the narrower ones"
+    );
+    assert!(!allowed(&facts(
+        "alice",
+        &["eng"],
+        &["mcp:tools:read", "mcp:write"]
+    )));
+    assert!(
         !allowed(&facts("Alice", &["eng"], &both)),
         "names are case-sensitive"
     );

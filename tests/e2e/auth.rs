@@ -333,6 +333,11 @@ async fn a_real_authorization_servers_tokens_are_checked_on_every_face() {
     assert_eq!(response.status(), 200);
     let reply = answer(response).await;
     assert!(reply.to_string().contains("echo: hi"), "{reply}");
+    // Scope hierarchies: `mcp` is above both `mcp:tools` and `mcp:write`.
+    let broad = mint(&issuer, json!({"aud": url, "scope": "mcp"})).await;
+    used_tokens.push(broad.clone());
+    let response = call(&url, &broad, &alice, "t__echo").await;
+    assert_eq!(response.status(), 200, "a broader scope covers the narrower ones");
     // The same for a prompt and a resource the rule names: 403 with the low token, then 200.
     for (method, params) in [
         (

@@ -28,6 +28,9 @@ rate_limit = "600/min"
 [auth]
 issuer = "https://idp.example.com"
 scopes_supported = ["mcp:tools"]
+
+[auth.scope_implies]
+"mcp:admin" = ["mcp:tools"]
 "#;
 
 fn explain(config: &Path, principal: &str, groups: &str, scopes: &str, name: &str) -> ClientRun {
@@ -118,6 +121,18 @@ fn policy_explain_prints_the_decision_the_rules_and_exits_by_it() {
         "{run}"
     );
     assert!(run.stdout.contains("scopes [\"mcp:tools\"] not granted"), "{run}");
+
+    // Scope hierarchies: `mcp` is above `mcp:tools`; `[auth.scope_implies]` makes `mcp:admin` imply it.
+    for broader in ["mcp", "mcp:admin"] {
+        let run = explain(&config, "alice", "eng", broader, "everything__echo");
+        assert_eq!(run.status.code(), Some(0), "{broader}: {run}");
+    }
+    let run = explain(&config, "alice", "eng", "mcp:tools:read", "everything__echo");
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "a narrower scope does not cover a broader one: {run}"
+    );
 
     // No [[policy]] at all: everything is allowed.
     fs::write(&config, "[gateway]\nlisten = \"127.0.0.1:8080\"\n").unwrap();
