@@ -30,9 +30,14 @@ pub fn document(config: &Config, auth: &Authenticator) -> serde_json::Value {
         .collect();
     let mut doc = serde_json::json!({
         "resource": config.gateway.public_url,
-        "authorization_servers": auth_config.issuer.iter().collect::<Vec<_>>(),
         "bearer_methods_supported": ["header"],
     });
+    // With API keys only there is no authorization server to name: the field (optional in
+    // RFC 9728) is left out rather than sent empty, so a client learns at once that no OAuth
+    // flow leads to a token here (the key goes in the host's headers).
+    if let Some(issuer) = &auth_config.issuer {
+        doc["authorization_servers"] = serde_json::json!([issuer]);
+    }
     if !scopes.is_empty() {
         doc["scopes_supported"] = serde_json::json!(scopes);
     }

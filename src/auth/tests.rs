@@ -308,6 +308,17 @@ fn the_metadata_comes_from_public_url_without_offline_access() {
             "bearer_methods_supported": ["header"],
         })
     );
+    // API keys only: no authorization server to name, so none is listed (not an empty list).
+    let keys_only = config("");
+    let auth = Authenticator::from_config(&keys_only).unwrap();
+    assert_eq!(
+        metadata::document(&keys_only, &auth),
+        serde_json::json!({
+            "resource": "https://mcp.example.com/mcp",
+            "scopes_supported": ["mcp:tools"],
+            "bearer_methods_supported": ["header"],
+        })
+    );
 }
 
 // ---- JWT access tokens against a local authorization server ----
