@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("http", 6),
     ("admin", 6),
     ("status_command", 7),
+    ("reload", 7),
 ];
 
 /// What `upstream` must never name: the host side.

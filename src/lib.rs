@@ -4,7 +4,7 @@
 //! The map (dependencies point down; no module imports one above it):
 //!
 //! ```text
-//!  lib.rs        composition root: start/run/stop, the tower layer stack
+//!  lib.rs        composition root: start/run/stop, the tower layer stack; reload (SIGHUP)
 //!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
 //!  middleware    tower layers: Host/Origin access check, request tracing
 //!  auth          who a bearer credential names (API keys, JWTs by JWKS), the AuthLayer,
@@ -35,6 +35,7 @@ pub mod http;
 pub mod middleware;
 pub mod policy;
 pub mod protocol;
+pub mod reload;
 pub mod session;
 pub mod status_command;
 pub mod status_doc;
@@ -76,6 +77,11 @@ impl Gateway {
     /// The endpoint URL.
     pub fn url(&self) -> String {
         format!("http://{}{}", self.addr, self.hub.config().gateway.path)
+    }
+
+    /// Put what can change live of a re-read configuration in force (see [`reload`]).
+    pub fn reload(&self, config: Config) -> Result<reload::Reloaded, String> {
+        reload::apply(&self.hub, config)
     }
 
     /// A token that ends the drain of a [`Gateway::stop`] early (an operator's second signal):

@@ -129,11 +129,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, path))
 }
 
 /// Serve until the first stop signal, then stop gracefully; a second signal ends the drain.
-async fn serve(config: mcpmux::Config) -> ExitCode {
+/// SIGHUP re-reads the configuration at `path`.
+async fn serve(config: mcpmux::Config, path: &std::path::Path) -> ExitCode {
     let mut signals = match StopSignals::install() {
         Ok(signals) => signals,
         Err(err) => {
@@ -148,10 +149,14 @@ async fn serve(config: mcpmux::Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    signals.next().await;
+    while let Signal::Reload = signals.next().await {
+        reload(&gateway, path);
+    }
     let cut = gateway.drain_cutter();
     tokio::spawn(async move {
-        signals.next().await;
+        while let Signal::Reload = signals.next().await {
+            tracing::warn!("SIGHUP during the stop: not reloading");
+        }
         tracing::warn!("second signal: ending the drain, in-flight calls are answered with an error");
         cut.cancel();
     });
@@ -203,10 +208,40 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
     ExitCode::from(mcpmux::status_command::command(&url, json))
 }
 
-/// The signals that stop mcpmux gracefully: SIGTERM, SIGINT, and SIGHUP (until configuration
-/// reload exists; its default action would kill mcpmux without stopping its upstreams). They
-/// are installed before anything starts, so none of them can kill mcpmux the default way; a
-/// second one during the stop ends the drain early (the upstreams are still stopped properly).
+/// Re-read the configuration file and put what can change live in force; a file that does not
+/// load changes nothing (the error is logged and the gateway serves on).
+fn reload(gateway: &mcpmux::Gateway, path: &std::path::Path) {
+    let result = mcpmux::Config::load(path)
+        .map_err(|err| err.to_string())
+        .and_then(|config| gateway.reload(config));
+    match result {
+        Ok(done) => {
+            tracing::info!(
+                config = %path.display(),
+                policy_changed = done.policy_changed,
+                "configuration reloaded: the [[policy]] rules in the file are in force"
+            );
+            if !done.needs_restart.is_empty() {
+                tracing::warn!(
+                    changed = %done.needs_restart.join(", "),
+                    "these parts of the configuration changed but keep their running value until a restart"
+                );
+            }
+        }
+        Err(err) => tracing::error!(config = %path.display(), "reload refused, nothing changed: {err}"),
+    }
+}
+
+/// What a signal asks for.
+enum Signal {
+    Stop,
+    Reload,
+}
+
+/// The signals mcpmux handles: SIGTERM and SIGINT stop it gracefully, SIGHUP reloads the
+/// configuration. They are installed before anything starts, so none of them can kill mcpmux the
+/// default way; a second stop signal during the stop ends the drain early (the upstreams are
+/// still stopped properly).
 struct StopSignals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
@@ -224,11 +259,15 @@ impl StopSignals {
     }
 
     /// Wait for the next of them (and log it).
-    async fn next(&mut self) {
+    async fn next(&mut self) -> Signal {
         tokio::select! {
             _ = self.term.recv() => tracing::info!("SIGTERM received"),
             _ = self.int.recv() => tracing::info!("SIGINT received"),
-            _ = self.hup.recv() => tracing::info!("SIGHUP received; stopping (configuration reload is not supported yet)"),
+            _ = self.hup.recv() => {
+                tracing::info!("SIGHUP received: reloading the configuration");
+                return Signal::Reload;
+            }
         }
+        Signal::Stop
     }
 }

@@ -3,7 +3,8 @@
 //! a name or URI it may not see is answered exactly as one that does not exist (calls, prompts,
 //! reads, subscriptions, completions), and a principal no rule applies to sees nothing.
 
-use crate::support::mcp::RawSession;
+use crate::support::mcp::{wait_for, RawSession};
+use crate::support::serve::ServeProcess;
 use crate::support::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -152,4 +153,125 @@ async fn each_principal_sees_and_uses_exactly_what_its_rules_allow() {
         "a hidden prompt completes: {completion}"
     );
     gw.stop().await;
+}
+
+/// Open a session as `key` once the gateway answers and `tool` is listed to it.
+async fn open_when_listed(gateway: &ServeProcess, key: &str, tool: &str) -> RawSession {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let opened = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            RawSession::try_open_as(&gateway.url(), key),
+        )
+        .await;
+        if let Ok(Ok(session)) = opened {
+            if names(&session, "tools/list", "tools", "name")
+                .await
+                .contains(tool)
+            {
+                return session;
+            }
+            session.delete().await;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{tool} never listed; log:\n{}",
+            gateway.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Wait until the gateway's log holds `needle` `count` times.
+async fn wait_logged(gateway: &ServeProcess, needle: &str, count: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while gateway.log().matches(needle).count() < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{needle:?} not logged {count} time(s); log:\n{}",
+            gateway.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// SIGHUP re-reads the policy: a removed `allow` takes effect on the next request of a session
+/// opened before (no new token, no restart), its host is told to re-list; a file that does not
+/// load changes nothing and the gateway serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_policy_takes_effect_on_the_next_request() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("policy-reload");
+    let mut gateway = ServeProcess::start(&dir, "", &servers(), &dir, &[]);
+    let alice = open_when_listed(&gateway, "alice-key-0123456789", "everything__get-sum").await;
+    let mut stream = alice.get_stream().await;
+    let sum = alice
+        .tool_text("everything__get-sum", json!({"a": 2, "b": 3}))
+        .await;
+    assert!(sum.contains('5'), "{sum}");
+
+    let text = std::fs::read_to_string(&gateway.config).unwrap();
+    let narrowed = text.replace(
+        "deny = [\"everything__trigger-*\", \"everything__echo\"]",
+        "deny = [\"everything__trigger-*\", \"everything__echo\", \"everything__get-sum\"]",
+    );
+    assert_ne!(narrowed, text);
+    std::fs::write(&gateway.config, &narrowed).unwrap();
+    gateway.signal(libc::SIGHUP);
+    wait_logged(&gateway, "configuration reloaded", 1).await;
+    wait_for(&mut stream, |m| m["method"] == "notifications/tools/list_changed").await;
+
+    let tools = names(&alice, "tools/list", "tools", "name").await;
+    assert!(
+        !tools.contains("everything__get-sum") && tools.contains("everything__get-env"),
+        "{tools:?}"
+    );
+    let refused = alice
+        .call(
+            "tools/call",
+            json!({"name": "everything__get-sum", "arguments": {"a": 1, "b": 1}}),
+        )
+        .await;
+    let unknown = alice
+        .call(
+            "tools/call",
+            json!({"name": "everything__no-such-tool", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(
+        error_shape(&refused, "everything__get-sum"),
+        error_shape(&unknown, "everything__no-such-tool"),
+        "{refused}"
+    );
+
+    // A broken edit: logged, nothing changes, the gateway serves on.
+    std::fs::write(
+        &gateway.config,
+        format!("{text}\n[[policy]]\nallow = [\"tool[0-9]\"]\n"),
+    )
+    .unwrap();
+    gateway.signal(libc::SIGHUP);
+    wait_logged(&gateway, "reload refused, nothing changed", 1).await;
+    assert!(!names(&alice, "tools/list", "tools", "name")
+        .await
+        .contains("everything__get-sum"));
+    assert!(alice
+        .tool_text("everything__get-env", json!({}))
+        .await
+        .contains('{'));
+
+    // The old file again: allowed again, in the same session.
+    std::fs::write(&gateway.config, &text).unwrap();
+    gateway.signal(libc::SIGHUP);
+    wait_logged(&gateway, "configuration reloaded", 2).await;
+    let sum = alice
+        .tool_text("everything__get-sum", json!({"a": 4, "b": 5}))
+        .await;
+    assert!(sum.contains('9'), "{sum}");
+
+    gateway.signal(libc::SIGTERM);
+    assert!(gateway
+        .wait_exit(std::time::Duration::from_secs(30))
+        .await
+        .success());
 }

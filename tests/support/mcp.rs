@@ -101,6 +101,13 @@ impl RawSession {
 
     /// A session whose every request carries `Authorization: Bearer <token>`.
     pub async fn open_as(url: &str, token: &str) -> RawSession {
+        Self::try_open_as(url, token)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`RawSession::open_as`], or why it could not open.
+    pub async fn try_open_as(url: &str, token: &str) -> Result<RawSession, String> {
         let mut headers = reqwest::header::HeaderMap::new();
         let value =
             reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).expect("a header value");
@@ -109,9 +116,7 @@ impl RawSession {
             .default_headers(headers)
             .build()
             .expect("an HTTP client");
-        Self::try_open_with(http, url, json!({}), "2025-11-25")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
+        Self::try_open_with(http, url, json!({}), "2025-11-25").await
     }
 
     /// [`RawSession::try_open`] with a given HTTP client.
