@@ -15,7 +15,7 @@ const API_KEY: &str = "ci-bot-key-5b0d2c";
 const ACCEPT: &str = "application/json, text/event-stream";
 
 /// oauth2-mock-server with the tests' mint and rotate routes; returns it and its issuer URL.
-fn start_idp() -> (ChildGuard, String) {
+pub(crate) fn start_idp() -> (ChildGuard, String) {
     let p = peers();
     let port = free_port();
     let mut cmd = Command::new(&p.node22);
@@ -28,11 +28,11 @@ fn start_idp() -> (ChildGuard, String) {
     (guard, format!("http://localhost:{port}"))
 }
 
-async fn mint(issuer: &str, claims: Value) -> String {
+pub(crate) async fn mint(issuer: &str, claims: Value) -> String {
     mint_at(issuer, "mint", claims).await
 }
 
-async fn mint_at(issuer: &str, route: &str, claims: Value) -> String {
+pub(crate) async fn mint_at(issuer: &str, route: &str, claims: Value) -> String {
     let reply = reqwest::Client::new()
         .post(format!("{issuer}/{route}"))
         .header("content-type", "application/json")
