@@ -13,6 +13,7 @@ mod suite;
 mod support;
 
 mod auth;
+mod canary;
 mod cli;
 mod drain;
 mod example_config;
