@@ -2,6 +2,8 @@
 # Instructions mcpmux executes per relayed `tools/call`, counted by callgrind: a stable figure
 # (unlike wall time it does not move with the machine's load) to compare builds with.
 #   bench/callgrind.sh [http|stdio] [CALLS] [SESSIONS]
+#   AUTH_RULES=N bench/callgrind.sh ...   the same behind [auth] (an API key) and, for N > 0, N
+#                                         [[policy]] rules (the last one applies), to see their cost
 # Builds the release binaries, starts bench/rawecho.mjs (over HTTP on core 1, or as mcpmux's stdio
 # child), runs mcpmux under valgrind, warms up, then counts only the measured calls. The profile is
 # kept as target/callgrind/<transport>.out for `callgrind_annotate --inclusive=yes`.
@@ -31,6 +33,21 @@ case "$transport" in
     printf 'command = "node"\nargs = ["%s/bench/rawecho.mjs", "stdio"]\n' "$PWD" >> "$config" ;;
   *) echo "usage: $0 [http|stdio] [CALLS] [SESSIONS]" >&2; exit 2 ;;
 esac
+bearer=()
+if [ -n "${AUTH_RULES:-}" ]; then
+  printf '\n[auth]\n[[auth.api_keys]]\nname = "bench"\nkey = "bench-key-0123456789"\ngroups = ["bench"]\n' >> "$config"
+  for i in $(seq "$AUTH_RULES"); do
+    if [ "$i" -lt "$AUTH_RULES" ]; then
+      printf '\n[[policy]]\ngroups = ["team-%s"]\nallow = ["e__*", "other%s__*"]\ndeny = ["e__secret-*"]\n' "$i" "$i" >> "$config"
+    else
+      printf '\n[[policy]]\ngroups = ["bench"]\nallow = ["x__*", "e__ech?", "mcpmux://e/*"]\ndeny = ["e__trigger-*", "*admin*"]\n' >> "$config"
+    fi
+  done
+  bearer=(--bearer bench-key-0123456789)
+  transport_label="$transport+auth(${AUTH_RULES} rules)"
+else
+  transport_label="$transport"
+fi
 out="$dir/$transport.out"
 rm -f "$out" "$out".*
 RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
@@ -41,7 +58,7 @@ for _ in $(seq 240); do
   curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && break
   sleep 0.5
 done
-driver=(taskset -c 1 target/release/mcpmux-bench "http://127.0.0.1:$port/mcp" --tool e__echo --json)
+driver=(taskset -c 1 target/release/mcpmux-bench "http://127.0.0.1:$port/mcp" --tool e__echo --json "${bearer[@]}")
 "${driver[@]}" --sessions 1 --calls 50 --warmup 0 >/dev/null
 callgrind_control -z "$vg" >/dev/null
 result=$("${driver[@]}" --sessions "$sessions" --calls "$calls" --warmup 0 | tail -1)
@@ -51,7 +68,7 @@ dump=$(ls -t "$out".* | head -1)
 mv "$dump" "$out"
 total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 n=$((calls * sessions))
-python3 - "$transport" "$total" "$n" "$result" <<'EOF'
+python3 - "$transport_label" "$total" "$n" "$result" <<'EOF'
 import json, sys
 transport, total, n, result = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 print(f"mcpmux -> {transport}: {total / n:,.0f} instructions per call "

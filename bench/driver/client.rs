@@ -51,8 +51,16 @@ fn short(text: &str) -> String {
 
 impl Endpoint {
     /// `timeout` bounds every exchange (a request and its reply). A `stdio:` URL names a command.
-    pub fn new(url: &str, timeout: Duration) -> Result<Self, String> {
+    /// With `bearer`, every request carries it as `Authorization: Bearer`.
+    pub fn new(url: &str, timeout: Duration, bearer: Option<&str>) -> Result<Self, String> {
+        let mut headers = header::HeaderMap::new();
+        if let Some(token) = bearer {
+            let value = header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| "--bearer must be printable ASCII".to_string())?;
+            headers.insert(header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             .no_proxy()
             .http1_only()
             .tcp_nodelay(true)

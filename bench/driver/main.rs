@@ -95,6 +95,9 @@ pub struct Opts {
     /// A name for this run, copied into the JSON
     #[arg(long)]
     pub label: Option<String>,
+    /// Send `Authorization: Bearer <TOKEN>` with every request (a gateway with `[auth]`)
+    #[arg(long)]
+    pub bearer: Option<String>,
     /// Print only the JSON line
     #[arg(long)]
     pub json: bool,
@@ -136,7 +139,11 @@ fn main() -> ExitCode {
 
 /// Run the mode, print the report; returns the error count.
 async fn drive(opts: &Opts) -> Result<usize, String> {
-    let endpoint = client::Endpoint::new(&opts.url, Duration::from_secs(opts.timeout_secs))?;
+    let endpoint = client::Endpoint::new(
+        &opts.url,
+        Duration::from_secs(opts.timeout_secs),
+        opts.bearer.as_deref(),
+    )?;
     let (extra, tally) = match opts.mode {
         Mode::Call => calls::run(opts, endpoint, false).await?,
         Mode::List => calls::run(opts, endpoint, true).await?,

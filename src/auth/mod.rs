@@ -129,11 +129,15 @@ impl Authenticator {
     /// as the whole list the operation needs (required scopes and every matching rule's);
     /// `None` when nothing is missing.
     pub fn step_up(&self, principal: &Principal, tool: &str) -> Option<Vec<String>> {
+        let mut matching = (self.config.step_up.iter())
+            .filter(|rule| rule.tools.iter().any(|glob| glob.matches(tool)))
+            .peekable();
+        // No rule names it: nothing beyond the required scopes, which every request was
+        // checked for already (the common case costs no allocation).
+        matching.peek()?;
         let mut needed: Vec<String> = self.config.required_scopes.clone();
-        for rule in &self.config.step_up {
-            if rule.tools.iter().any(|glob| glob.matches(tool)) {
-                needed.extend(rule.scopes.iter().cloned());
-            }
+        for rule in matching {
+            needed.extend(rule.scopes.iter().cloned());
         }
         let mut seen = BTreeSet::new();
         needed.retain(|s| seen.insert(s.clone()));

@@ -38,14 +38,14 @@ impl Access {
     /// Deny by default: with rules, a request without a principal sees nothing (the
     /// configuration refuses rules without `[auth]`, so that is only a guard).
     pub fn filter(&self) -> impl Fn(&str) -> bool + '_ {
-        // Without rules nothing is gathered: every call asks this.
+        // Without rules nothing is gathered: every call asks this. With rules, the rules that
+        // apply to the principal are found once, not once per name.
         let open = self.policy.is_open();
-        let facts = (!open).then(|| self.principal.as_deref().map(facts)).flatten();
-        move |exposed: &str| {
-            open || facts
-                .as_ref()
-                .is_some_and(|f| self.policy.decide(f, exposed).allowed)
-        }
+        let view = (!open)
+            .then(|| self.principal.as_deref())
+            .flatten()
+            .map(|principal| self.policy.for_principal(&facts(principal)));
+        move |exposed: &str| open || view.as_ref().is_some_and(|v| v.allows(exposed))
     }
 }
 

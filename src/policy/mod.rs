@@ -193,9 +193,16 @@ impl PrincipalView<'_> {
         Decision::new(false, Reason::NotAllowed, applying)
     }
 
-    /// Whether `name` is allowed: `self.decide(name).allowed`.
+    /// Whether `name` is allowed: `self.decide(name).allowed`, without gathering the reasons
+    /// (no allocation: every call and every listed name asks this).
     pub fn allows(&self, name: &str) -> bool {
-        self.decide(name).allowed
+        let rules = &self.policy.rules;
+        if rules.is_empty() {
+            return true;
+        }
+        let hit = |globs: &[crate::util::glob::Glob]| globs.iter().any(|g| g.matches(name));
+        let denied = (self.applying.iter()).any(|&i| hit(&rules[i].deny));
+        !denied && (self.applying.iter()).any(|&i| hit(&rules[i].allow))
     }
 
     /// The indices of the rules that apply, in file order.
