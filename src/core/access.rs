@@ -41,10 +41,8 @@ impl Access {
         // Without rules nothing is gathered: every call asks this. With rules, the rules that
         // apply to the principal are found once, not once per name.
         let open = self.policy.is_open();
-        let view = (!open)
-            .then(|| self.principal.as_deref())
-            .flatten()
-            .map(|principal| self.policy.for_principal(&facts(principal)));
+        let principal = if open { None } else { self.principal.as_deref() };
+        let view = principal.map(|principal| self.policy.for_principal(&facts(principal)));
         move |exposed: &str| open || view.as_ref().is_some_and(|v| v.allows(exposed))
     }
 }
