@@ -1,6 +1,7 @@
 //! Opaque access tokens checked at the authorization server (RFC 7662): `active`, `exp`/`nbf`
 //! with the JWT skew, `iss` and `aud` when the answer names them; the answer cached (by the
-//! token's SHA-256, never the token) no longer than the token's lifetime nor [`CACHE_FOR`].
+//! token's SHA-256, never the token) no longer than the token's lifetime nor
+//! `auth.introspection.cache_secs` (60 s by default; 0 asks every time).
 
 use super::challenge::Failure;
 use super::jwt::LEEWAY_SECS;
@@ -11,8 +12,8 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The longest an introspection answer is reused (a revoked token stops working within it).
-pub const CACHE_FOR: Duration = Duration::from_secs(60);
+/// How long an answer without `exp` counts as valid (the configured cache bounds it further).
+const LIFETIME_WITHOUT_EXP: Duration = Duration::from_secs(60);
 /// The most answers kept; past it the cache starts over.
 const CACHE_ENTRIES: usize = 10_000;
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,7 +68,10 @@ impl Introspector {
                 cache.clear();
             }
         }
-        cache.insert(key, (principal.clone(), Instant::now() + lifetime.min(CACHE_FOR)));
+        let keep = lifetime.min(self.config.cache_for);
+        if !keep.is_zero() {
+            cache.insert(key, (principal.clone(), Instant::now() + keep));
+        }
         Ok(principal)
     }
 
@@ -149,7 +153,7 @@ impl Introspector {
         };
         let lifetime = match number("exp") {
             Some(exp) => Duration::from_secs(exp.saturating_sub(now)),
-            None => CACHE_FOR,
+            None => LIFETIME_WITHOUT_EXP,
         };
         Ok((principal, lifetime))
     }

@@ -48,10 +48,15 @@ async fn endpoint() -> (String, Arc<AtomicUsize>) {
 }
 
 fn introspector(url: &str, secret: &str) -> Introspector {
+    cached_for(url, secret, 60)
+}
+
+fn cached_for(url: &str, secret: &str, secs: u64) -> Introspector {
     let config = Introspection {
         endpoint: url.to_string(),
         client_id: "gw".into(),
         client_secret: Secret::new(secret),
+        cache_for: std::time::Duration::from_secs(secs),
     };
     Introspector::new(
         config,
@@ -76,6 +81,20 @@ async fn an_active_token_is_its_subject_and_is_cached() {
         asked.load(Ordering::SeqCst),
         1,
         "the second check comes from the cache"
+    );
+}
+
+#[tokio::test]
+async fn with_cache_secs_zero_every_request_is_asked() {
+    let (url, asked) = endpoint().await;
+    let check = cached_for(&url, "pw", 0);
+    for _ in 0..3 {
+        assert!(check.verify("good").await.is_ok());
+    }
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        3,
+        "a revocation is seen on the next request"
     );
 }
 

@@ -62,7 +62,14 @@ pub struct Introspection {
     pub endpoint: String,
     pub client_id: String,
     pub client_secret: Secret,
+    /// How long an answer is kept at most (`cache_secs`, default 60; 0 asks every time, so a
+    /// token revoked at the authorization server is refused on its next request). Never longer
+    /// than the token's own lifetime.
+    pub cache_for: std::time::Duration,
 }
+
+/// The most `auth.introspection.cache_secs` may be.
+const MAX_INTROSPECTION_CACHE_SECS: u64 = 3600;
 
 /// One `[[auth.api_keys]]`: a principal named `name` whose key hashes to `sha256`.
 #[derive(Clone, PartialEq, Eq)]
@@ -114,6 +121,7 @@ struct RawIntrospection {
     endpoint: Spanned<String>,
     client_id: Spanned<String>,
     client_secret: Spanned<String>,
+    cache_secs: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -336,10 +344,21 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
             }
             let client_secret =
                 Secret::new(ctx.expand(&raw.client_secret, "auth.introspection.client_secret")?);
+            let cache_secs = match &raw.cache_secs {
+                None => 60,
+                Some(v) if *v.get_ref() > MAX_INTROSPECTION_CACHE_SECS => {
+                    let msg = format!(
+                        "auth.introspection.cache_secs must be at most {MAX_INTROSPECTION_CACHE_SECS}"
+                    );
+                    return Err(ctx.invalid(&v.span(), msg));
+                }
+                Some(v) => *v.get_ref(),
+            };
             Some(Introspection {
                 endpoint,
                 client_id,
                 client_secret,
+                cache_for: std::time::Duration::from_secs(cache_secs),
             })
         }
     };

@@ -83,6 +83,7 @@ fn introspection_is_read_with_its_secret_masked() {
     );
     assert_eq!(found.client_secret.expose(), "s3cret-key");
     assert!(!format!("{found:?}").contains("s3cret"));
+    assert_eq!(found.cache_for, std::time::Duration::from_secs(60), "the default");
     let msg =
         refused("[auth]\nintrospection = { endpoint = \"idp\", client_id = \"c\", client_secret = \"s\" }\n");
     assert!(
@@ -114,6 +115,7 @@ fn each_bad_value_is_refused_at_its_line() {
         ("[auth]\nissuer = \"https://i\"\n[auth.scope_implies]\n\"a b\" = [\"c\"]\n", "auth.scope_implies.\"a b\": \"a b\" is not a scope"),
         ("[auth]\nissuer = \"https://i\"\n[auth.scope_implies]\nadmin = [\"w x\"]\n", "t.toml:4: auth.scope_implies.\"admin\"[0]"),
         ("[auth]\nissuer = \"https://i\"\n[auth.scope_implies]\nadmin = \"write\"\n", "t.toml:4"),
+        ("[auth]\nintrospection = { endpoint = \"https://i/x\", client_id = \"c\", client_secret = \"s\", cache_secs = 3601 }\n", "t.toml:2: auth.introspection.cache_secs must be at most 3600"),
         ("[auth]\nissuer = \"https://i\"\nbogus = 1\n", "unknown key `bogus`"),
         ("[[auth.api_keys]]\nname = \"k\"\nkey = \"a\"\nsecret = \"x\"\n", "unknown key `secret`"),
     ];

@@ -492,3 +492,50 @@ fn ring_digest(key: &str) -> String {
         out
     })
 }
+
+/// Revocation at the authorization server takes effect on the next request, not at token
+/// expiry, when introspection answers are not cached (`cache_secs = 0`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_opaque_token_is_refused_on_its_next_request() {
+    let _suite = crate::suite::enter(module_path!());
+    let (_idp, issuer) = start_idp();
+    let dir = scratch_dir("auth-revoke");
+    let key_digest = ring_digest(API_KEY);
+    let servers = format!(
+        "[auth]\nscopes_supported = [\"mcp:tools\"]\n\
+         introspection = {{ endpoint = \"{issuer}/introspect-opaque\", client_id = \"mcpmux\", client_secret = \"s3cret\", cache_secs = 0 }}\n\
+         [[auth.api_keys]]\nname = \"ci-bot\"\nsha256 = \"{key_digest}\"\n\n{}",
+        test_server_toml("t", &[], None)
+    );
+    let mut gateway = ServeProcess::start(&dir, "", &servers, &dir, &[]);
+    wait_ready(&mut gateway).await;
+    let url = gateway.url();
+    let token = mint_at(
+        &issuer,
+        "mint-opaque",
+        json!({"aud": url, "sub": "dana", "scope": "mcp:tools"}),
+    )
+    .await;
+    let session = open(&url, &token).await;
+    assert_eq!(call(&url, &token, &session, "t__echo").await.status(), 200);
+
+    let revoked = reqwest::Client::new()
+        .post(format!("{issuer}/revoke-opaque"))
+        .header("content-type", "application/json")
+        .body(json!({"token": token}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let revoked: Value = serde_json::from_str(&revoked).unwrap();
+    assert_eq!(revoked["revoked"], true);
+    let response = call(&url, &token, &session, "t__echo").await;
+    assert_eq!(response.status(), 401);
+    assert!(
+        challenge(&response).contains("error=\"invalid_token\""),
+        "{}",
+        challenge(&response)
+    );
+}
