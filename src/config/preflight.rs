@@ -190,15 +190,24 @@ mod tests {
 
     #[test]
     fn a_policy_setting_not_enforced_yet_is_an_error() {
-        let c = config(
-            "[[policy]]\nallow = [\"*\"]\nrate_limit = \"5/sec\"\n\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s\"\n",
-        );
+        let keys = "\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s\"\n[servers.a]\ncommand = \"sh\"\n";
+        let c = config(&format!(
+            "[[policy]]\nallow = [\"*\"]\naudit_arguments = true\n{keys}"
+        ));
         let found = messages(&c.preflight(system_path(), Path::new("/")));
         assert!(
             found
                 .iter()
-                .any(|f| f.starts_with("error: [[policy]] at line 1: `rate_limit` is not enforced")),
+                .any(|f| f.starts_with("error: [[policy]] at line 1: `audit_arguments` is not enforced")),
             "{found:?}"
+        );
+        // Rate limits are enforced.
+        let limited = config(&format!(
+            "[[policy]]\nallow = [\"*\"]\nrate_limit = \"5/sec\"\n{keys}"
+        ));
+        assert_eq!(
+            messages(&limited.preflight(system_path(), Path::new("/"))),
+            Vec::<String>::new()
         );
     }
 

@@ -8,6 +8,7 @@
 //! `scopes` (it was granted all of them) that is given.
 
 pub mod explain;
+pub mod rate_limit;
 
 use crate::config::{Config, PolicyRule, RateLimit};
 use std::fmt;

@@ -26,6 +26,7 @@ mod lifecycle;
 mod modern;
 mod policy;
 mod policy_explain;
+mod rate_limit;
 mod real_clients;
 mod resumption;
 mod routing;
