@@ -480,4 +480,22 @@ async fn admin_listen_moves_the_operator_endpoints_to_their_own_listener() {
         after.is_err(),
         "the admin listener outlived the gateway: {after:?}"
     );
+
+    // With [auth]: the admin listener needs no credentials, and the main one still says 404
+    // (not 401) for the endpoints that moved.
+    let servers = format!(
+        "{}\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"k-0123456789\"\n",
+        test_server_toml("t", &["--tools", "2"], None)
+    );
+    let gw = boot_gateway(&servers, "admin_listen = \"127.0.0.1:0\"").await;
+    let (main, ops) = (
+        format!("http://{}", gw.local_addr()),
+        format!("http://{}", gw.admin_addr().expect("an admin listener")),
+    );
+    for path in ["/status", "/healthz", "/readyz"] {
+        assert_eq!(get(&format!("{main}{path}"), &[]).await.status(), 404, "{path}");
+    }
+    assert_eq!(get(&format!("{ops}/healthz"), &[]).await.status(), 200);
+    assert_eq!(send(&gw.url(), &[], INIT).await.status(), 401);
+    gw.stop().await;
 }
