@@ -5,7 +5,7 @@
 //! is not affected; notifications, responses to server requests, GET streams and DELETE are
 //! never refused.
 
-use crate::support::mcp::{messages, recv, sse_events, RawSession, ACCEPT_BOTH, WAIT};
+use crate::support::mcp::{messages, recv, sse_events, wait_for, RawSession, ACCEPT_BOTH, WAIT};
 use crate::support::*;
 use serde_json::{json, Value};
 
@@ -18,9 +18,13 @@ fn servers() -> String {
          [auth]\n\
          [[auth.api_keys]]\nname = \"alice\"\nkey = \"alice-key-0123456789\"\n\
          [[auth.api_keys]]\nname = \"bob\"\nkey = \"bob-key-0123456789\"\n\
-         [[auth.api_keys]]\nname = \"carol\"\nkey = \"carol-key-0123456789\"\n\n\
+         [[auth.api_keys]]\nname = \"carol\"\nkey = \"carol-key-0123456789\"\n\
+         [[auth.api_keys]]\nname = \"dave\"\nkey = \"dave-key-0123456789\"\n\
+         [[auth.api_keys]]\nname = \"erin\"\nkey = \"erin-key-0123456789\"\n\n\
          [[policy]]\nprincipals = [\"alice\", \"bob\"]\nallow = [\"everything__*\"]\nrate_limit = \"3/min\"\n\n\
-         [[policy]]\nprincipals = [\"carol\"]\nallow = [\"everything__*\"]\nrate_limit = \"1/min\"\n",
+         [[policy]]\nprincipals = [\"carol\"]\nallow = [\"everything__*\"]\nrate_limit = \"1/min\"\n\n\
+         [[policy]]\nprincipals = [\"dave\"]\nallow = [\"everything__*\"]\nrate_limit = \"2/min\"\n\n\
+         [[policy]]\nprincipals = [\"erin\"]\nallow = [\"everything__*\"]\n",
         toml_list(&args),
     )
 }
@@ -194,5 +198,52 @@ async fn a_legacy_sse_host_over_its_limit_gets_429_on_its_message_post() {
     // Notifications still pass.
     let changed = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
     assert_eq!(post(changed).await.expect("POST").status(), 202);
+    gw.stop().await;
+}
+
+/// An elicitation answered while the principal's bucket is empty still reaches the upstream
+/// and the call in flight completes: answers to server requests are never refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_a_server_request_passes_with_an_empty_bucket() {
+    let _suite = crate::suite::enter(module_path!());
+    let gw = boot_gateway(&servers(), "").await;
+    let url = gw.url();
+    // Erin has no limit: she waits for server-everything's elicitation tool to be listed.
+    let tool = "everything__trigger-elicitation-request";
+    let erin = RawSession::open_as(&url, "erin-key-0123456789").await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while !erin
+        .call("tools/list", json!({}))
+        .await
+        .to_string()
+        .contains(tool)
+    {
+        assert!(std::time::Instant::now() < deadline, "{tool} never listed");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Dave (2/min): initialize and the call take both tokens.
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = reqwest::header::HeaderValue::from_static("Bearer dave-key-0123456789");
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
+    let http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("an HTTP client");
+    let caps = json!({"elicitation": {}});
+    let dave = RawSession::try_open_with(http, &url, caps, "2025-11-25")
+        .await
+        .expect("dave's session");
+    let mut call = dave
+        .stream(json!(5), "tools/call", json!({"name": tool, "arguments": {}}))
+        .await;
+    let request = wait_for(&mut call, |m| m["method"] == "elicitation/create").await;
+    let ping = dave
+        .post(json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
+        .await;
+    refused(ping, 6, "2/min", 2).await;
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}});
+    assert_eq!(dave.post(answer).await.status(), 202);
+    let done = wait_for(&mut call, |m| m["id"] == json!(5)).await;
+    assert!(done.get("result").is_some(), "{done}");
     gw.stop().await;
 }
