@@ -4,18 +4,20 @@
 //! The map (dependencies point down; no module imports one above it):
 //!
 //! ```text
-//!  lib.rs        composition root: start/run/stop, the tower layer stack
+//!  lib.rs        composition root: start/run/stop, the listeners (main, `admin_listen`), the
+//!                tower layer stack
 //!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
 //!  middleware    tower layers: Host/Origin access check, request tracing
 //!  auth          who a bearer credential names (API keys, JWTs by JWKS), the AuthLayer,
 //!                protected resource metadata, WWW-Authenticate challenges
 //!  core          one pipeline for both eras: RequestCtx, methods/ (one file per method),
-//!                forwarded calls, era bridges, the hub (shared state)
+//!                forwarded calls, era bridges, rate limits at admission, the hub (shared state)
 //!  session       host sessions (HostLink), registry (HostEvents), kept streams, listeners
 //!  upstream      connection actors, handles, supervisors, the pool; HostLink/HostEvents traits,
 //!                server-to-client routes, attribution rule, per-session connections
 //!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
-//!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain
+//!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain,
+//!                the rate limit token buckets
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
 //! ```
