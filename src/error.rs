@@ -285,22 +285,51 @@ pub enum DownstreamError {
     /// A credential sent the wrong way (a token in the query string, a malformed header).
     #[error("Bad Request: {reason}")]
     AuthBadRequest { challenge: String, reason: String },
+    /// The principal is over the `rate_limit` of `[[policy]]` rule `rule` (429 with
+    /// `Retry-After: retry_after_secs`; several limits refusing: the one with the longest wait).
+    #[error(
+        "Too Many Requests: rate limit {limit} of policy[{rule}] exceeded; retry after {retry_after_secs} s"
+    )]
+    RateLimited {
+        rule: usize,
+        limit: crate::config::RateLimit,
+        retry_after_secs: u64,
+    },
+    /// So many principals are rate limited at once that there is no room to track another one
+    /// until a bucket refills (503 with `Retry-After`).
+    #[error(
+        "Service Unavailable: too many principals are rate limited at once; retry after {retry_after_secs} s"
+    )]
+    RateLimiterFull { retry_after_secs: u64 },
 }
 
 impl DownstreamError {
     /// The host's request, except when mcpmux is out of room for it.
     pub fn side(&self) -> Side {
         match self {
-            DownstreamError::Unavailable(_) => Side::Internal,
+            DownstreamError::Unavailable(_) | DownstreamError::RateLimiterFull { .. } => Side::Internal,
             _ => Side::Host,
         }
     }
 
-    /// Only a gateway out of room may take the same request later.
+    /// Only a gateway out of room, or a principal over its rate limit, may send the same
+    /// request later.
     pub fn retry(&self) -> Retry {
         match self {
-            DownstreamError::Unavailable(_) => Retry::Later,
+            DownstreamError::Unavailable(_)
+            | DownstreamError::RateLimited { .. }
+            | DownstreamError::RateLimiterFull { .. } => Retry::Later,
             _ => Retry::Never,
+        }
+    }
+
+    /// Whole seconds before the same request may pass (`Retry-After`), for the refusals that
+    /// have one.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            DownstreamError::RateLimited { retry_after_secs, .. }
+            | DownstreamError::RateLimiterFull { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
         }
     }
 
@@ -320,7 +349,10 @@ impl DownstreamError {
             DownstreamError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             DownstreamError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             DownstreamError::Conflict(_) => StatusCode::CONFLICT,
-            DownstreamError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            DownstreamError::Unavailable(_) | DownstreamError::RateLimiterFull { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            DownstreamError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -329,7 +361,40 @@ impl DownstreamError {
         match self {
             DownstreamError::Parse(_) => codes::PARSE_ERROR,
             DownstreamError::UnknownSession => codes::INVALID_REQUEST,
+            DownstreamError::RateLimited { .. } => codes::RATE_LIMITED,
+            DownstreamError::RateLimiterFull { .. } => codes::OVERLOADED,
             _ => codes::INVALID_REQUEST,
+        }
+    }
+
+    /// The error's `data`: which limit and when to retry, for a rate limit refusal.
+    fn data(&self) -> Option<serde_json::Value> {
+        match self {
+            DownstreamError::RateLimited {
+                rule,
+                limit,
+                retry_after_secs,
+            } => Some(serde_json::json!({
+                "retryAfter": retry_after_secs,
+                "rateLimit": limit.to_string(),
+                "policy": rule,
+            })),
+            DownstreamError::RateLimiterFull { retry_after_secs } => {
+                Some(serde_json::json!({ "retryAfter": retry_after_secs }))
+            }
+            _ => None,
+        }
+    }
+
+    /// The JSON-RPC error response to `id` (`None`: the refusal is not about one request).
+    fn response(&self, id: Option<crate::protocol::RequestId>) -> crate::protocol::Message {
+        crate::protocol::Message::Response {
+            id,
+            payload: crate::protocol::ResponsePayload::Error(crate::protocol::message::error_object(
+                self.code(),
+                &self.to_string(),
+                self.data().as_ref(),
+            )),
         }
     }
 }
@@ -337,7 +402,7 @@ impl DownstreamError {
 impl DownstreamError {
     /// The HTTP answer for this refusal: its status and an id-less JSON-RPC error body (405
     /// says which methods are allowed; 401, 403 for scope and a refused credential carry their
-    /// `WWW-Authenticate` challenge).
+    /// `WWW-Authenticate` challenge; 429 and a full rate limiter their `Retry-After`).
     pub fn into_http(self) -> Response {
         self.into_http_for(None)
     }
@@ -345,14 +410,18 @@ impl DownstreamError {
     /// The JSON-RPC error answering request `id` (where one reply cannot set the HTTP status:
     /// a batch, a legacy SSE stream).
     pub fn reply(&self, id: crate::protocol::RequestId) -> crate::protocol::Message {
-        crate::protocol::message::error_response(Some(id), self.code(), &self.to_string())
+        self.response(Some(id))
     }
 
     /// [`DownstreamError::into_http`] answering request `id` (a refusal of one parsed request).
     pub fn into_http_for(self, id: Option<crate::protocol::RequestId>) -> Response {
         let status = self.status();
-        let body = crate::protocol::message::error_response(id, self.code(), &self.to_string()).to_json();
+        let body = self.response(id).to_json();
         let mut resp = json_text(status, body);
+        if let Some(secs) = self.retry_after_secs() {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if status == StatusCode::METHOD_NOT_ALLOWED {
             resp.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
@@ -454,5 +523,28 @@ mod tests {
             (codes::UPSTREAM_UNAVAILABLE, Side::Upstream("t".into()))
         );
         assert!(down.reply(id).to_json().contains(r#""data":{"upstream":"t"}"#));
+    }
+
+    #[test]
+    fn a_rate_limit_is_429_with_retry_after_and_a_json_rpc_error_naming_the_limit() {
+        let limit = crate::config::RateLimit::parse("600/min").expect("a limit");
+        let refusal = DownstreamError::RateLimited {
+            rule: 2,
+            limit,
+            retry_after_secs: 7,
+        };
+        assert_eq!((refusal.side(), refusal.retry()), (Side::Host, Retry::Later));
+        let id = crate::protocol::RequestId::number(9);
+        let reply = refusal.reply(id.clone()).to_json();
+        let resp = refusal.into_http_for(Some(id));
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "7");
+        assert_eq!(
+            reply,
+            r#"{"jsonrpc":"2.0","id":9,"error":{"code":-32004,"message":"Too Many Requests: rate limit 600/min of policy[2] exceeded; retry after 7 s","data":{"retryAfter":7,"rateLimit":"600/min","policy":2}}}"#
+        );
+        let full = DownstreamError::RateLimiterFull { retry_after_secs: 3 }.into_http();
+        assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(full.headers()[header::RETRY_AFTER], "3");
     }
 }

@@ -4,18 +4,20 @@
 //! The map (dependencies point down; no module imports one above it):
 //!
 //! ```text
-//!  lib.rs        composition root: start/run/stop, the tower layer stack; reload (SIGHUP)
+//!  lib.rs        composition root: start/run/stop, the listeners (main, `admin_listen`), the
+//!                tower layer stack; reload (SIGHUP)
 //!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
 //!  middleware    tower layers: Host/Origin access check, request tracing
 //!  auth          who a bearer credential names (API keys, JWTs by JWKS), the AuthLayer,
 //!                protected resource metadata, WWW-Authenticate challenges
 //!  core          one pipeline for both eras: RequestCtx, methods/ (one file per method),
-//!                forwarded calls, era bridges, the hub (shared state)
+//!                forwarded calls, era bridges, rate limits at admission, the hub (shared state)
 //!  session       host sessions (HostLink), registry (HostEvents), kept streams, listeners
 //!  upstream      connection actors, handles, supervisors, the pool; HostLink/HostEvents traits,
 //!                server-to-client routes, attribution rule, per-session connections
 //!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
-//!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain
+//!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain,
+//!                the rate limit token buckets
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
 //! ```
@@ -61,8 +63,11 @@ const ANSWER_GRACE: Duration = Duration::from_secs(2);
 /// A running gateway.
 pub struct Gateway {
     addr: SocketAddr,
+    /// Where the operator endpoints are served, when `gateway.admin_listen` moves them.
+    admin_addr: Option<SocketAddr>,
     hub: Arc<Hub>,
     server: JoinHandle<std::io::Result<()>>,
+    admin_server: Option<JoinHandle<std::io::Result<()>>>,
     /// Closes the listener and lets open connections finish their current response.
     close_listener: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
@@ -72,6 +77,11 @@ impl Gateway {
     /// The address the endpoint listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address of the operator listener (`gateway.admin_listen`), if there is one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// The endpoint URL.
@@ -118,10 +128,12 @@ impl Gateway {
         }
         // The calls are over: their last answers go out, then every connection closes.
         self.close_listener.cancel();
-        let mut server = self.server;
-        if tokio::time::timeout(ANSWER_GRACE, &mut server).await.is_err() {
-            tracing::warn!("connections still open; closing them");
-            server.abort();
+        let servers = std::iter::once(self.server).chain(self.admin_server);
+        for mut server in servers {
+            if tokio::time::timeout(ANSWER_GRACE, &mut server).await.is_err() {
+                tracing::warn!("connections still open; closing them");
+                server.abort();
+            }
         }
         self.hub.sessions.close_all();
         self.hub.upstreams.shutdown.cancel();
@@ -151,11 +163,11 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         return Err(GatewayError::Config(config::ConfigError::Invalid { message }));
     }
     let config = Arc::new(config);
-    let listen = config.gateway.listen;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|source| GatewayError::Bind { addr: listen, source })?;
-    let addr = listener.local_addr().map_err(GatewayError::Serve)?;
+    let (listener, addr) = bind(config.gateway.listen).await?;
+    let admin = match config.gateway.admin_listen {
+        Some(at) => Some(bind(at).await?),
+        None => None,
+    };
     let shutdown = CancellationToken::new();
     let (hub, inputs) = Hub::new(config.clone(), shutdown.clone());
     let mut tasks = Vec::new();
@@ -168,9 +180,57 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         )));
     }
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
-    let app = routes(&hub);
+    let (faces, operator) = routes(&hub, admin.as_ref().map(|(_, at)| *at));
     let close_listener = CancellationToken::new();
-    let graceful = close_listener.clone();
+    let (server, admin_server, admin_addr) = match admin {
+        Some((admin, admin_addr)) => {
+            if !admin_addr.ip().is_loopback() {
+                tracing::warn!(
+                    %admin_addr,
+                    "gateway.admin_listen accepts connections from other machines: /status, /healthz \
+                     and /readyz are not behind [auth]; keep it on a private network"
+                );
+            }
+            tracing::info!(url = %format!("http://{admin_addr}{}", admin::status::STATUS_PATH), "operator endpoints listening");
+            let admin_server = serve(admin, operator, &close_listener);
+            (
+                serve(listener, faces, &close_listener),
+                Some(admin_server),
+                Some(admin_addr),
+            )
+        }
+        None => (
+            serve(listener, faces.merge(operator), &close_listener),
+            None,
+            None,
+        ),
+    };
+    tracing::info!(url = %format!("http://{addr}{}", config.gateway.path), servers = config.servers.len(), "mcpmux listening");
+    Ok(Gateway {
+        addr,
+        admin_addr,
+        hub,
+        server,
+        admin_server,
+        close_listener,
+        tasks,
+    })
+}
+
+/// A listener on `at`, and the address it got (port 0: one the system picked).
+async fn bind(at: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), GatewayError> {
+    let listener = (tokio::net::TcpListener::bind(at).await)
+        .map_err(|source| GatewayError::Bind { addr: at, source })?;
+    let addr = listener.local_addr().map_err(GatewayError::Serve)?;
+    Ok((listener, addr))
+}
+
+/// Serve `app` on `listener` until `close` fires (then open connections finish their response).
+fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    close: &CancellationToken,
+) -> JoinHandle<std::io::Result<()>> {
     // Replies are written in pieces (SSE headers first, events as the upstream answers); without
     // TCP_NODELAY, Nagle plus the client's delayed ACK adds ~40 ms to every streamed reply.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
@@ -178,26 +238,17 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
             tracing::debug!(%err, "cannot set TCP_NODELAY");
         }
     });
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(graceful.cancelled_owned())
-            .await
-    });
-    tracing::info!(url = %format!("http://{addr}{}", config.gateway.path), servers = config.servers.len(), "mcpmux listening");
-    Ok(Gateway {
-        addr,
-        hub,
-        server,
-        close_listener,
-        tasks,
-    })
+    let graceful = close.clone().cancelled_owned();
+    tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(graceful).await })
 }
 
 /// The host faces and the operator endpoints, each behind its layers: tracing, then the
 /// Host/Origin check (a refusal is a JSON-RPC error on the MCP faces, plain text on the others),
 /// then, on the MCP faces with `[auth]`, authentication; the protected resource metadata is
-/// public (it is how a host learns where to get a token).
-fn routes(hub: &Arc<Hub>) -> axum::Router {
+/// public (it is how a host learns where to get a token). The operator endpoints are never
+/// behind `[auth]` (probes and monitoring have no token): on the main listener, or, with
+/// `gateway.admin_listen` (bound at `admin`), on that listener only, with its own Host rule.
+fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Router) {
     use middleware::access::{AccessLayer, RefusalBody};
     let config = hub.config();
     let access = middleware::origin::AccessPolicy::from_config(&config.gateway);
@@ -212,8 +263,13 @@ fn routes(hub: &Arc<Hub>) -> axum::Router {
             .layer(middleware::trace::layer())
             .layer(AccessLayer::new(access.clone(), RefusalBody::JsonRpc)),
     );
-    let operator = admin::router(hub.clone()).layer(AccessLayer::new(access, RefusalBody::PlainText));
-    faces.merge(operator)
+    let operator_access = match admin {
+        Some(at) => middleware::origin::AccessPolicy::for_admin(&config.gateway, at),
+        None => access,
+    };
+    let operator =
+        admin::router(hub.clone()).layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
+    (faces, operator)
 }
 
 /// Serve until `shutdown` fires, then stop gracefully.

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The `/status` URL of the gateway a configuration describes (a wildcard listen address is
-/// reached on loopback).
+/// The `/status` URL of the gateway a configuration describes: on `gateway.admin_listen` when
+/// set, else on `listen` (a wildcard address is reached on loopback).
 pub fn status_url(config: &Config) -> String {
-    let mut addr: SocketAddr = config.gateway.listen;
+    let mut addr: SocketAddr = config.gateway.admin_listen.unwrap_or(config.gateway.listen);
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr {
             SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
@@ -300,6 +300,15 @@ mod tests {
             missing.contains("try --url http://127.0.0.1:8080/status"),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn the_status_url_is_on_the_admin_listener_when_there_is_one() {
+        let config = |text: &str| Config::from_toml_str(text, "t.toml", &|_| None).expect("a config");
+        let main = config("[gateway]\nlisten = \"127.0.0.1:8123\"\n");
+        assert_eq!(status_url(&main), "http://127.0.0.1:8123/status");
+        let admin = config("[gateway]\nlisten = \"127.0.0.1:8123\"\nadmin_listen = \"0.0.0.0:9123\"\n");
+        assert_eq!(status_url(&admin), "http://127.0.0.1:9123/status");
     }
 
     #[tokio::test]

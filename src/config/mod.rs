@@ -80,6 +80,9 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GatewayConfig {
     pub listen: SocketAddr,
+    /// Where `/status`, `/healthz` and `/readyz` are served instead of `listen` (not behind
+    /// `[auth]`: bind it to a private address); `None` keeps them on `listen`.
+    pub admin_listen: Option<SocketAddr>,
     pub path: String,
     pub separator: String,
     pub session_idle_timeout: Duration,
@@ -120,6 +123,7 @@ impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin_listen: None,
             path: "/mcp".to_string(),
             separator: "__".to_string(),
             session_idle_timeout: Duration::from_secs(1800),
@@ -419,14 +423,20 @@ fn path_problem(path: &str) -> Option<&'static str> {
 
 fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayConfig, ConfigError> {
     let mut gw = GatewayConfig::default();
-    if let Some(v) = &raw.listen {
-        let s = ctx.expand(v, "gateway.listen")?;
-        gw.listen = s.parse().map_err(|_| {
+    let socket = |v: &Spanned<String>, key: &str, example: &str| -> Result<SocketAddr, ConfigError> {
+        let s = ctx.expand(v, key)?;
+        s.parse().map_err(|_| {
             ctx.invalid(
                 &v.span(),
-                format!("gateway.listen: {s:?} is not a socket address (expected IP:port, e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")"),
+                format!("{key}: {s:?} is not a socket address (expected IP:port, e.g. \"127.0.0.1:{example}\" or \"[::1]:{example}\")"),
             )
-        })?;
+        })
+    };
+    if let Some(v) = &raw.listen {
+        gw.listen = socket(v, "gateway.listen", "8080")?;
+    }
+    if let Some(v) = &raw.admin_listen {
+        gw.admin_listen = Some(socket(v, "gateway.admin_listen", "9090")?);
     }
     if let Some(v) = &raw.path {
         let s = ctx.expand(v, "gateway.path")?;

@@ -5,6 +5,7 @@
 use super::{Config, TransportConfig};
 use std::ffi::OsString;
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -99,8 +100,38 @@ impl Config {
                 ),
             });
         }
+        if let Some(admin) = self.gateway.admin_listen {
+            found.extend(admin_findings(admin, listen));
+        }
         found
     }
+}
+
+/// `gateway.admin_listen` against `listen` (one port cannot take both) and the network (the
+/// operator endpoints are not behind `[auth]`).
+fn admin_findings(admin: SocketAddr, listen: SocketAddr) -> Vec<Finding> {
+    let mut found = Vec::new();
+    let overlap = |a: IpAddr, b: IpAddr| a == b || a.is_unspecified() || b.is_unspecified();
+    if admin.port() != 0 && admin.port() == listen.port() && overlap(admin.ip(), listen.ip()) {
+        found.push(Finding {
+            severity: Severity::Error,
+            message: format!(
+                "gateway.admin_listen {admin} and gateway.listen {listen} bind the same port: \
+                 give the operator endpoints a port of their own"
+            ),
+        });
+    }
+    if !admin.ip().is_loopback() {
+        found.push(Finding {
+            severity: Severity::Warning,
+            message: format!(
+                "gateway.admin_listen {admin} accepts connections from other machines: /status, \
+                 /healthz and /readyz are not behind [auth], so bind it to an address only your \
+                 probes and monitoring reach (a private network, a pod's own port)"
+            ),
+        });
+    }
+    found
 }
 
 /// Where `command` would be found: a path (with a slash) relative to `dir`, else the first
@@ -190,15 +221,65 @@ mod tests {
 
     #[test]
     fn a_policy_setting_not_enforced_yet_is_an_error() {
-        let c = config(
-            "[[policy]]\nallow = [\"*\"]\nrate_limit = \"5/sec\"\n\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s\"\n",
-        );
+        let keys = "\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s\"\n[servers.a]\ncommand = \"sh\"\n";
+        let c = config(&format!(
+            "[[policy]]\nallow = [\"*\"]\naudit_arguments = true\n{keys}"
+        ));
         let found = messages(&c.preflight(system_path(), Path::new("/")));
         assert!(
             found
                 .iter()
-                .any(|f| f.starts_with("error: [[policy]] at line 1: `rate_limit` is not enforced")),
+                .any(|f| f.starts_with("error: [[policy]] at line 1: `audit_arguments` is not enforced")),
             "{found:?}"
+        );
+        // Rate limits are enforced.
+        let limited = config(&format!(
+            "[[policy]]\nallow = [\"*\"]\nrate_limit = \"5/sec\"\n{keys}"
+        ));
+        assert_eq!(
+            messages(&limited.preflight(system_path(), Path::new("/"))),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn an_admin_listener_on_the_main_port_is_an_error_and_on_the_network_a_warning() {
+        let with = |admin: &str, listen: &str| {
+            let c = config(&format!(
+                "[gateway]\nlisten = \"{listen}\"\nadmin_listen = \"{admin}\"\nallow_unauthenticated = true\n\
+                 [servers.a]\ncommand = \"sh\"\n"
+            ));
+            messages(&c.preflight(system_path(), Path::new("/")))
+        };
+        let same = with("127.0.0.1:8080", "127.0.0.1:8080");
+        assert_eq!(same.len(), 1, "{same:?}");
+        assert!(
+            same[0].starts_with(
+                "error: gateway.admin_listen 127.0.0.1:8080 and gateway.listen 127.0.0.1:8080 bind the same port"
+            ),
+            "{same:?}"
+        );
+        // A wildcard address takes the port on every address.
+        let wildcard = with("127.0.0.1:8080", "0.0.0.0:8080");
+        assert!(
+            wildcard.iter().any(|f| f.contains("bind the same port")),
+            "{wildcard:?}"
+        );
+        // Another port, another loopback address, or port 0 (the system picks): no conflict.
+        for (admin, listen) in [
+            ("127.0.0.1:9090", "127.0.0.1:8080"),
+            ("127.0.0.2:8080", "127.0.0.1:8080"),
+            ("127.0.0.1:0", "127.0.0.1:0"),
+        ] {
+            assert_eq!(with(admin, listen), Vec::<String>::new(), "{admin} {listen}");
+        }
+        let network = with("0.0.0.0:9090", "127.0.0.1:8080");
+        assert_eq!(network.len(), 1, "{network:?}");
+        assert!(
+            network[0].starts_with(
+                "warning: gateway.admin_listen 0.0.0.0:9090 accepts connections from other machines"
+            ),
+            "{network:?}"
         );
     }
 

@@ -24,6 +24,7 @@ pub(super) struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawGateway {
     pub(super) listen: Option<Spanned<String>>,
+    pub(super) admin_listen: Option<Spanned<String>>,
     pub(super) path: Option<Spanned<String>>,
     pub(super) separator: Option<Spanned<String>>,
     pub(super) session_idle_timeout_secs: Option<Spanned<u64>>,

@@ -399,14 +399,25 @@ fn debug_masks_secrets() {
 }
 
 #[test]
-fn bad_listen() {
-    for listen in ["localhost:8080", "127.0.0.1", "nonsense"] {
-        let e = err(&format!("[gateway]\nlisten = \"{listen}\"\n"));
+fn bad_listen_and_admin_listen() {
+    for (key, listen) in ["localhost:8080", "127.0.0.1", "nonsense"]
+        .map(|l| ("listen", l))
+        .into_iter()
+        .chain([("admin_listen", "localhost:9090"), ("admin_listen", "")])
+    {
+        let e = err(&format!("[gateway]\n{key} = \"{listen}\"\n"));
         assert!(
-            e.starts_with("config.toml:2:") && e.contains("gateway.listen"),
+            e.starts_with("config.toml:2:") && e.contains(&format!("gateway.{key}: ")),
             "{e}"
         );
     }
+    // Unset by default (the operator endpoints stay on `listen`); an address when given.
+    assert_eq!(GatewayConfig::default().admin_listen, None);
+    let c = parse("[gateway]\nadmin_listen = \"127.0.0.1:9090\"\n").unwrap();
+    assert_eq!(
+        c.gateway.admin_listen,
+        Some(SocketAddr::from(([127, 0, 0, 1], 9090)))
+    );
 }
 
 #[test]

@@ -48,7 +48,7 @@ impl Access {
 }
 
 /// The facts of a principal the rules match on.
-fn facts(principal: &Principal) -> PrincipalFacts<'_> {
+pub(crate) fn facts(principal: &Principal) -> PrincipalFacts<'_> {
     PrincipalFacts::new(
         &principal.name,
         principal.groups.iter().map(String::as_str),

@@ -5,6 +5,7 @@ use crate::catalog::CatalogStore;
 use crate::config::{Config, UpstreamId};
 use crate::core::input_required::ParkedCalls;
 use crate::error::UpstreamError;
+use crate::policy::rate_limit::RateLimiter;
 use crate::policy::Policy;
 use crate::protocol::ClientCaps;
 use crate::session::{Session, SessionRegistry, SessionState};
@@ -36,6 +37,8 @@ pub struct Hub {
     pub parked: Arc<ParkedCalls>,
     /// What each principal may see and use (`[[policy]]`), swapped with the configuration.
     policy: ArcSwap<Policy>,
+    /// Each principal's token buckets for the `rate_limit` of the rules that apply to it.
+    pub rate_limits: RateLimiter,
     /// Who may use the gateway (`[auth]`, read at start); `None` authenticates nobody.
     pub auth: Option<Arc<crate::auth::Authenticator>>,
     ties: Arc<HostTies>,
@@ -60,6 +63,7 @@ impl Hub {
             parked: Arc::new(ParkedCalls::default()),
             auth: crate::auth::Authenticator::from_config(&config),
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),
+            rate_limits: RateLimiter::default(),
             ties,
             born: std::time::Instant::now(),
             config: ArcSwap::new(config),
@@ -73,9 +77,13 @@ impl Hub {
     }
 
     /// Put `config` in force for every request that starts from now on (gateway settings: page
-    /// size, timeouts, limits); the upstreams are changed by name, by their supervisors.
+    /// size, timeouts, limits); the upstreams are changed by name, by their supervisors. The
+    /// rate limit buckets of rules whose `rate_limit` changed start afresh; the others keep
+    /// their state.
     pub fn replace_config(&self, config: Arc<Config>) {
-        self.policy.store(Arc::new(Policy::from_config(&config)));
+        let policy = Policy::from_config(&config);
+        (self.rate_limits).retain_rules(|rule| policy.rules().get(rule).and_then(|r| r.rate_limit));
+        self.policy.store(Arc::new(policy));
         self.config.store(config);
     }
 

@@ -9,4 +9,5 @@ pub mod hub;
 pub mod input_bridge;
 pub mod input_required;
 pub mod methods;
+pub mod rate_limit;
 pub mod request_state;

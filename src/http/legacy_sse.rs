@@ -10,6 +10,7 @@ use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize as open_session, Outcome};
+use crate::core::rate_limit;
 use crate::error::{codes, DownstreamError};
 use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, Body, Message, RawObject, RequestId};
@@ -219,36 +220,43 @@ async fn message(
         Ok(body) => body,
         Err(refusal) => return refusal.into_http(),
     };
-    let who = principal.map(|Extension(p)| p.owner());
+    let who = principal.map(|Extension(p)| p);
     match accept_message(&legacy, who.as_deref(), &uri, &headers, body).await {
         Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
-        Err(err) => err.into_http(),
+        Err((err, id)) => err.into_http_for(id),
     }
 }
 
+/// Queue a POST's messages for the link's worker; a refusal of the whole POST comes with the id
+/// of its one request when it is about that request (a rate limit).
 async fn accept_message(
     legacy: &Arc<Legacy>,
-    who: Option<&str>,
+    who: Option<&Principal>,
     uri: &http::Uri,
     headers: &HeaderMap,
     body: Bytes,
-) -> Result<(), DownstreamError> {
-    let id = session_param(uri)
-        .ok_or_else(|| DownstreamError::BadRequest("the sessionId query parameter is required".into()))?;
+) -> Result<(), (DownstreamError, Option<RequestId>)> {
+    let id = session_param(uri).ok_or_else(|| {
+        let missing = DownstreamError::BadRequest("the sessionId query parameter is required".into());
+        (missing, None)
+    })?;
+    let owner = who.map(Principal::owner);
     let link = legacy
         .links
         .lock()
         .get(id)
         .cloned()
         // Another principal's stream is unknown to this one (404, as if it did not exist).
-        .filter(|link| link.principal.as_ref().map(|p| p.owner()).as_deref() == who)
-        .ok_or(DownstreamError::UnknownSession)?;
-    let text = super::streamable::json_body(headers, &body)?;
-    let items = match parse_body(text) {
-        Ok(Body::Single(msg)) => vec![Ok(msg)],
-        Ok(Body::Batch(items)) => items,
-        Err(err) if err.code() == codes::PARSE_ERROR => return Err(DownstreamError::Parse(err.to_string())),
-        Err(err) => vec![Err(err)],
+        .filter(|link| link.principal.as_ref().map(|p| p.owner()) == owner)
+        .ok_or((DownstreamError::UnknownSession, None))?;
+    let text = super::streamable::json_body(headers, &body).map_err(|e| (e, None))?;
+    let (items, single) = match parse_body(text) {
+        Ok(Body::Single(msg)) => (vec![Ok(msg)], true),
+        Ok(Body::Batch(items)) => (items, false),
+        Err(err) if err.code() == codes::PARSE_ERROR => {
+            return Err((DownstreamError::Parse(err.to_string()), None))
+        }
+        Err(err) => (vec![Err(err)], true),
     };
     for item in items {
         let msg = match item {
@@ -259,11 +267,24 @@ async fn accept_message(
                 continue;
             }
         };
+        if let Message::Request { id, .. } = &msg {
+            // A lone request over the limit is refused with the POST's status; one of a batch
+            // gets its error on the stream, as its answer would have.
+            match (rate_limit::admit(&legacy.hub, who), single) {
+                (Ok(()), _) => {}
+                (Err(refusal), true) => return Err((refusal, Some(id.clone()))),
+                (Err(refusal), false) => {
+                    legacy.push(&link, refusal.reply(id.clone()).to_json().into());
+                    continue;
+                }
+            }
+        }
         if matches!(msg, Message::Response { .. }) {
             serve(legacy, &link, msg).await;
         } else if link.inbox.try_send(msg).is_err() {
-            return Err(DownstreamError::Unavailable(
-                "too many messages waiting for this session",
+            return Err((
+                DownstreamError::Unavailable("too many messages waiting for this session"),
+                None,
             ));
         }
     }

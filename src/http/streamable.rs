@@ -10,6 +10,7 @@ use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
+use crate::core::rate_limit;
 use crate::error::{codes, json_text, DownstreamError};
 use crate::protocol::message::error_reply;
 use crate::protocol::message::{error_response, result_response};
@@ -234,6 +235,9 @@ async fn post(
     };
     match parsed {
         Body::Single(Message::Request { id, method, params }) => {
+            if let Err(refusal) = rate_limit::admit(hub, who.as_deref()) {
+                return Ok(refusal.into_http_for(Some(id)));
+            }
             // The one parse of the request's params: everything after works on this object.
             let params = (params.as_deref())
                 .map(|p| RawObject::parse(p.get()))
@@ -338,6 +342,13 @@ async fn batch(
                 continue;
             }
         };
+        // Each request of a batch counts; one refused is its JSON-RPC error among the replies.
+        if let Message::Request { id, .. } = &msg {
+            if let Err(refusal) = rate_limit::admit(hub, ctx.principal.as_deref()) {
+                immediate.push(refusal.reply(id.clone()));
+                continue;
+            }
+        }
         match methods::dispatch(hub, &ctx, msg).await {
             Outcome::Accepted => {}
             Outcome::Reply(reply) => immediate.push(reply),

@@ -50,6 +50,18 @@ impl AccessPolicy {
         }
     }
 
+    /// The rules of the operator listener `gateway.admin_listen` at `addr`: loopback host names
+    /// only when it is bound to loopback, any other host name when it is not (probes and
+    /// scrapers name the pod or node address, not the MCP endpoint's `allowed_hosts`); Origins
+    /// as on the endpoint.
+    pub fn for_admin(gateway: &GatewayConfig, addr: std::net::SocketAddr) -> Self {
+        AccessPolicy {
+            loopback_only: addr.ip().is_loopback(),
+            allowed_hosts: Vec::new(),
+            ..AccessPolicy::from_config(gateway)
+        }
+    }
+
     /// Accept or refuse a request by its `Host` and `Origin` headers (403 when refused).
     pub fn check(&self, headers: &HeaderMap) -> Result<(), DownstreamError> {
         if let Some(host) = headers.get(http::header::HOST) {

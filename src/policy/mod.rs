@@ -9,6 +9,7 @@
 //! that is given.
 
 pub mod explain;
+pub mod rate_limit;
 
 use crate::config::{Config, PolicyRule, RateLimit};
 use std::fmt;

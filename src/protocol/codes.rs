@@ -13,6 +13,9 @@ pub const REQUEST_TIMEOUT: i64 = -32001;
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// Implementation-defined: a bounded queue or in-flight limit is full.
 pub const OVERLOADED: i64 = -32003;
+/// Implementation-defined: the principal is over a `[[policy]]` rule's `rate_limit` (HTTP 429;
+/// `data.retryAfter` is the `Retry-After` in seconds).
+pub const RATE_LIMITED: i64 = -32004;
 /// 2026-07-28: HTTP request-metadata headers missing, malformed or not matching the body.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// 2026-07-28: the request needs a client capability its `_meta` does not declare.

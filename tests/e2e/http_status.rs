@@ -432,3 +432,70 @@ async fn readiness_follows_its_rule_and_shadowed_tools_are_counted() {
         gw.stop().await;
     }
 }
+
+/// `gateway.admin_listen`: `/status`, `/healthz` and `/readyz` move to a listener of their own
+/// (404 on the main one, where the MCP endpoint stays), `mcpmux status --config` finds them
+/// there, and the listener stops with the gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_listen_moves_the_operator_endpoints_to_their_own_listener() {
+    let _suite = crate::suite::enter(module_path!());
+    let port = free_port();
+    let gw = gateway(&format!("admin_listen = \"127.0.0.1:{port}\"")).await;
+    let admin = gw.admin_addr().expect("an admin listener");
+    assert_eq!(admin.port(), port);
+    let (main, ops) = (format!("http://{}", gw.local_addr()), format!("http://{admin}"));
+    for path in ["/status", "/healthz", "/readyz"] {
+        let r = get(&format!("{main}{path}"), &[]).await;
+        assert_eq!(r.status(), 404, "{path} on the main listener");
+    }
+    assert_eq!(get(&format!("{ops}/healthz"), &[]).await.status(), 200);
+    let ready = get(&format!("{ops}/readyz"), &[]).await.status();
+    assert!(ready == 200 || ready == 503, "{ready}");
+    let doc = body_json(get(&format!("{ops}/status"), &[]).await).await;
+    assert_eq!(doc["upstreams"][0]["name"], "t", "{doc}");
+    // The MCP endpoint stays on the main listener only.
+    assert_eq!(send(&format!("{ops}/mcp"), &[], INIT).await.status(), 404);
+    assert_eq!(send(&gw.url(), &[], INIT).await.status(), 200);
+    // Bound to loopback, the admin listener refuses a foreign Host (DNS rebinding).
+    let foreign = get(&format!("{ops}/status"), &[("host", "evil.example")]).await;
+    assert_eq!(foreign.status(), 403);
+
+    // `mcpmux status --config` reads the admin listener from the configuration.
+    let dir = scratch_dir("admin-listen");
+    let config = dir.join("mcpmux.toml");
+    let text = format!("[gateway]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:{port}\"\n");
+    std::fs::write(&config, text).expect("write the config");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmux"));
+    cmd.arg("status").arg("--config").arg(&config).arg("--json");
+    let run = tokio::task::spawn_blocking(move || run_client(cmd, Duration::from_secs(20)))
+        .await
+        .expect("mcpmux status");
+    assert!(!run.timed_out && run.status.code() != Some(2), "{run}");
+    let printed: Value = serde_json::from_str(&run.stdout).unwrap_or(Value::Null);
+    assert_eq!(printed["upstreams"][0]["name"], "t", "{run}");
+
+    gw.stop().await;
+    let after = reqwest::get(format!("{ops}/healthz")).await;
+    assert!(
+        after.is_err(),
+        "the admin listener outlived the gateway: {after:?}"
+    );
+
+    // With [auth]: the admin listener needs no credentials, and the main one still says 404
+    // (not 401) for the endpoints that moved.
+    let servers = format!(
+        "{}\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"k-0123456789\"\n",
+        test_server_toml("t", &["--tools", "2"], None)
+    );
+    let gw = boot_gateway(&servers, "admin_listen = \"127.0.0.1:0\"").await;
+    let (main, ops) = (
+        format!("http://{}", gw.local_addr()),
+        format!("http://{}", gw.admin_addr().expect("an admin listener")),
+    );
+    for path in ["/status", "/healthz", "/readyz"] {
+        assert_eq!(get(&format!("{main}{path}"), &[]).await.status(), 404, "{path}");
+    }
+    assert_eq!(get(&format!("{ops}/healthz"), &[]).await.status(), 200);
+    assert_eq!(send(&gw.url(), &[], INIT).await.status(), 401);
+    gw.stop().await;
+}

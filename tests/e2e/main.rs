@@ -28,6 +28,7 @@ mod modern;
 mod policy;
 mod policy_explain;
 mod policy_property;
+mod rate_limit;
 mod real_clients;
 mod resumption;
 mod routing;
