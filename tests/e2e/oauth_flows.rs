@@ -8,7 +8,8 @@
 //! sends them to the protected resource metadata, then the authorization server's metadata; they
 //! register, authorize, call a tool, and step up on a `[[auth.step_up]]` tool's 403
 //! `insufficient_scope` to a token with the union of scopes. The Inspector CLI calls with the
-//! tokens those flows produced in an `Authorization: Bearer` header. No token reaches the log.
+//! tokens those flows produced in an `Authorization: Bearer` header. A token issued for one
+//! mcpmux is refused by another that trusts the same issuer. No token reaches the log.
 
 use crate::support::serve::ServeProcess;
 use crate::support::{free_port, log_dir, peers, repo_root, run_client, scratch_dir, spawn_server};
@@ -48,20 +49,12 @@ impl Deployment {
         let idp = spawn_server(idp, idp_port, &log, "oidc-provider");
         let issuer = format!("http://127.0.0.1:{idp_port}");
 
-        let dir = scratch_dir(tag);
-        let port = free_port();
-        let url = format!("http://127.0.0.1:{port}/mcp");
         let (node, args) = p.everything_stdio_cmd();
-        let servers = format!(
-            "[auth]\nissuer = \"{issuer}\"\nscopes_supported = [\"mcp:tools\", \"mcp:write\"]\n\
-             required_scopes = [\"mcp:tools\"]\n\n\
-             [[auth.step_up]]\ntools = [\"{STEP_UP_TOOL}\"]\nscopes = [\"mcp:write\"]\n\n\
-             [servers.everything]\ncommand = {node:?}\nargs = {}\n",
+        let everything = format!(
+            "[servers.everything]\ncommand = {node:?}\nargs = {}\n",
             toml_list(&args)
         );
-        let public_url = format!("public_url = \"{url}\"");
-        let mut gateway = ServeProcess::start_on(port, &dir, &public_url, &servers, &dir, &[]);
-        wait_ready(&mut gateway).await;
+        let (gateway, url, dir) = serve(tag, &issuer, &everything).await;
         Deployment {
             _idp: idp,
             issuer,
@@ -88,6 +81,24 @@ impl Deployment {
             assert!(!log.contains(signature), "a token is in the gateway log:\n{log}");
         }
     }
+}
+
+/// `mcpmux serve` with `servers`, its `public_url` the URL it listens on, trusting `issuer`:
+/// `mcp:tools` on every request, `mcp:write` too on [`STEP_UP_TOOL`]. Returns it once every
+/// upstream is ready, with its URL and scratch directory.
+async fn serve(tag: &str, issuer: &str, servers: &str) -> (ServeProcess, String, PathBuf) {
+    let dir = scratch_dir(tag);
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let config = format!(
+        "[auth]\nissuer = \"{issuer}\"\nscopes_supported = [\"mcp:tools\", \"mcp:write\"]\n\
+         required_scopes = [\"mcp:tools\"]\n\n\
+         [[auth.step_up]]\ntools = [\"{STEP_UP_TOOL}\"]\nscopes = [\"mcp:write\"]\n\n{servers}"
+    );
+    let public_url = format!("public_url = \"{url}\"");
+    let mut gateway = ServeProcess::start_on(port, &dir, &public_url, &config, &dir, &[]);
+    wait_ready(&mut gateway).await;
+    (gateway, url, dir)
 }
 
 /// Wait until every upstream is ready (`/readyz`, which needs no credentials).
@@ -318,4 +329,55 @@ async fn the_inspector_cli_calls_through_mcpmux_with_the_flows_bearer_tokens() {
         "{bare}"
     );
     d.assert_no_token_logged(&tokens);
+}
+
+/// RFC 8707 with the real authorization server: a token it issued for one mcpmux (its `aud`)
+/// is refused by another mcpmux that trusts the same issuer, with `invalid_token`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_issued_for_another_mcpmux_is_refused() {
+    let _suite = crate::suite::enter(module_path!());
+    let d = Deployment::start("oauth-audience").await;
+    let (run, tokens) = run_flow(Sdk::TypeScript, &d, "dave", &CALLS[..1]).await;
+    assert!(run.success(), "{run}");
+    let [token] = tokens.as_slice() else {
+        panic!("one token: {tokens:?}\n{run}")
+    };
+    let (mut other, other_url, _) = serve("oauth-audience-other", &d.issuer, "").await;
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "audience", "version": "0"}}});
+    let post = |url: String| {
+        let body = initialize.to_string();
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .bearer_auth(token)
+                .body(body)
+                .send()
+                .await
+                .expect("POST")
+        }
+    };
+    let refused = post(other_url).await;
+    let challenge = (refused.headers().get("www-authenticate"))
+        .map(|v| v.to_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    assert_eq!(refused.status(), 401, "{challenge}");
+    assert!(
+        challenge.starts_with("Bearer error=\"invalid_token\"") && challenge.contains("(aud)"),
+        "{challenge}"
+    );
+    assert_eq!(
+        post(d.url.clone()).await.status(),
+        200,
+        "the token's own resource"
+    );
+    d.assert_no_token_logged(&tokens);
+    let other_log = other.log();
+    assert!(
+        !other_log.contains(token.rsplit('.').next().unwrap_or(token)),
+        "{other_log}"
+    );
+    other.guard.kill();
 }
