@@ -13,6 +13,7 @@
 #   DIR/inspector/             @modelcontextprotocol/inspector (CLI mode)
 #   DIR/mcp-remote/            mcp-remote, the stdio bridge the README gives Claude Desktop
 #   DIR/oauth2-mock-server/    oauth2-mock-server, the authorization server of the auth tests (its own stamp)
+#   DIR/oidc-provider/         oidc-provider, the authorization server of the OAuth flow tests (its own stamp)
 #   DIR/.stamp                 pinned versions; when it matches, the script exits at once
 #
 # Idempotent: re-running with an up-to-date stamp is a no-op. Only package registries are needed.
@@ -30,6 +31,7 @@ CONFORMANCE_VERSION="0.1.16"       # @modelcontextprotocol/conformance
 INSPECTOR_VERSION="2.12.0"         # @modelcontextprotocol/inspector
 MCP_REMOTE_VERSION="0.15.1"        # mcp-remote (the README's Claude Desktop bridge pins the same)
 OAUTH_MOCK_VERSION="9.3.0"         # oauth2-mock-server: the authorization server of the auth tests (node 22)
+OIDC_PROVIDER_VERSION="9.13.3"     # oidc-provider: the authorization server of the OAuth flow tests (node 22)
 STAMP_FORMAT="2"                   # bump when the layout changes
 PY_SQLITE_VERSION="2025.4.25"      # mcp-server-sqlite (PyPI), run on ...
 PY_SQLITE_MCP_VERSION="1.6.0"      # ... this old mcp SDK (exits on an unknown method before initialize)
@@ -106,6 +108,28 @@ install_oauth_mock() {
     printf '%s' "$want" > "$prefix/.stamp"
 }
 install_oauth_mock
+
+# ---- oidc-provider, in a prefix of its own (its own stamp) ----
+install_oidc_provider() {
+    local prefix="$DIR/oidc-provider"
+    local want="oidc-provider=$OIDC_PROVIDER_VERSION"
+    if [ -f "$prefix/.stamp" ] && [ "$(cat "$prefix/.stamp")" = "$want" ]; then
+        return 0
+    fi
+    command -v npm >/dev/null || die "npm not found on PATH"
+    rm -f "$prefix/.stamp"
+    mkdir -p "$prefix"
+    [ -f "$prefix/package.json" ] || printf '{"name":"mcpmux-peer-oidc-provider","private":true}\n' > "$prefix/package.json"
+    log "npm: installing oidc-provider@$OIDC_PROVIDER_VERSION into $prefix"
+    npm install --no-audit --no-fund --save-exact --loglevel=error --prefix "$prefix" \
+        "oidc-provider@$OIDC_PROVIDER_VERSION" >&2 || die "npm install oidc-provider failed"
+    local got
+    got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' \
+        "$prefix/node_modules/oidc-provider/package.json" 2>/dev/null || true)"
+    [ "$got" = "$OIDC_PROVIDER_VERSION" ] || die "oidc-provider: expected $OIDC_PROVIDER_VERSION, found '${got:-nothing}'"
+    printf '%s' "$want" > "$prefix/.stamp"
+}
+install_oidc_provider
 
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP_CONTENT" ]; then
     log "peers up to date in $DIR"

@@ -1,15 +1,28 @@
 //! Authentication as a tower layer around every host face: the bearer credential is checked
 //! before any handler (or body read) runs, the [`Principal`] goes into the request's extensions,
 //! and the `Authorization` header is removed so nothing behind can forward or log it.
+//!
+//! A refused request's body is read (a bounded amount, for a bounded time) and dropped before
+//! the refusal is sent: the connection then stays usable. Unread, the server would close it
+//! right after the refusal, without `Connection: close`, and a client that writes its body
+//! after the headers and reuses the connection (httpx, which the Python SDK uses, does both)
+//! loses its next request: the metadata fetch that follows a 401.
 
 use super::challenge::{refusal, Failure};
 use super::{Authenticator, Principal};
+use axum::body::Body;
 use axum::response::Response;
 use futures_util::future::BoxFuture;
-use http::{header, Request};
+use http::{header, HeaderValue, Request};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tower::{Layer, Service};
+
+/// How much of a refused request's body is read so the connection can serve the next request.
+pub const DRAIN_LIMIT: usize = 64 * 1024;
+/// How long reading it may take.
+pub const DRAIN_TIME: Duration = Duration::from_secs(2);
 
 /// Authenticates each request with an [`Authenticator`].
 #[derive(Clone)]
@@ -41,11 +54,10 @@ pub struct Authenticate<S> {
     auth: Arc<Authenticator>,
 }
 
-impl<S, B> Service<Request<B>> for Authenticate<S>
+impl<S> Service<Request<Body>> for Authenticate<S>
 where
-    S: Service<Request<B>, Response = Response> + Clone + Send + 'static,
+    S: Service<Request<Body>, Response = Response> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    B: Send + 'static,
 {
     type Response = Response;
     type Error = S::Error;
@@ -55,7 +67,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Body>) -> Self::Future {
         // The service that was polled ready serves this request; a fresh clone waits for the next.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -81,11 +93,29 @@ where
                         other => tracing::warn!(path = %request.uri().path(), "refused: {other:?}"),
                     }
                     let challenge = auth.challenge(&failure);
-                    Ok(refusal(&failure, challenge).into_http())
+                    let response = refusal(&failure, challenge).into_http();
+                    Ok(after_reading_body(request, response).await)
                 }
             }
         })
     }
+}
+
+/// `response` once `request`'s body has been read and dropped; with `Connection: close` when
+/// it is not read (over [`DRAIN_LIMIT`], slower than [`DRAIN_TIME`], or held back for a
+/// `100-continue` the refusal answers), so a client does not send its next request on it.
+async fn after_reading_body(request: Request<Body>, mut response: Response) -> Response {
+    let expects_continue = (request.headers().get(header::EXPECT))
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let read = !expects_continue
+        && matches!(
+            tokio::time::timeout(DRAIN_TIME, axum::body::to_bytes(request.into_body(), DRAIN_LIMIT)).await,
+            Ok(Ok(_))
+        );
+    if !read {
+        (response.headers_mut()).insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// The principal of a bearer token, holding the required scopes.
@@ -128,4 +158,93 @@ pub fn bearer_token<B>(request: &Request<B>) -> Result<String, Failure> {
         ));
     }
     Ok(token.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use axum::routing::{get, post};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// What a client reads on `stream` until `want` has arrived, the server closes, or 5 s pass.
+    async fn read_until(stream: &mut tokio::net::TcpStream, want: &str) -> String {
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !text.contains(want) {
+            match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+                _ => break,
+            }
+        }
+        text
+    }
+
+    /// A client that writes the body after the headers (as httpx does) and then sends its next
+    /// request on the same connection gets both answers: the 401, then the next one.
+    #[tokio::test]
+    async fn a_refused_request_leaves_its_connection_usable() {
+        let text = "[gateway]\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s3cret\"\n";
+        let config = Config::from_toml_str(text, "t.toml", &|_| None).unwrap();
+        let auth = Authenticator::from_config(&config).unwrap();
+        let app = (axum::Router::new())
+            .route("/mcp", post(|| async { "called" }))
+            .layer(AuthLayer::new(auth))
+            .route("/open", get(|| async { "opened" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n";
+        stream.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Before the fix the server has closed the connection by now: these writes may fail.
+        let _ = stream.write_all(b"{}").await;
+        let _ = (stream.write_all(b"GET /open HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")).await;
+        let answers = read_until(&mut stream, "opened").await;
+        assert!(answers.starts_with("HTTP/1.1 401"), "{answers}");
+        assert!(
+            !answers.to_ascii_lowercase().contains("connection: close"),
+            "{answers}"
+        );
+        assert!(
+            answers.contains("HTTP/1.1 200") && answers.contains("opened"),
+            "{answers}"
+        );
+    }
+
+    /// A body too large to read is not read: the refusal says the connection closes.
+    #[tokio::test]
+    async fn a_refusal_whose_body_is_not_read_closes_the_connection() {
+        let text = "[gateway]\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s3cret\"\n";
+        let config = Config::from_toml_str(text, "t.toml", &|_| None).unwrap();
+        let auth = Authenticator::from_config(&config).unwrap();
+        let inner = tower::service_fn(|_req: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+        });
+        let big = Request::post("/mcp")
+            .body(Body::from(vec![b' '; DRAIN_LIMIT + 1]))
+            .unwrap();
+        let small = Request::post("/mcp").body(Body::from("{}")).unwrap();
+        let mut service = AuthLayer::new(auth).layer(inner);
+        let closes = |r: &Response| r.headers().get(header::CONNECTION).is_some_and(|v| v == "close");
+        let response = tower::ServiceExt::ready(&mut service)
+            .await
+            .unwrap()
+            .call(big)
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401);
+        assert!(closes(&response));
+        let response = tower::ServiceExt::ready(&mut service)
+            .await
+            .unwrap()
+            .call(small)
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401);
+        assert!(!closes(&response));
+    }
 }

@@ -25,11 +25,11 @@ fn config(extra: &str) -> Config {
 /// the handler saw (with whether the Authorization header reached it).
 async fn through(
     auth: Arc<Authenticator>,
-    request: Request<()>,
+    request: Request<axum::body::Body>,
 ) -> (StatusCode, String, String, Option<(Principal, bool)>) {
     let seen = Arc::new(parking_lot::Mutex::new(None));
     let record = seen.clone();
-    let inner = tower::service_fn(move |req: Request<()>| {
+    let inner = tower::service_fn(move |req: Request<axum::body::Body>| {
         let record = record.clone();
         async move {
             let principal = req.extensions().get::<Arc<Principal>>().map(|p| (**p).clone());
@@ -52,12 +52,12 @@ async fn through(
     )
 }
 
-fn request(authorization: Option<&str>, uri: &str) -> Request<()> {
+fn request(authorization: Option<&str>, uri: &str) -> Request<axum::body::Body> {
     let mut builder = Request::builder().method("POST").uri(uri);
     if let Some(value) = authorization {
         builder = builder.header(header::AUTHORIZATION, value);
     }
-    builder.body(()).unwrap()
+    builder.body(axum::body::Body::empty()).unwrap()
 }
 
 #[tokio::test]

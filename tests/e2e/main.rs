@@ -25,6 +25,7 @@ mod http_upstream;
 mod legacy_sse;
 mod lifecycle;
 mod modern;
+mod oauth_flows;
 mod policy;
 mod policy_explain;
 mod policy_property;

@@ -81,6 +81,9 @@ pub struct Peers {
     /// The `oauth2-mock-server` package directory (ESM, node 22); `tests/fixtures/oauth_idp.mjs`
     /// runs it as the auth tests' authorization server.
     pub oauth_mock_pkg: PathBuf,
+    /// The `oidc-provider` package directory (ESM, node 22); `tests/fixtures/oidc_idp.mjs` runs
+    /// it as the authorization server of the OAuth flow tests.
+    pub oidc_provider_pkg: PathBuf,
 }
 
 impl Peers {
@@ -122,6 +125,7 @@ pub fn peers() -> &'static Peers {
             ),
             sqlite_server: dir.join("venv-sqlite/bin/mcp-server-sqlite"),
             oauth_mock_pkg: dir.join("oauth2-mock-server/node_modules/oauth2-mock-server"),
+            oidc_provider_pkg: dir.join("oidc-provider/node_modules/oidc-provider"),
             dir,
         };
         for p in [
@@ -135,6 +139,7 @@ pub fn peers() -> &'static Peers {
             &peers.filesystem_js,
             &peers.sqlite_server,
             &peers.oauth_mock_pkg,
+            &peers.oidc_provider_pkg,
         ] {
             assert!(p.exists(), "peer file missing after install: {}", p.display());
         }

@@ -25,7 +25,19 @@ impl ServeProcess {
     /// lines in it, then `servers`) and start `mcpmux serve --config <it>` in `cwd`, with
     /// `env` added to the test's environment.
     pub fn start(dir: &Path, gateway_extra: &str, servers: &str, cwd: &Path, env: &[(&str, &str)]) -> Self {
-        let port = free_port();
+        Self::start_on(free_port(), dir, gateway_extra, servers, cwd, env)
+    }
+
+    /// [`ServeProcess::start`] listening on `port` (for a config that names the port itself,
+    /// such as a `public_url`).
+    pub fn start_on(
+        port: u16,
+        dir: &Path,
+        gateway_extra: &str,
+        servers: &str,
+        cwd: &Path,
+        env: &[(&str, &str)],
+    ) -> Self {
         let config = dir.join("mcpmux.toml");
         let text = format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\n{gateway_extra}\n\n{servers}");
         fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
