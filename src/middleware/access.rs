@@ -96,15 +96,19 @@ fn log_refusal<B>(request: &Request<B>, refusal: &DownstreamError) {
 }
 
 impl<S> Access<S> {
+    /// The refusal, with `Connection: close`: its body is never read, and a client that goes on
+    /// writing it must not take the connection for a fresh one.
     fn refuse(&self, refusal: DownstreamError) -> Response {
-        match self.body {
+        let mut response = match self.body {
             RefusalBody::JsonRpc => refusal.into_http(),
             RefusalBody::PlainText => {
                 let status = refusal.status();
                 debug_assert_eq!(status, StatusCode::FORBIDDEN);
                 (status, [(header::CONTENT_TYPE, "text/plain")], "forbidden\n").into_response()
             }
-        }
+        };
+        (response.headers_mut()).insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+        response
     }
 }
 
@@ -180,6 +184,30 @@ mod tests {
             "{text}"
         );
         assert!(text.len() < 600, "the origin is clipped: {text}");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_closes_its_connection() {
+        let inner = tower::service_fn(|_req: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(StatusCode::OK.into_response())
+        });
+        for body in [RefusalBody::JsonRpc, RefusalBody::PlainText] {
+            let refused = layer(body)
+                .layer(inner)
+                .oneshot(request("http://evil.example"))
+                .await
+                .unwrap();
+            assert_eq!(
+                refused.headers().get(header::CONNECTION).map(|v| v.as_bytes()),
+                Some(&b"close"[..])
+            );
+        }
+        let served = layer(RefusalBody::JsonRpc)
+            .layer(inner)
+            .oneshot(request("http://localhost:3000"))
+            .await
+            .unwrap();
+        assert!(served.headers().get(header::CONNECTION).is_none());
     }
 
     #[tokio::test]
