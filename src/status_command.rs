@@ -210,6 +210,21 @@ pub fn render(doc: &StatusDocument) -> String {
         };
         sessions.write(&mut out);
     }
+    if let Some(audit) = &doc.audit {
+        let _ = writeln!(
+            out,
+            "\naudit log {}: {} line(s) written, {} dropped (queue full), {} lost to write errors{}",
+            one_line(&audit.path),
+            audit.lines_written,
+            audit.dropped,
+            audit.write_errors,
+            audit
+                .last_error
+                .as_deref()
+                .map(|e| format!(" (last: {})", one_line(e)))
+                .unwrap_or_default(),
+        );
+    }
     out
 }
 

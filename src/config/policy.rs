@@ -175,17 +175,12 @@ fn at_line(ctx: &Ctx<'_>, line: usize, msg: String) -> ConfigError {
 mod tests;
 
 impl super::Config {
-    /// A `[[policy]]` setting this version parses but does not enforce yet (rate limits, the
-    /// audit log's arguments): running with it would promise what is not done, so `serve` and
-    /// `check-config` refuse it.
+    /// A `[[policy]]` setting this version parses but does not enforce yet (rate limits):
+    /// running with it would promise what is not done, so `serve` and `check-config` refuse it.
     pub fn unenforced_policy_setting(&self) -> Option<String> {
-        let rule = (self.policy.iter()).find(|rule| rule.rate_limit.is_some() || rule.audit_arguments)?;
-        let key = match rule.rate_limit {
-            Some(_) => "rate_limit",
-            None => "audit_arguments",
-        };
+        let rule = (self.policy.iter()).find(|rule| rule.rate_limit.is_some())?;
         Some(format!(
-            "[[policy]] at line {}: `{key}` is not enforced by this version yet; remove it",
+            "[[policy]] at line {}: `rate_limit` is not enforced by this version yet; remove it",
             rule.line
         ))
     }
