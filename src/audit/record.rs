@@ -24,7 +24,8 @@ pub struct Event {
     pub upstream: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub original: Option<String>,
-    /// `allowed` or `denied`.
+    /// `allowed` or `denied` (on a decision line).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<&'static str>,
     /// The first rule that made the decision (`policy[0]`) and its line.
     #[serde(skip_serializing_if = "Option::is_none")]

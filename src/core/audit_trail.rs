@@ -191,7 +191,8 @@ impl Completion {
             outcome: Some(outcome),
             error_code,
             is_error,
-            duration_ms: Some(started.elapsed().as_secs_f64() * 1000.0),
+            // Milliseconds to the microsecond.
+            duration_ms: Some(started.elapsed().as_micros() as f64 / 1000.0),
             ..base
         });
     }

@@ -4,6 +4,8 @@
 
 pub mod access;
 pub mod audit_trail;
+#[cfg(test)]
+mod audit_trail_tests;
 pub mod context;
 pub mod forward;
 pub mod hub;
