@@ -81,6 +81,9 @@ impl Config {
         if let Some(message) = self.unenforced_policy_setting() {
             error(message);
         }
+        if let Some(why) = self.audit_path_problem(workdir) {
+            error(format!("audit.path: {why}"));
+        }
         if self.servers.is_empty() {
             found.push(Finding {
                 severity: Severity::Warning,
@@ -100,6 +103,25 @@ impl Config {
             });
         }
         found
+    }
+}
+
+impl Config {
+    /// Why the audit log's file could not be opened here (`serve` would refuse to start).
+    fn audit_path_problem(&self, workdir: &Path) -> Option<String> {
+        let Some(super::AuditConfig {
+            sink: super::AuditSink::File(path),
+            ..
+        }) = &self.audit
+        else {
+            return None;
+        };
+        let path = workdir.join(path);
+        if path.is_dir() {
+            return Some(format!("{} is a directory", path.display()));
+        }
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+        (!dir.is_dir()).then(|| format!("the directory {} of the audit log does not exist", dir.display()))
     }
 }
 
@@ -200,6 +222,23 @@ mod tests {
                 .any(|f| f.starts_with("error: [[policy]] at line 1: `rate_limit` is not enforced")),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn an_audit_log_that_cannot_be_opened_is_an_error() {
+        let audit = |path: &str| config(&format!("[audit]\npath = {path:?}\n"));
+        let found =
+            messages(&audit("/mcpmux/no/such/dir/audit.jsonl").preflight(system_path(), Path::new("/")));
+        assert_eq!(
+            found[0],
+            "error: audit.path: the directory /mcpmux/no/such/dir of the audit log does not exist"
+        );
+        let found = messages(&audit("tmp").preflight(system_path(), Path::new("/")));
+        assert_eq!(found[0], "error: audit.path: /tmp is a directory");
+        for fine in ["-", "audit.jsonl", "/tmp/audit.jsonl"] {
+            let found = messages(&audit(fine).preflight(system_path(), Path::new("/tmp")));
+            assert!(!found.iter().any(|f| f.contains("audit")), "{fine}: {found:?}");
+        }
     }
 
     #[test]

@@ -331,3 +331,112 @@ async fn a_failing_sink_is_counted_in_status_and_calls_still_succeed() {
     );
     gw.stop().await;
 }
+
+/// The first SSE event on `rx` whose data satisfies `pred`.
+async fn sse_until(
+    rx: &mut tokio::sync::mpsc::Receiver<mcpmux::protocol::sse::SseEvent>,
+    pred: impl Fn(&mcpmux::protocol::sse::SseEvent) -> bool,
+) -> mcpmux::protocol::sse::SseEvent {
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("an SSE event in time")
+            .expect("the SSE stream is open");
+        if pred(&event) {
+            return event;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2026_era_and_legacy_sse_go_through_the_same_audit() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("audit-eras");
+    let audit = dir.join("audit.jsonl");
+    let gw = boot_gateway(&servers(&path_str(&audit)), "").await;
+    // The session era first, so the catalog is there for the others.
+    let ready = RawSession::open_as(&gw.url(), BOT_KEY).await;
+    assert!(ready
+        .tool_text("everything__echo", json!({"message": "session"}))
+        .await
+        .contains("session"));
+    let http = client(BOT_KEY, &[]);
+
+    // 2026-07-28: every request stands alone.
+    let envelope = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "everything__echo", "arguments": {"message": "modern"}, "_meta": envelope}});
+    let resp = http
+        .post(gw.url())
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "everything__echo")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.unwrap_or_default();
+    assert!(text.contains("modern"), "{text}");
+
+    // Legacy HTTP+SSE: the stream, then messages posted to its endpoint.
+    let base = format!("http://{}", gw.local_addr());
+    let stream = http.get(format!("{base}/sse")).send().await.expect("GET /sse");
+    assert_eq!(stream.status(), 200);
+    let mut events = crate::support::mcp::sse_events(stream);
+    let endpoint = sse_until(&mut events, |e| e.event.as_deref() == Some("endpoint"))
+        .await
+        .data;
+    let post = |body: Value| {
+        let url = format!("{base}{endpoint}");
+        let http = http.clone();
+        async move {
+            let resp = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .expect("POST /message");
+            assert_eq!(resp.status(), 202);
+        }
+    };
+    post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+    )
+    .await;
+    sse_until(&mut events, |e| e.data.contains("\"id\":1")).await;
+    post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "everything__echo", "arguments": {"message": "legacy"}}}))
+    .await;
+    let answer = sse_until(&mut events, |e| e.data.contains("\"id\":2")).await;
+    assert!(answer.data.contains("legacy"), "{}", answer.data);
+
+    // Three calls, each a decision and a completion, by the same principal, in three sessions.
+    let lines = lines_when(&audit, |l| {
+        find(l, "completed", "bot", "everything__echo").len() >= 3
+    })
+    .await;
+    let completed = find(&lines, "completed", "bot", "everything__echo");
+    assert!(completed.iter().all(|l| l["outcome"] == "ok"), "{completed:?}");
+    let decided = find(&lines, "decision", "bot", "everything__echo");
+    assert_eq!(decided.len(), 3, "{decided:?}");
+    assert!(decided
+        .iter()
+        .all(|l| l["decision"] == "allowed" && l["rule"] == "policy[1]"));
+    let sessions: std::collections::BTreeSet<&str> =
+        decided.iter().filter_map(|l| l["session"].as_str()).collect();
+    assert_eq!(sessions.len(), 3, "{decided:?}");
+    assert!(sessions.contains(ready.sid.as_str()), "{decided:?}");
+    gw.stop().await;
+    let (code, out) = verify(&audit);
+    assert_eq!(code, 0, "{out}");
+}
