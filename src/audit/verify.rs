@@ -4,6 +4,7 @@
 //! trace in the file itself (compare `lines_written` in `/status`, or keep the last hash elsewhere).
 
 use super::chain::{hash, GENESIS};
+use std::io::BufRead;
 use std::path::Path;
 
 /// An intact file.
@@ -20,39 +21,56 @@ pub struct Broken {
     pub why: String,
 }
 
-/// Check the lines of a whole audit file.
+/// How far past a sequence jump `verify` looks for the missing number (to tell reordered
+/// lines from removed ones).
+const LOOKAHEAD_LINES: usize = 100_000;
+
+/// Check the lines of a whole audit file held in memory.
 pub fn verify(text: &[u8]) -> Result<Intact, Broken> {
-    if text.is_empty() {
-        return Ok(Intact {
-            lines: 0,
-            last_seq: None,
-        });
+    match verify_reader(text) {
+        Ok(verdict) => verdict,
+        Err(err) => Err(Broken {
+            line: 0,
+            why: err.to_string(),
+        }),
     }
-    let mut lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
-    let complete = lines.pop().is_some_and(<[u8]>::is_empty);
-    let mut parsed = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        parsed.push(fields(line).map_err(|why| Broken { line: i + 1, why })?);
-    }
+}
+
+/// Check an audit file line by line (one line in memory at a time); `Err` when reading fails.
+pub fn verify_reader(mut reader: impl BufRead) -> std::io::Result<Result<Intact, Broken>> {
     let mut expected_seq = 1;
     let mut expected_prev = GENESIS.to_string();
-    for (i, (seq, prev)) in parsed.iter().enumerate() {
-        let n = i + 1;
-        if *seq != expected_seq {
-            let why = if parsed[i + 1..].iter().any(|(s, _)| *s == expected_seq) {
-                format!("out of order: sequence number {seq} where {expected_seq} was expected (lines were reordered)")
-            } else if *seq > expected_seq {
-                let gone = seq - expected_seq;
-                format!(
-                    "sequence number {seq} where {expected_seq} was expected: {gone} line(s) before it were removed"
-                )
-            } else {
-                format!("sequence number {seq} where {expected_seq} was expected (a line was repeated or reordered)")
-            };
-            return Err(Broken { line: n, why });
+    let mut line = Vec::new();
+    let mut n = 0;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
         }
-        if *prev != expected_prev {
-            return Err(match n {
+        n += 1;
+        if line.pop() != Some(b'\n') {
+            let why = "cut short: the last line has no end of line".to_string();
+            let why = match fields(&line) {
+                Ok(_) => why,
+                Err(not) => format!("{why} ({not})"),
+            };
+            return Ok(Err(Broken { line: n, why }));
+        }
+        let (seq, prev) = match fields(&line) {
+            Ok(fields) => fields,
+            Err(why) => return Ok(Err(Broken { line: n, why })),
+        };
+        if seq != expected_seq {
+            let why = if seq > expected_seq && !comes_later(&mut reader, expected_seq)? {
+                let gone = seq - expected_seq;
+                format!("sequence number {seq} where {expected_seq} was expected: {gone} line(s) before it were removed")
+            } else {
+                format!("out of order: sequence number {seq} where {expected_seq} was expected (lines were reordered or repeated)")
+            };
+            return Ok(Err(Broken { line: n, why }));
+        }
+        if prev != expected_prev {
+            return Ok(Err(match n {
                 1 => Broken {
                     line: 1,
                     why: "its prev is not the genesis value: the file does not start where its chain starts"
@@ -62,21 +80,30 @@ pub fn verify(text: &[u8]) -> Result<Intact, Broken> {
                     line: n - 1,
                     why: format!("edited: line {n} carries a different hash of it"),
                 },
-            });
+            }));
         }
         expected_seq = seq + 1;
-        expected_prev = hash(lines[i]);
+        expected_prev = hash(&line);
     }
-    if !complete {
-        return Err(Broken {
-            line: lines.len() + 1,
-            why: "cut short: the last line has no end of line (not JSON)".into(),
-        });
+    Ok(Ok(Intact {
+        lines: n,
+        last_seq: (n > 0).then(|| expected_seq - 1),
+    }))
+}
+
+/// Whether a line with sequence number `seq` follows (within [`LOOKAHEAD_LINES`]).
+fn comes_later(reader: &mut impl BufRead, seq: u64) -> std::io::Result<bool> {
+    let mut line = Vec::new();
+    for _ in 0..LOOKAHEAD_LINES {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(false);
+        }
+        if fields(line.trim_ascii_end()).is_ok_and(|(s, _)| s == seq) {
+            return Ok(true);
+        }
     }
-    Ok(Intact {
-        lines: parsed.len(),
-        last_seq: parsed.last().map(|(seq, _)| *seq),
-    })
+    Ok(false)
 }
 
 /// A line's `seq` and `prev`, or why it is not an audit line.
@@ -90,14 +117,15 @@ fn fields(line: &[u8]) -> Result<(u64, String), String> {
 
 /// The command: print the verdict; 0 intact, 1 broken, 2 unreadable.
 pub fn command(path: &Path) -> u8 {
-    let text = match std::fs::read(path) {
-        Ok(text) => text,
+    let verdict = std::fs::File::open(path).and_then(|file| verify_reader(std::io::BufReader::new(file)));
+    let verdict = match verdict {
+        Ok(verdict) => verdict,
         Err(err) => {
             eprintln!("error: cannot read {}: {err}", path.display());
             return 2;
         }
     };
-    match verify(&text) {
+    match verdict {
         Ok(Intact { lines, last_seq }) => {
             let last = last_seq.map(|s| format!(", last seq {s}")).unwrap_or_default();
             println!(
