@@ -279,6 +279,23 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn the_audit_log_line_says_what_was_written_and_lost() {
+        let doc = json!({"upstreams": [], "audit": {"path": "/var/log/a.jsonl", "lines_written": 7,
+            "dropped": 2, "write_errors": 1, "last_error": "No space left on device\n(os error 28)"}});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let text = render(&doc);
+        assert!(
+            text.ends_with(
+                "audit log /var/log/a.jsonl: 7 line(s) written, 2 dropped (queue full), 1 lost to write \
+                 errors (last: No space left on device (os error 28))\n"
+            ),
+            "{text}"
+        );
+        let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
+        assert!(!render(&none).contains("audit"));
+    }
+
+    #[test]
     fn renders_one_line_per_upstream_and_tells_readiness() {
         let doc = json!({
             "server": {"version": "0.1.0"}, "uptime_secs": 5, "sessions": 2,

@@ -74,29 +74,48 @@ pub struct Principal {
     pub client_id: Option<String>,
 }
 
-/// How a response ended, read from its JSON-RPC text: (`outcome`, `error_code`, `is_error`).
-pub fn outcome_of(response: &str) -> (&'static str, Option<i64>, Option<bool>) {
+/// How a request ended: `outcome`, `error_code`, `is_error` of a completion line.
+pub type Ending = (&'static str, Option<i64>, Option<bool>);
+
+/// How a response ended, read from its JSON-RPC text.
+pub fn outcome_of(response: &str) -> Ending {
     #[derive(serde::Deserialize)]
-    struct Peek {
-        result: Option<ResultPeek>,
-        error: Option<ErrorPeek>,
+    struct Peek<'a> {
+        #[serde(borrow)]
+        result: Option<&'a RawValue>,
+        #[serde(borrow)]
+        error: Option<&'a RawValue>,
     }
+    match serde_json::from_str::<Peek<'_>>(response) {
+        Ok(Peek { error: Some(e), .. }) => error_ending(e.get()),
+        Ok(Peek { result: Some(r), .. }) => result_ending(r.get()),
+        _ => ("error", None, None),
+    }
+}
+
+/// The ending of a JSON-RPC error object: its code.
+pub fn error_ending(error: &str) -> Ending {
+    #[derive(serde::Deserialize)]
+    struct ErrorPeek {
+        code: Option<i64>,
+    }
+    let code = serde_json::from_str::<ErrorPeek>(error).ok().and_then(|e| e.code);
+    ("error", code, None)
+}
+
+/// The ending of a result: a tool result's `isError`.
+pub fn result_ending(result: &str) -> Ending {
     #[derive(serde::Deserialize)]
     struct ResultPeek {
         #[serde(rename = "isError")]
         is_error: Option<bool>,
     }
-    #[derive(serde::Deserialize)]
-    struct ErrorPeek {
-        code: i64,
-    }
-    match serde_json::from_str::<Peek>(response) {
-        Ok(Peek { error: Some(e), .. }) => ("error", Some(e.code), None),
-        Ok(Peek { result: Some(r), .. }) => match r.is_error {
-            Some(true) => ("is_error", None, Some(true)),
-            other => ("ok", None, other),
-        },
-        _ => ("error", None, None),
+    match serde_json::from_str::<ResultPeek>(result)
+        .ok()
+        .and_then(|r| r.is_error)
+    {
+        Some(true) => ("is_error", None, Some(true)),
+        other => ("ok", None, other),
     }
 }
 

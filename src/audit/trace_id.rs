@@ -53,8 +53,14 @@ pub fn parse_traceparent(value: &str) -> Option<&str> {
 
 /// A new random trace id (16 bytes, lowercase hex, as W3C trace-ids are).
 pub fn generate() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes: [u8; 16] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut id = String::with_capacity(32);
+    for b in bytes {
+        id.push(char::from(HEX[usize::from(b >> 4)]));
+        id.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    id
 }
 
 #[cfg(test)]

@@ -151,17 +151,10 @@ impl Trail {
             inner: Some((log, base, started)),
         };
         match &mut outcome {
-            Outcome::Reply(Message::Response { payload, .. }) => {
-                let (result, code) = match payload {
-                    ResponsePayload::Error(error) => (None, Some(error.get())),
-                    ResponsePayload::Result(result) => (Some(result.get()), None),
-                };
-                completion.complete_with(match (result, code) {
-                    (_, Some(error)) => record::outcome_of(&format!("{{\"error\":{error}}}")),
-                    (Some(result), None) => record::outcome_of(&format!("{{\"result\":{result}}}")),
-                    (None, None) => ("ok", None, None),
-                });
-            }
+            Outcome::Reply(Message::Response { payload, .. }) => completion.complete_with(match payload {
+                ResponsePayload::Error(error) => record::error_ending(error.get()),
+                ResponsePayload::Result(result) => record::result_ending(result.get()),
+            }),
             Outcome::Forward(call) => call.audit = Some(completion),
             _ => completion.complete_with(("ok", None, None)),
         }
@@ -181,7 +174,7 @@ impl Completion {
         self.complete_with(record::outcome_of(response));
     }
 
-    fn complete_with(mut self, (outcome, error_code, is_error): (&'static str, Option<i64>, Option<bool>)) {
+    fn complete_with(mut self, (outcome, error_code, is_error): record::Ending) {
         let Some((log, base, started)) = self.inner.take() else {
             return;
         };
