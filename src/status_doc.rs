@@ -17,7 +17,8 @@ pub struct StatusDocument {
     pub upstreams: Vec<UpstreamStatus>,
     /// The open host sessions, oldest first.
     pub session_list: Vec<SessionStatus>,
-    /// The audit log, when `[audit]` keeps one.
+    /// The audit log, when `[audit]` keeps one (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditStatus>,
 }
 
