@@ -35,6 +35,10 @@ pub struct AuditStatus {
     pub write_errors: u64,
     /// The last write failure.
     pub last_error: Option<String>,
+    /// The sequence number and hash of the last line in the file (`audit verify` prints the same
+    /// for an intact file): kept elsewhere, they show whether lines were cut from its end.
+    pub last_seq: u64,
+    pub last_hash: Option<String>,
 }
 
 /// One open host session. The id is cut short: the whole id lets whoever has it act in the
@@ -176,6 +180,8 @@ mod tests {
                 dropped: 1,
                 write_errors: 2,
                 last_error: Some("No space left on device (os error 28)".into()),
+                last_seq: 12,
+                last_hash: Some("ab".repeat(32)),
             }),
         }
     }
@@ -195,7 +201,8 @@ mod tests {
                 r#""protocol_version":"2025-11-25","client":"inspector 2.12.0","age_secs":9,"#,
                 r#""idle_secs":2,"in_flight":1,"get_stream":true}],"audit":{"path":"/var/log/mcpmux/audit.jsonl","#,
                 r#""lines_written":10,"dropped":1,"write_errors":2,"#,
-                r#""last_error":"No space left on device (os error 28)"}}"#
+                r#""last_error":"No space left on device (os error 28)","last_seq":12,"#,
+                r#""last_hash":"abababababababababababababababababababababababababababababababab"}}"#
             )
         );
         let back: StatusDocument = serde_json::from_str(&text).expect("reads back");

@@ -87,7 +87,10 @@ impl AuditLog {
 
     /// What `/status` reports of it.
     pub fn status(&self) -> AuditStatus {
+        let head = self.counters.head.lock().clone();
         AuditStatus {
+            last_seq: head.seq,
+            last_hash: (head.seq > 0).then_some(head.prev),
             path: self.path.clone(),
             lines_written: self.counters.written.load(Ordering::Relaxed),
             dropped: self.counters.dropped.load(Ordering::Relaxed),

@@ -29,20 +29,20 @@ fn broken(text: &[u8]) -> Broken {
 
 #[test]
 fn an_intact_file_verifies() {
-    assert_eq!(
-        verify(&joined(&lines(5))),
-        Ok(Intact {
-            lines: 5,
-            last_seq: Some(5)
-        })
-    );
-    assert_eq!(
-        verify(b""),
-        Ok(Intact {
-            lines: 0,
-            last_seq: None
-        })
-    );
+    let file = lines(5);
+    let last_hash = Some(chain::hash(file[4].as_bytes()));
+    let intact = Intact {
+        lines: 5,
+        last_seq: Some(5),
+        last_hash,
+    };
+    assert_eq!(verify(&joined(&file)), Ok(intact));
+    let empty = Intact {
+        lines: 0,
+        last_seq: None,
+        last_hash: None,
+    };
+    assert_eq!(verify(b""), Ok(empty));
 }
 
 #[test]
@@ -117,13 +117,12 @@ async fn a_restart_continues_the_chain_of_the_file() {
         assert_eq!(log.status().lines_written, 3);
     }
     let text = std::fs::read(&path).expect("read");
-    assert_eq!(
-        verify(&text),
-        Ok(Intact {
-            lines: 6,
-            last_seq: Some(6)
-        })
-    );
+    let verdict = verify(&text).expect("intact");
+    assert_eq!((verdict.lines, verdict.last_seq), (6, Some(6)));
+    // /status shows the head of the chain that verify ends on.
+    let log = AuditLog::open(&file_config(&path)).expect("open");
+    let status = log.status();
+    assert_eq!((status.last_seq, status.last_hash), (6, verdict.last_hash));
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).expect("meta").permissions());
     assert_eq!(mode & 0o777, 0o600);

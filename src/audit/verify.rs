@@ -12,6 +12,8 @@ use std::path::Path;
 pub struct Intact {
     pub lines: usize,
     pub last_seq: Option<u64>,
+    /// The hash of the last line (what the next line's `prev` will be).
+    pub last_hash: Option<String>,
 }
 
 /// The first bad line (1-based) and why.
@@ -88,6 +90,7 @@ pub fn verify_reader(mut reader: impl BufRead) -> std::io::Result<Result<Intact,
     Ok(Ok(Intact {
         lines: n,
         last_seq: (n > 0).then(|| expected_seq - 1),
+        last_hash: (n > 0).then_some(expected_prev),
     }))
 }
 
@@ -126,8 +129,15 @@ pub fn command(path: &Path) -> u8 {
         }
     };
     match verdict {
-        Ok(Intact { lines, last_seq }) => {
-            let last = last_seq.map(|s| format!(", last seq {s}")).unwrap_or_default();
+        Ok(Intact {
+            lines,
+            last_seq,
+            last_hash,
+        }) => {
+            let last = match (last_seq, last_hash) {
+                (Some(seq), Some(hash)) => format!(", last seq {seq}, last hash {hash}"),
+                _ => String::new(),
+            };
             println!(
                 "{}: OK, {lines} line(s) checked, the chain is intact{last}",
                 path.display()

@@ -28,6 +28,8 @@ pub(super) struct Counters {
     pub dropped: AtomicU64,
     pub write_errors: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+    /// The chain's head: the last line written (its sequence number and hash).
+    pub head: Mutex<Chain>,
 }
 
 impl Counters {
@@ -44,6 +46,7 @@ pub(super) fn spawn(
     queue: usize,
     counters: Arc<Counters>,
 ) -> std::io::Result<SyncSender<Job>> {
+    *counters.head.lock() = chain.clone();
     let (tx, rx) = std::sync::mpsc::sync_channel(queue);
     std::thread::Builder::new()
         .name("mcpmux-audit".into())
@@ -78,6 +81,7 @@ fn run(rx: Receiver<Job>, mut sink: Box<dyn Write + Send>, mut chain: Chain, cou
         if lines > 0 {
             match sink.write_all(&batch).and_then(|()| sink.flush()) {
                 Ok(()) => {
+                    *counters.head.lock() = next.clone();
                     chain = next;
                     counters.written.fetch_add(lines, Ordering::Relaxed);
                 }

@@ -249,6 +249,23 @@ async fn decisions_and_outcomes_are_chained_lines_that_verify_finds_tampered() {
     let (code, out) = verify(&audit);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(&format!("{} line(s) checked", lines.len())), "{out}");
+    // /status shows the same head of the chain (to keep elsewhere: lines cut from the end show).
+    let status = reqwest::get(format!("http://127.0.0.1:{}/status", gw.port))
+        .await
+        .expect("GET /status")
+        .text()
+        .await
+        .unwrap_or_default();
+    let status: Value = serde_json::from_str(&status).expect("a status document");
+    let head = &status["audit"];
+    assert_eq!(head["last_seq"], lines.len() as u64, "{head}");
+    let last_hash = head["last_hash"].as_str().unwrap_or("none");
+    assert!(out.contains(&format!("last hash {last_hash}")), "{out}\n{head}");
+    assert_eq!(
+        (&head["dropped"], &head["write_errors"]),
+        (&json!(0), &json!(0)),
+        "{head}"
+    );
 
     // A restart appends to the same chain.
     gw.signal(libc::SIGTERM);
