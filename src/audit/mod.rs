@@ -75,14 +75,25 @@ impl AuditLog {
         }
     }
 
-    /// Wait (at most `timeout`) until every line queued so far is written.
+    /// Wait (at most `timeout`, even when the writer is stuck in a write) until every line
+    /// queued so far is written.
     pub async fn flush(&self, timeout: Duration) -> bool {
-        let queue = self.queue.clone();
-        let waited = tokio::task::spawn_blocking(move || {
-            let (ack, done) = std::sync::mpsc::sync_channel(1);
-            queue.send(Job::Flush(ack)).is_ok() && done.recv_timeout(timeout).is_ok()
-        });
-        matches!(tokio::time::timeout(timeout, waited).await, Ok(Ok(true)))
+        let deadline = std::time::Instant::now() + timeout;
+        let (ack, done) = std::sync::mpsc::sync_channel(1);
+        let mut job = Job::Flush(ack);
+        loop {
+            match self.queue.try_send(job) {
+                Ok(()) => break,
+                Err(TrySendError::Full(back)) if std::time::Instant::now() < deadline => {
+                    job = back;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(_) => return false,
+            }
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let waited = tokio::task::spawn_blocking(move || done.recv_timeout(left).is_ok());
+        waited.await.unwrap_or(false)
     }
 
     /// What `/status` reports of it.

@@ -187,3 +187,28 @@ async fn a_failing_sink_is_counted_and_the_chain_skips_what_was_not_written() {
         log.status()
     );
 }
+
+#[tokio::test]
+async fn a_flush_gives_up_at_its_deadline_when_the_writer_is_stuck() {
+    let (began, writing) = std::sync::mpsc::sync_channel(8);
+    let (release, held) = std::sync::mpsc::sync_channel(8);
+    let log = AuditLog::start(
+        "held".into(),
+        Box::new(Held { began, release: held }),
+        Chain::default(),
+        1,
+    )
+    .expect("start");
+    log.record(event("stuck"));
+    writing.recv().expect("the writer took the line");
+    log.record(event("queued"));
+    assert!(
+        !log.flush(Duration::from_millis(200)).await,
+        "the writer never finishes its write"
+    );
+    for _ in 0..4 {
+        let _ = release.send(());
+    }
+    assert!(log.flush(Duration::from_secs(10)).await);
+    assert_eq!(log.status().lines_written, 2);
+}
