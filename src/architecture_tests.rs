@@ -18,6 +18,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("session", 4),
     // Below core, which reads the principal's scopes for step-up; beside session (neither uses the other).
     ("auth", 4),
+    // A sink anything from core up may record to; it knows principals only as the strings it writes.
+    ("audit", 4),
     ("core", 5),
     ("middleware", 5),
     ("http", 6),
@@ -27,7 +29,7 @@ const LAYERS: &[(&str, u8)] = &[
 ];
 
 /// What `upstream` must never name: the host side.
-const HOST_SIDE: &[&str] = &["session", "core", "http", "admin", "middleware", "auth"];
+const HOST_SIDE: &[&str] = &["session", "core", "http", "admin", "middleware", "auth", "audit"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {

@@ -455,6 +455,9 @@ pub enum GatewayError {
     },
     #[error("server error: {0}")]
     Serve(std::io::Error),
+    /// The audit log cannot be opened or continued.
+    #[error("audit log: {0}")]
+    Audit(String),
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@
 //!  core          one pipeline for both eras: RequestCtx, methods/ (one file per method),
 //!                forwarded calls, era bridges, rate limits at admission, the hub (shared state)
 //!  session       host sessions (HostLink), registry (HostEvents), kept streams, listeners
+//!  audit         the hash-chained audit log (`[audit]`): its writer thread, `audit verify`,
+//!                request trace ids (beside session and auth)
 //!  upstream      connection actors, handles, supervisors, the pool; HostLink/HostEvents traits,
 //!                server-to-client routes, attribution rule, per-session connections
 //!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
@@ -28,6 +30,7 @@
 pub mod admin;
 #[cfg(test)]
 mod architecture_tests;
+pub mod audit;
 pub mod auth;
 pub mod catalog;
 pub mod config;
@@ -59,6 +62,8 @@ const UPSTREAM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Once the calls are over (finished, or answered with an error at the drain deadline), how long
 /// their last answers get to reach their hosts before the remaining connections are dropped.
 const ANSWER_GRACE: Duration = Duration::from_secs(2);
+/// How long a stop waits for the audit log's queued lines to be written.
+const AUDIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running gateway.
 pub struct Gateway {
@@ -153,15 +158,18 @@ impl Gateway {
                 tracing::warn!("a supervisor did not stop in time");
             }
         }
+        // Every call has ended (and recorded how): what is queued for the audit log goes out.
+        if let Some(audit) = &self.hub.audit {
+            if !audit.flush(AUDIT_FLUSH_TIMEOUT).await {
+                tracing::warn!("the audit log did not finish writing in time");
+            }
+        }
         tracing::info!("stopped");
     }
 }
 
 /// Bind the endpoint, start every upstream, and return the running gateway.
 pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
-    if let Some(message) = config.unenforced_policy_setting() {
-        return Err(GatewayError::Config(config::ConfigError::Invalid { message }));
-    }
     let config = Arc::new(config);
     let (listener, addr) = bind(config.gateway.listen).await?;
     let admin = match config.gateway.admin_listen {
@@ -169,7 +177,11 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         None => None,
     };
     let shutdown = CancellationToken::new();
-    let (hub, inputs) = Hub::new(config.clone(), shutdown.clone());
+    let audit = match &config.audit {
+        Some(audit) => Some(audit::AuditLog::open(audit).map_err(GatewayError::Audit)?),
+        None => None,
+    };
+    let (hub, inputs) = Hub::new(config.clone(), shutdown.clone(), audit);
     let mut tasks = Vec::new();
     for (id, events) in inputs.events {
         tasks.push(tokio::spawn(upstream::supervisor::supervise(

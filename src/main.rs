@@ -53,6 +53,21 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// The audit log (`[audit]`).
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check an audit log's hash chain: exit status 0 intact (and how many lines were checked),
+    /// 1 naming the first edited, removed, reordered or broken line and why, 2 unreadable.
+    Verify {
+        /// The audit log file.
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -104,6 +119,9 @@ fn main() -> ExitCode {
             let (groups, scopes) = (split_list(groups), split_list(scopes));
             return ExitCode::from(command(config, principal, &groups, &scopes, name));
         }
+        Command::Audit {
+            command: AuditCommand::Verify { file },
+        } => return ExitCode::from(mcpmux::audit::verify::command(file)),
     };
     let config = match mcpmux::Config::load(path) {
         Ok(c) => c,

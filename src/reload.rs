@@ -19,13 +19,19 @@ pub struct Reloaded {
     pub needs_restart: Vec<&'static str>,
 }
 
-/// Put what can change live of `new` in force on `hub`; refuse a configuration the gateway would
-/// refuse to start with (nothing changes then).
+/// Put what can change live of `new` in force on `hub`; refuse (changing nothing) rules the
+/// running gateway cannot honour: `audit_arguments` when it was started without `[audit]`.
 pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
-    if let Some(message) = new.unenforced_policy_setting() {
-        return Err(message);
-    }
     let old = hub.config();
+    if old.audit.is_none() {
+        if let Some(rule) = new.policy.iter().find(|rule| rule.audit_arguments) {
+            return Err(format!(
+                "[[policy]] at line {}: audit_arguments needs the audit log, and this gateway was \
+                 started without [audit] (adding it needs a restart)",
+                rule.line
+            ));
+        }
+    }
     let mut needs_restart = Vec::new();
     if new.gateway != old.gateway {
         needs_restart.push("[gateway]");
@@ -35,6 +41,9 @@ pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     }
     if new.auth != old.auth {
         needs_restart.push("[auth]");
+    }
+    if new.audit != old.audit {
+        needs_restart.push("[audit]");
     }
     let policy_changed = new.policy != old.policy;
     let in_force = Config {
@@ -68,7 +77,7 @@ mod tests {
     #[tokio::test]
     async fn the_policy_changes_live_and_the_rest_waits_for_a_restart() {
         let first = config(&format!("{KEYS}[[policy]]\nallow = [\"a__*\"]\n"));
-        let (hub, _inputs) = Hub::new(Arc::new(first.clone()), CancellationToken::new());
+        let (hub, _inputs) = Hub::new(Arc::new(first.clone()), CancellationToken::new(), None);
         let facts = crate::policy::PrincipalFacts::new("ci", [], []);
         assert!(hub.policy().decide(&facts, "a__x").allowed);
 
@@ -94,6 +103,17 @@ mod tests {
             "gateway settings keep their running value"
         );
         assert!(in_force.servers.is_empty());
+
+        // Arguments to audit, but no audit log running: refused, nothing changes.
+        let audited = config(&format!(
+            "{KEYS}[[policy]]\nallow = [\"c__*\"]\naudit_arguments = true\n[audit]\npath = \"-\"\n"
+        ));
+        let refused = apply(&hub, audited).unwrap_err();
+        assert!(
+            refused.starts_with("[[policy]] at line 4: audit_arguments needs the audit log"),
+            "{refused}"
+        );
+        assert!(hub.policy().decide(&facts, "b__x").allowed);
 
         // The same file again: nothing changed.
         let again = config(&format!(

@@ -210,6 +210,21 @@ pub fn render(doc: &StatusDocument) -> String {
         };
         sessions.write(&mut out);
     }
+    if let Some(audit) = &doc.audit {
+        let _ = writeln!(
+            out,
+            "\naudit log {}: {} line(s) written, {} dropped (queue full), {} lost to write errors{}",
+            one_line(&audit.path),
+            audit.lines_written,
+            audit.dropped,
+            audit.write_errors,
+            audit
+                .last_error
+                .as_deref()
+                .map(|e| format!(" (last: {})", one_line(e)))
+                .unwrap_or_default(),
+        );
+    }
     out
 }
 
@@ -262,6 +277,23 @@ impl Table<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_audit_log_line_says_what_was_written_and_lost() {
+        let doc = json!({"upstreams": [], "audit": {"path": "/var/log/a.jsonl", "lines_written": 7,
+            "dropped": 2, "write_errors": 1, "last_error": "No space left on device\n(os error 28)"}});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let text = render(&doc);
+        assert!(
+            text.ends_with(
+                "audit log /var/log/a.jsonl: 7 line(s) written, 2 dropped (queue full), 1 lost to write \
+                 errors (last: No space left on device (os error 28))\n"
+            ),
+            "{text}"
+        );
+        let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
+        assert!(!render(&none).contains("audit"));
+    }
 
     #[test]
     fn renders_one_line_per_upstream_and_tells_readiness() {

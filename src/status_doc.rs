@@ -17,6 +17,28 @@ pub struct StatusDocument {
     pub upstreams: Vec<UpstreamStatus>,
     /// The open host sessions, oldest first.
     pub session_list: Vec<SessionStatus>,
+    /// The audit log, when `[audit]` keeps one (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditStatus>,
+}
+
+/// The audit log's writer: how many lines it wrote, and how many it could not.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuditStatus {
+    /// The file, or `-` for stdout.
+    pub path: String,
+    pub lines_written: u64,
+    /// Lines dropped because the writer's queue was full.
+    pub dropped: u64,
+    /// Lines lost to failed writes.
+    pub write_errors: u64,
+    /// The last write failure.
+    pub last_error: Option<String>,
+    /// The sequence number and hash of the last line in the file (`audit verify` prints the same
+    /// for an intact file): kept elsewhere, they show whether lines were cut from its end.
+    pub last_seq: u64,
+    pub last_hash: Option<String>,
 }
 
 /// One open host session. The id is cut short: the whole id lets whoever has it act in the
@@ -152,6 +174,15 @@ mod tests {
                 in_flight: 1,
                 get_stream: true,
             }],
+            audit: Some(AuditStatus {
+                path: "/var/log/mcpmux/audit.jsonl".into(),
+                lines_written: 10,
+                dropped: 1,
+                write_errors: 2,
+                last_error: Some("No space left on device (os error 28)".into()),
+                last_seq: 12,
+                last_hash: Some("ab".repeat(32)),
+            }),
         }
     }
 
@@ -168,7 +199,10 @@ mod tests {
                 r#""protocol_version":null,"era":null,"tools":1,"prompts":2,"resources":3,"#,
                 r#""resourceTemplates":4,"shadowed":1}],"session_list":[{"id_prefix":"0123abcd","#,
                 r#""protocol_version":"2025-11-25","client":"inspector 2.12.0","age_secs":9,"#,
-                r#""idle_secs":2,"in_flight":1,"get_stream":true}]}"#
+                r#""idle_secs":2,"in_flight":1,"get_stream":true}],"audit":{"path":"/var/log/mcpmux/audit.jsonl","#,
+                r#""lines_written":10,"dropped":1,"write_errors":2,"#,
+                r#""last_error":"No space left on device (os error 28)","last_seq":12,"#,
+                r#""last_hash":"abababababababababababababababababababababababababababababababab"}}"#
             )
         );
         let back: StatusDocument = serde_json::from_str(&text).expect("reads back");

@@ -110,6 +110,7 @@ pub fn report(hub: &Hub) -> StatusDocument {
         calls_waiting_for_input: hub.parked.len() as u64,
         upstreams,
         session_list: sessions.iter().map(|s| session_entry(s)).collect(),
+        audit: hub.audit.as_ref().map(|audit| audit.status()),
     }
 }
 

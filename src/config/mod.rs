@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+mod audit;
 mod auth;
 mod id;
 mod paths;
@@ -19,6 +20,7 @@ mod raw;
 mod server;
 mod transport;
 mod validate;
+pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use id::{IdMap, UpstreamId};
 pub use policy::{PolicyRule, RateLimit, RatePeriod};
@@ -75,6 +77,8 @@ pub struct Config {
     /// `[auth]`; `None` authenticates nobody (only on loopback, or with
     /// `gateway.allow_unauthenticated`).
     pub auth: Option<AuthConfig>,
+    /// `[audit]`; `None` keeps no audit log.
+    pub audit: Option<AuditConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,11 +298,17 @@ impl Config {
                 ),
             });
         }
+        let audit = match &raw.audit {
+            Some(table) => Some(audit::build_audit(&ctx, table)?),
+            None => None,
+        };
+        audit::check_rules(source_name, &policy, audit.as_ref())?;
         let config = Config {
             gateway,
             servers,
             policy,
             auth,
+            audit,
         };
         // The rules of any configuration, pointed at the line of the server they are about.
         config.validate().map_err(|problem| {

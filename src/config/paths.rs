@@ -9,8 +9,16 @@ use std::path::{Component, Path, PathBuf};
 
 impl Config {
     /// Make every stdio server's working directory absolute against `base` (the directory of
-    /// the configuration file), and its command too when it is a relative path.
+    /// the configuration file), and its command too when it is a relative path; the audit log's
+    /// path too.
     pub fn resolve_paths(&mut self, base: &Path) {
+        if let Some(super::AuditConfig {
+            sink: super::AuditSink::File(path),
+            ..
+        }) = &mut self.audit
+        {
+            *path = join(base, path);
+        }
         for server in &mut self.servers {
             if let TransportConfig::Stdio { command, cwd, .. } = &mut server.transport {
                 let dir = match cwd.take() {
@@ -97,6 +105,27 @@ mod tests {
             TransportConfig::Http { .. }
         ));
         assert_eq!(stdio(&config, 5), ("node", Some(Path::new("/etc/mcpmux"))));
+    }
+
+    #[test]
+    fn a_relative_audit_path_follows_the_config_file() {
+        use crate::config::AuditSink;
+        let sink = |text: &str| load(text, "/etc/mcpmux").audit.map(|a| a.sink);
+        let file = |p: &str| Some(AuditSink::File(p.into()));
+        assert_eq!(
+            sink("[audit]\npath = \"audit.jsonl\""),
+            file("/etc/mcpmux/audit.jsonl")
+        );
+        assert_eq!(
+            sink("[audit]\npath = \"./log/a.jsonl\""),
+            file("/etc/mcpmux/log/a.jsonl")
+        );
+        assert_eq!(
+            sink("[audit]\npath = \"/var/log/a.jsonl\""),
+            file("/var/log/a.jsonl")
+        );
+        assert_eq!(sink("[audit]\npath = \"-\""), Some(AuditSink::Stdout));
+        assert_eq!(sink(""), None);
     }
 
     #[test]

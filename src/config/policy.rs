@@ -173,17 +173,3 @@ fn at_line(ctx: &Ctx<'_>, line: usize, msg: String) -> ConfigError {
 
 #[cfg(test)]
 mod tests;
-
-impl super::Config {
-    /// A `[[policy]]` setting this version parses but does not enforce yet (the audit log's
-    /// arguments): running with it would promise what is not done, so `serve` and
-    /// `check-config` refuse it.
-    pub fn unenforced_policy_setting(&self) -> Option<String> {
-        let rule = (self.policy.iter()).find(|rule| rule.audit_arguments)?;
-        let key = "audit_arguments";
-        Some(format!(
-            "[[policy]] at line {}: `{key}` is not enforced by this version yet; remove it",
-            rule.line
-        ))
-    }
-}

@@ -79,8 +79,8 @@ impl Config {
                 error(format!("{key}.command: {why}"));
             }
         }
-        if let Some(message) = self.unenforced_policy_setting() {
-            error(message);
+        if let Some(why) = self.audit_path_problem(workdir) {
+            error(format!("audit.path: {why}"));
         }
         if self.servers.is_empty() {
             found.push(Finding {
@@ -132,6 +132,25 @@ fn admin_findings(admin: SocketAddr, listen: SocketAddr) -> Vec<Finding> {
         });
     }
     found
+}
+
+impl Config {
+    /// Why the audit log's file could not be opened here (`serve` would refuse to start).
+    fn audit_path_problem(&self, workdir: &Path) -> Option<String> {
+        let Some(super::AuditConfig {
+            sink: super::AuditSink::File(path),
+            ..
+        }) = &self.audit
+        else {
+            return None;
+        };
+        let path = workdir.join(path);
+        if path.is_dir() {
+            return Some(format!("{} is a directory", path.display()));
+        }
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+        (!dir.is_dir()).then(|| format!("the directory {} of the audit log does not exist", dir.display()))
+    }
 }
 
 /// Where `command` would be found: a path (with a slash) relative to `dir`, else the first
@@ -220,24 +239,13 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_setting_not_enforced_yet_is_an_error() {
+    fn enforced_policy_settings_are_no_finding() {
         let keys = "\n[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s\"\n[servers.a]\ncommand = \"sh\"\n";
         let c = config(&format!(
-            "[[policy]]\nallow = [\"*\"]\naudit_arguments = true\n{keys}"
-        ));
-        let found = messages(&c.preflight(system_path(), Path::new("/")));
-        assert!(
-            found
-                .iter()
-                .any(|f| f.starts_with("error: [[policy]] at line 1: `audit_arguments` is not enforced")),
-            "{found:?}"
-        );
-        // Rate limits are enforced.
-        let limited = config(&format!(
-            "[[policy]]\nallow = [\"*\"]\nrate_limit = \"5/sec\"\n{keys}"
+            "[[policy]]\nallow = [\"*\"]\naudit_arguments = true\nrate_limit = \"5/sec\"\n{keys}[audit]\npath = \"-\"\n"
         ));
         assert_eq!(
-            messages(&limited.preflight(system_path(), Path::new("/"))),
+            messages(&c.preflight(system_path(), Path::new("/"))),
             Vec::<String>::new()
         );
     }
@@ -281,6 +289,23 @@ mod tests {
             ),
             "{network:?}"
         );
+    }
+
+    #[test]
+    fn an_audit_log_that_cannot_be_opened_is_an_error() {
+        let audit = |path: &str| config(&format!("[audit]\npath = {path:?}\n"));
+        let found =
+            messages(&audit("/mcpmux/no/such/dir/audit.jsonl").preflight(system_path(), Path::new("/")));
+        assert_eq!(
+            found[0],
+            "error: audit.path: the directory /mcpmux/no/such/dir of the audit log does not exist"
+        );
+        let found = messages(&audit("tmp").preflight(system_path(), Path::new("/")));
+        assert_eq!(found[0], "error: audit.path: /tmp is a directory");
+        for fine in ["-", "audit.jsonl", "/tmp/audit.jsonl"] {
+            let found = messages(&audit(fine).preflight(system_path(), Path::new("/tmp")));
+            assert!(!found.iter().any(|f| f.contains("audit")), "{fine}: {found:?}");
+        }
     }
 
     #[test]

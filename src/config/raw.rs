@@ -18,6 +18,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) policy: Vec<Spanned<RawPolicy>>,
     pub(super) auth: Option<super::auth::RawAuth>,
+    pub(super) audit: Option<super::audit::RawAudit>,
 }
 
 #[derive(Default, Deserialize)]
@@ -160,6 +161,7 @@ pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> Co
         .replace("struct RawGateway", "a table")
         .replace("struct RawPolicy", "a [[policy]] table")
         .replace("struct RawAuth", "the [auth] table")
+        .replace("struct RawAudit", "the [audit] table")
         .replace("struct RawApiKey", "an [[auth.api_keys]] table")
         .replace("struct RawStepUp", "an [[auth.step_up]] table");
     let message = match err.span() {

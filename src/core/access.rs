@@ -5,7 +5,7 @@
 use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
-use crate::policy::{Policy, PrincipalFacts};
+use crate::policy::{Decision, Policy, PrincipalFacts, Reason};
 use std::sync::Arc;
 
 /// One request's view under the policy in force.
@@ -32,6 +32,24 @@ impl Access {
     /// or template as hosts see it).
     pub fn permits(&self, exposed: &str) -> bool {
         self.filter()(exposed)
+    }
+
+    /// The decision on `exposed` and the rules that made it (what [`Access::permits`] answers,
+    /// with its reasons, for the audit log).
+    pub fn decide(&self, exposed: &str) -> Decision {
+        if self.policy.is_open() {
+            return Decision::new(true, Reason::NoPolicy, Vec::new());
+        }
+        match self.principal.as_deref() {
+            Some(principal) => self.policy.decide(&facts(principal), exposed),
+            None => Decision::new(false, Reason::NoRuleApplies, Vec::new()),
+        }
+    }
+
+    /// Whether a rule that applies to the principal says `audit_arguments = true`.
+    pub fn audit_arguments(&self) -> bool {
+        let principal = self.principal.as_deref();
+        principal.is_some_and(|p| self.policy.for_principal(&facts(p)).audit_arguments())
     }
 
     /// The same test for many names at once (a list), the principal's facts gathered once.

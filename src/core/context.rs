@@ -23,6 +23,8 @@ pub struct RequestCtx {
     pub principal: Option<Arc<Principal>>,
     /// The request's span.
     pub span: tracing::Span,
+    /// The request's trace id (its `traceparent`'s, else a fresh one), for the audit log.
+    pub trace_id: Arc<str>,
 }
 
 impl RequestCtx {
@@ -39,6 +41,7 @@ impl RequestCtx {
             session: Some(session),
             principal: None,
             span,
+            trace_id: crate::audit::trace_id::current(),
         }
     }
 
@@ -49,6 +52,7 @@ impl RequestCtx {
             session: None,
             principal: None,
             span: tracing::debug_span!("mcp_request", era = ?Era::Modern),
+            trace_id: crate::audit::trace_id::current(),
         }
     }
 

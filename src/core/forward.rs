@@ -59,6 +59,8 @@ pub struct ForwardedCall {
     pub drain: DrainTicket,
     /// The host request's span.
     pub span: tracing::Span,
+    /// Its audit line, written with its response (`None` without `[audit]`).
+    pub audit: Option<super::audit_trail::Completion>,
 }
 
 /// A call as a stop sees it: counted in flight while it lives (a stop waits for it), and
@@ -133,7 +135,20 @@ impl Drop for InflightGuard {
 impl ForwardedCall {
     /// The frames to send the host, ending with exactly one response (none when the host
     /// cancelled the call).
-    pub fn into_frames(self) -> impl futures_util::Stream<Item = Frame> + Send {
+    pub fn into_frames(mut self) -> impl futures_util::Stream<Item = Frame> + Send {
+        use futures_util::StreamExt;
+        let mut audit = self.audit.take();
+        self.frames().map(move |frame| {
+            if let Frame::Response(json) = &frame {
+                if let Some(completion) = audit.take() {
+                    completion.complete(json);
+                }
+            }
+            frame
+        })
+    }
+
+    fn frames(self) -> impl futures_util::Stream<Item = Frame> + Send {
         async_stream::stream! {
             let mut call = self;
             let mut rounds = 0;

@@ -41,6 +41,8 @@ pub struct Hub {
     pub rate_limits: RateLimiter,
     /// Who may use the gateway (`[auth]`, read at start); `None` authenticates nobody.
     pub auth: Option<Arc<crate::auth::Authenticator>>,
+    /// The audit log (`[audit]`, opened at start); `None` keeps none.
+    pub audit: Option<Arc<crate::audit::AuditLog>>,
     ties: Arc<HostTies>,
     born: std::time::Instant,
 }
@@ -48,7 +50,11 @@ pub struct Hub {
 impl Hub {
     /// Build the hub; returns what the supervisors start with. The upstreams stop on their own
     /// token (`upstreams.shutdown`), after the calls they serve have drained.
-    pub fn new(config: Arc<Config>, shutdown: CancellationToken) -> (Arc<Hub>, SupervisorInputs) {
+    pub fn new(
+        config: Arc<Config>,
+        shutdown: CancellationToken,
+        audit: Option<Arc<crate::audit::AuditLog>>,
+    ) -> (Arc<Hub>, SupervisorInputs) {
         let sessions = Arc::new(SessionRegistry::new());
         let ties = Arc::new(HostTies::new());
         let stop_upstreams = CancellationToken::new();
@@ -62,6 +68,7 @@ impl Hub {
             drain_expired: CancellationToken::new(),
             parked: Arc::new(ParkedCalls::default()),
             auth: crate::auth::Authenticator::from_config(&config),
+            audit,
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),
             rate_limits: RateLimiter::default(),
             ties,

@@ -1,8 +1,11 @@
 //! The request pipeline between host faces and upstreams, one for both eras: each request's
-//! context, one file per method ([`methods`]), forwarded calls and their frames, the bridges
+//! context, one file per method ([`methods`]), what the audit log hears of them, forwarded calls and their frames, the bridges
 //! between the two protocol eras, and the gateway's shared state ([`hub`]).
 
 pub mod access;
+pub mod audit_trail;
+#[cfg(test)]
+mod audit_trail_tests;
 pub mod context;
 pub mod forward;
 pub mod hub;

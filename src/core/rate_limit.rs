@@ -93,7 +93,7 @@ mod tests {
     fn each_principal_has_the_limits_of_its_applying_rules() {
         let rules = "[[policy]]\nallow = [\"*\"]\nrate_limit = \"3/min\"\n\
                      [[policy]]\ngroups = [\"eng\"]\nallow = [\"*\"]\nrate_limit = \"2/hour\"\n";
-        let (hub, _inputs) = Hub::new(Arc::new(config(rules)), CancellationToken::new());
+        let (hub, _inputs) = Hub::new(Arc::new(config(rules)), CancellationToken::new(), None);
         let (a, b) = (principal("a", &["eng"]), principal("b", &[]));
         assert_eq!(
             passes(&hub, &a),
@@ -129,7 +129,7 @@ mod tests {
                  [[policy]]\nprincipals = [\"b\"]\nallow = [\"*\"]\nrate_limit = \"1/hour\"\n"
             )
         };
-        let (hub, _inputs) = Hub::new(Arc::new(config(&rules("1/min"))), CancellationToken::new());
+        let (hub, _inputs) = Hub::new(Arc::new(config(&rules("1/min"))), CancellationToken::new(), None);
         let (a, b) = (principal("a", &[]), principal("b", &[]));
         assert_eq!(passes(&hub, &a), 1);
         assert_eq!(passes(&hub, &b), 1, "b has buckets of its own");

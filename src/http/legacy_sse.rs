@@ -436,7 +436,7 @@ mod tests {
     #[tokio::test]
     async fn a_host_that_stops_reading_loses_its_session() {
         let config = crate::Config::from_toml_str("", "test.toml", &|_| None).unwrap();
-        let (hub, _inputs) = Hub::new(Arc::new(config), CancellationToken::new());
+        let (hub, _inputs) = Hub::new(Arc::new(config), CancellationToken::new(), None);
         let legacy = Legacy {
             hub: hub.clone(),
             message_path: "/message".into(),

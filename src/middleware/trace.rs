@@ -1,8 +1,11 @@
-//! A tracing span around every host request (method, path, session), at debug level: the
-//! handler runs inside it, and when debug is off it costs a disabled span and nothing else (no
-//! body wrapping, no timing).
+//! A tracing span around every host request (method, path, session, trace id), at debug level:
+//! the handler runs inside it, and when debug is off it costs a disabled span and nothing else (no
+//! body wrapping, no timing). Each request gets its trace id here: the W3C `traceparent`'s
+//! trace-id when the request carries a valid one, else a fresh one; the audit log records it.
 
+use crate::audit::trace_id;
 use http::Request;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower::{Layer, Service};
 use tracing::Instrument;
@@ -25,7 +28,7 @@ pub struct Trace<S> {
     inner: S,
 }
 
-fn request_span<B>(request: &Request<B>) -> tracing::Span {
+fn request_span<B>(request: &Request<B>, trace_id: &str) -> tracing::Span {
     if !tracing::enabled!(tracing::Level::DEBUG) {
         return tracing::Span::none();
     }
@@ -39,6 +42,7 @@ fn request_span<B>(request: &Request<B>) -> tracing::Span {
         method = %request.method(),
         path = %request.uri().path(),
         session,
+        trace_id,
     )
 }
 
@@ -49,15 +53,18 @@ where
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = tracing::instrument::Instrumented<S::Future>;
+    type Future =
+        tokio::task::futures::TaskLocalFuture<Arc<str>, tracing::instrument::Instrumented<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let span = request_span(&request);
-        self.inner.call(request).instrument(span)
+        let traceparent = request.headers().get("traceparent").and_then(|v| v.to_str().ok());
+        let trace_id = trace_id::from_traceparent(traceparent);
+        let span = request_span(&request, &trace_id);
+        trace_id::scope(trace_id, self.inner.call(request).instrument(span))
     }
 }
 

@@ -225,7 +225,7 @@ impl PrincipalView<'_> {
 }
 
 impl Decision {
-    fn new(allowed: bool, reason: Reason, because: Vec<RuleMatch>) -> Decision {
+    pub fn new(allowed: bool, reason: Reason, because: Vec<RuleMatch>) -> Decision {
         Decision {
             allowed,
             reason,

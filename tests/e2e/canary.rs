@@ -197,7 +197,8 @@ async fn no_credential_appears_anywhere_mcpmux_writes() {
          introspection = {{ endpoint = \"{issuer}/introspect-opaque\", client_id = \"mcpmux\", client_secret = \"s3cret\" }}\n\
          [[auth.api_keys]]\nname = \"ci\"\nkey = \"{API_KEY}\"\ngroups = [\"ci\"]\n\
          [[auth.step_up]]\ntools = [\"t__whoami\"]\nscopes = [\"mcp:write\"]\n\
-         [[policy]]\nallow = [\"*\"]\ndeny = [\"h__trigger-*\"]\n",
+         [[policy]]\nallow = [\"*\"]\ndeny = [\"h__trigger-*\"]\naudit_arguments = true\n\
+         [audit]\npath = \"audit.jsonl\"\n",
         test_server_toml("t", &[], Some(&stdio_log)),
     );
     let mut gateway = ServeProcess::start(&dir, "", &servers, &dir, &[("RUST_LOG", "trace")]);
@@ -391,6 +392,11 @@ async fn no_credential_appears_anywhere_mcpmux_writes() {
         }
     }
     // They were all written to (a canary over empty text proves nothing).
+    let audit = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default();
+    assert!(
+        audit.contains("\"decision\"") && audit.contains("through http") && audit.contains("\"denied\""),
+        "the audit log holds decisions, arguments and refusals:\n{audit}"
+    );
     assert!(
         log.contains("TRACE") && log.contains("tools/call"),
         "trace log:\n{log}"

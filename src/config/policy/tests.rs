@@ -42,6 +42,9 @@ audit_arguments = true
 [[policy]]
 groups = ["${TEAM}", "ops"]
 allow = ["*"]
+
+[audit]
+path = "-"
 "#;
 
 #[test]

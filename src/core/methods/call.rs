@@ -7,6 +7,7 @@ use super::{down_owner, required_str, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
 use crate::core::access::Access;
+use crate::core::audit_trail::Trail;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::error::RequestError;
@@ -19,8 +20,8 @@ pub async fn serve(
     id: RequestId,
     method: String,
     mut params: RawObject,
-    kind: ListKind,
-    shape: ResultShape,
+    (kind, shape): (ListKind, ResultShape),
+    trail: &mut Trail,
 ) -> Outcome {
     let name = match required_str(&params, "name", &id) {
         Ok(name) => name,
@@ -29,15 +30,19 @@ pub async fn serve(
     let catalog = hub.catalog.snapshot();
     // A name the policy hides is answered as one that does not exist.
     let access = Access::of(hub, ctx);
-    let permitted = access.permits(&name);
-    let Some(item) = catalog.list(kind).lookup(&name).filter(|_| permitted) else {
+    let decision = access.decide(&name);
+    let permitted = decision.allowed;
+    let found = catalog.list(kind).lookup(&name);
+    let target = found.map(|item| (&item.upstream, item.original.as_str()));
+    trail.decided(hub, &access, &name, &decision, target, &params);
+    let Some(item) = found.filter(|_| permitted) else {
         if let Some(down) = down_owner(hub, &name).filter(|_| permitted) {
             return Outcome::refused(id, down);
         }
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
         return Outcome::refused(id, RequestError::UnknownName { what, name });
     };
-    if let Some(refusal) = step_up(hub, ctx, &name) {
+    if let Some(refusal) = step_up(hub, ctx, &name, trail) {
         return Outcome::Denied { id, refusal };
     }
     let mut target = Target::new(item.upstream.clone(), shape);
@@ -59,10 +64,17 @@ pub async fn serve(
 
 /// The refusal of a use of `exposed` (a tool or prompt name, a resource URI) by a principal
 /// without the scopes `[[auth.step_up]]` asks of it.
-pub(super) fn step_up(hub: &Hub, ctx: &RequestCtx, exposed: &str) -> Option<crate::error::DownstreamError> {
+/// The refusal is noted on `trail`.
+pub(super) fn step_up(
+    hub: &Hub,
+    ctx: &RequestCtx,
+    exposed: &str,
+    trail: &mut Trail,
+) -> Option<crate::error::DownstreamError> {
     use crate::auth::challenge::{refusal, Failure};
     let (auth, principal) = (hub.auth.as_ref()?, ctx.principal.as_ref()?);
     let needed = auth.step_up(principal, exposed)?;
+    trail.refused_by_step_up(&needed);
     tracing::info!(principal = %principal.name, name = exposed, "step-up: it needs scopes {needed:?}");
     let failure = Failure::InsufficientScope(needed);
     Some(refusal(&failure, auth.challenge(&failure)))

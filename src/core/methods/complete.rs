@@ -5,6 +5,7 @@ use super::{start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::catalog::ListKind;
 use crate::core::access::Access;
+use crate::core::audit_trail::Trail;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::error::RequestError;
@@ -17,30 +18,44 @@ pub async fn serve(
     id: RequestId,
     method: String,
     mut params: RawObject,
+    trail: &mut Trail,
 ) -> Outcome {
     let Some(mut reference) = params.get_object("ref") else {
         return Outcome::refused(id, RequestError::MissingParam("ref"));
     };
     let catalog = hub.catalog.snapshot();
-    // A reference the policy hides is as unknown as one that does not exist.
-    let access = Access::of(hub, ctx);
-    let target = match reference.get_str("type").as_deref() {
-        Some("ref/prompt") => reference.get_str("name").and_then(|name| {
-            let item = catalog.list(ListKind::Prompts).lookup(&name)?;
-            access
-                .permits(&name)
-                .then(|| (item.upstream.clone(), "name", item.original.clone()))
-        }),
-        Some("ref/resource") => reference
-            .get_str("uri")
-            .and_then(|uri| catalog.resolve_uri(&uri).ok())
-            .filter(|(upstream, original)| {
-                let exposed = catalog.naming(upstream).map(|n| n.expose_uri(original));
-                exposed.is_some_and(|exposed| access.permits(&exposed))
-            })
-            .map(|(upstream, original)| (upstream, "uri", original)),
-        _ => None,
+    // The exposed name or URI the reference names, and the upstream and original it resolves to.
+    let (exposed, found) = match reference.get_str("type").as_deref() {
+        Some("ref/prompt") => match reference.get_str("name") {
+            Some(name) => {
+                let item = catalog.list(ListKind::Prompts).lookup(&name);
+                let found = item.map(|item| (item.upstream.clone(), "name", item.original.clone()));
+                (Some(name), found)
+            }
+            None => (None, None),
+        },
+        Some("ref/resource") => match reference.get_str("uri") {
+            Some(uri) => match catalog.resolve_uri(&uri) {
+                Ok((upstream, original)) => {
+                    let exposed = catalog.naming(&upstream).map_or(uri, |n| n.expose_uri(&original));
+                    (Some(exposed), Some((upstream, "uri", original)))
+                }
+                Err(_) => (Some(uri), None),
+            },
+            None => (None, None),
+        },
+        _ => (None, None),
     };
+    // A reference the policy hides is as unknown as one that does not exist.
+    let target = exposed.and_then(|exposed| {
+        let access = Access::of(hub, ctx);
+        let decision = access.decide(&exposed);
+        let at = found
+            .as_ref()
+            .map(|(upstream, _, original)| (upstream, original.as_str()));
+        trail.decided(hub, &access, &exposed, &decision, at, &params);
+        found.filter(|_| decision.allowed)
+    });
     let Some((upstream, key, original)) = target else {
         return Outcome::refused(id, RequestError::UnknownReference);
     };

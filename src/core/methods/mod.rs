@@ -17,6 +17,7 @@ pub mod subscribe;
 mod tests;
 
 use super::access::Access;
+use super::audit_trail::Trail;
 use super::context::{Era, RequestCtx};
 use super::forward::{Deadline, DrainTicket, ForwardedCall};
 use super::hub::Hub;
@@ -138,7 +139,14 @@ struct ResolvedUri {
 /// answer saying why not: which `mcpmux://` forms would work, or that the upstream is down.
 /// A URI the request's principal may not see is answered as one that does not exist, and the
 /// forms an ambiguous URI names are only those it may see (one left: that one is meant).
-fn resolve_uri(hub: &Hub, ctx: &RequestCtx, uri: &str, id: &RequestId) -> Result<ResolvedUri, Outcome> {
+/// The decision is noted on `trail`.
+fn resolve_uri(
+    hub: &Hub,
+    ctx: &RequestCtx,
+    (uri, params): (&str, &RawObject),
+    id: &RequestId,
+    trail: &mut Trail,
+) -> Result<ResolvedUri, Outcome> {
     let catalog = hub.catalog.snapshot();
     let access = Access::of(hub, ctx);
     let not_found = || {
@@ -151,7 +159,10 @@ fn resolve_uri(hub: &Hub, ctx: &RequestCtx, uri: &str, id: &RequestId) -> Result
         Err(UriMiss::Ambiguous(candidates)) => {
             let candidates: Vec<String> = candidates.into_iter().filter(|c| access.permits(c)).collect();
             match candidates.as_slice() {
-                [] => return Err(not_found()),
+                [] => {
+                    trail.decided(hub, &access, uri, &access.decide(uri), None, params);
+                    return Err(not_found());
+                }
                 [only] => catalog.resolve_uri(only),
                 _ => Err(UriMiss::Ambiguous(candidates)),
             }
@@ -163,7 +174,16 @@ fn resolve_uri(hub: &Hub, ctx: &RequestCtx, uri: &str, id: &RequestId) -> Result
             let exposed = catalog
                 .naming(&upstream)
                 .map_or_else(|| uri.to_string(), |n| n.expose_uri(&original));
-            if !access.permits(&exposed) {
+            let decision = access.decide(&exposed);
+            trail.decided(
+                hub,
+                &access,
+                &exposed,
+                &decision,
+                Some((&upstream, &original)),
+                params,
+            );
+            if !decision.allowed {
                 return Err(not_found());
             }
             Ok(ResolvedUri {
@@ -203,7 +223,7 @@ pub async fn request(
     if let Err(error) = params::check(&method, &params) {
         return refuse_in_era(ctx, id, error);
     }
-    let outcome = match method.as_str() {
+    match method.as_str() {
         // These answer in the request's era themselves.
         "server/discover" => return Outcome::Reply(discover::serve(hub, id)),
         "tools/list" => return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Tools, &params)),
@@ -212,6 +232,11 @@ pub async fn request(
         "resources/templates/list" => {
             return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Templates, &params))
         }
+        _ => {}
+    }
+    // What the audit log hears of the gated methods: the decision their `serve` notes, then the outcome.
+    let mut trail = Trail::start(hub, ctx, &method);
+    let outcome = match method.as_str() {
         "ping" => Outcome::Reply(result_response(id, raw("{}".into()))),
         "initialize" => Outcome::refused(id, RequestError::AlreadyInitialized),
         "tools/call" => {
@@ -221,8 +246,8 @@ pub async fn request(
                 id,
                 method,
                 params,
-                ListKind::Tools,
-                ResultShape::ToolResult,
+                (ListKind::Tools, ResultShape::ToolResult),
+                &mut trail,
             )
             .await
         }
@@ -233,19 +258,20 @@ pub async fn request(
                 id,
                 method,
                 params,
-                ListKind::Prompts,
-                ResultShape::PromptResult,
+                (ListKind::Prompts, ResultShape::PromptResult),
+                &mut trail,
             )
             .await
         }
-        "resources/read" => read::serve(hub, ctx, id, method, params).await,
+        "resources/read" => read::serve(hub, ctx, id, method, params, &mut trail).await,
         "resources/subscribe" | "resources/unsubscribe" => {
-            subscribe::serve(hub, ctx, id, method, params).await
+            subscribe::serve(hub, ctx, id, method, params, &mut trail).await
         }
-        "completion/complete" => complete::serve(hub, ctx, id, method, params).await,
+        "completion/complete" => complete::serve(hub, ctx, id, method, params, &mut trail).await,
         "logging/setLevel" => set_level::serve(hub, ctx, id, &params).await,
         _ => Outcome::refused(id, RequestError::MethodNotFound(method)),
     };
+    let outcome = trail.finish(outcome);
     match (ctx.era, outcome) {
         (Era::Modern, Outcome::Reply(reply)) => Outcome::Reply(shape_reply(reply, None)),
         (_, outcome) => outcome,
@@ -382,6 +408,7 @@ async fn start_call(
         shape,
         naming: slot.naming.clone(),
         span: ctx.span.clone(),
+        audit: None,
         deadline: Deadline::new(
             timeout,
             slot.server.timeout_resets_on_progress,

@@ -5,6 +5,7 @@
 use super::{down_upstream, required_str, resolve_uri, start_call, Outcome, Target};
 use crate::catalog::results::ResultShape;
 use crate::config::Isolation;
+use crate::core::audit_trail::Trail;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::error::RequestError;
@@ -18,6 +19,7 @@ pub async fn serve(
     id: RequestId,
     method: String,
     mut params: RawObject,
+    trail: &mut Trail,
 ) -> Outcome {
     let Some(session) = ctx.session.as_ref() else {
         return Outcome::refused(id, RequestError::NoSession);
@@ -26,12 +28,12 @@ pub async fn serve(
         Ok(uri) => uri,
         Err(refusal) => return refusal,
     };
-    let resolved = match resolve_uri(hub, ctx, &uri, &id) {
+    let resolved = match resolve_uri(hub, ctx, (&uri, &params), &id, trail) {
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
     // Kept under the URI mcpmux's updates name (a bare URI's owner may be namespaced).
-    if let Some(refusal) = super::call::step_up(hub, ctx, &resolved.exposed) {
+    if let Some(refusal) = super::call::step_up(hub, ctx, &resolved.exposed, trail) {
         return Outcome::Denied { id, refusal };
     }
     if let Some(down) = down_upstream(hub, &resolved.upstream, &uri) {

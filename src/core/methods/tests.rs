@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 fn hub() -> Arc<Hub> {
     let config = Config::from_toml_str("[servers.t]\ncommand = \"unused\"\n", "t.toml", &|_| None).unwrap();
-    let (hub, _inputs) = Hub::new(Arc::new(config), CancellationToken::new());
+    let (hub, _inputs) = Hub::new(Arc::new(config), CancellationToken::new(), None);
     let tools = ["echo", "add"].map(|name| {
         RawObject::parse(&format!(
             r#"{{"name":"{name}","inputSchema":{{"type":"object"}}}}"#

@@ -1,0 +1,203 @@
+//! What the audit log hears of one gated request (`tools/call`, `prompts/get`, `resources/read`,
+//! `resources/subscribe`, `completion/complete`): the method's `serve` notes the policy's decision
+//! (and a step-up refusal) on its [`Trail`]; when `serve` returns, the decision line is written,
+//! and once the request completes, a line with its outcome. Nothing is recorded without `[audit]`.
+
+use super::access::Access;
+use super::context::RequestCtx;
+use super::hub::Hub;
+use super::methods::Outcome;
+use crate::audit::{record, AuditLog, Event, Kind};
+use crate::config::UpstreamId;
+use crate::policy::Decision;
+use crate::protocol::{Message, RawObject, ResponsePayload};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One gated request's audit record in the making.
+pub struct Trail {
+    pending: Option<Box<Pending>>,
+}
+
+struct Pending {
+    log: Arc<AuditLog>,
+    /// The request's facts: who, which session and trace, the method; then the name and target.
+    base: Event,
+    started: Instant,
+    /// The decision, once `serve` asked the policy: allowed, rule, line, reason, arguments.
+    decided: Option<Decided>,
+}
+
+struct Decided {
+    allowed: bool,
+    rule: Option<(usize, usize)>,
+    reason: String,
+    arguments: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl Trail {
+    /// The trail of a request to `method`; an inert one without an audit log.
+    pub fn start(hub: &Hub, ctx: &RequestCtx, method: &str) -> Trail {
+        let Some(log) = hub.audit.clone() else {
+            return Trail { pending: None };
+        };
+        let principal = ctx.principal.as_deref().map(|p| match &p.issuer {
+            Some(issuer) => record::Principal {
+                issuer: Some(issuer.clone()),
+                subject: Some(p.name.clone()),
+                client_id: p.client_id.clone(),
+                ..Default::default()
+            },
+            None => record::Principal {
+                api_key: Some(p.name.clone()),
+                client_id: p.client_id.clone(),
+                ..Default::default()
+            },
+        });
+        let base = Event {
+            trace_id: ctx.trace_id.to_string(),
+            session: ctx.session.as_ref().map(|s| s.id.clone()),
+            principal,
+            method: method.to_string(),
+            ..Event::default()
+        };
+        Trail {
+            pending: Some(Box::new(Pending {
+                log,
+                base,
+                started: Instant::now(),
+                decided: None,
+            })),
+        }
+    }
+
+    /// The policy decided on `exposed` (going to `target`, the upstream and its own name, when
+    /// it exists). The request's arguments are kept when a rule that applies asks for them.
+    pub fn decided(
+        &mut self,
+        hub: &Hub,
+        access: &Access,
+        exposed: &str,
+        decision: &Decision,
+        target: Option<(&UpstreamId, &str)>,
+        params: &RawObject,
+    ) {
+        let Some(pending) = self.pending.as_mut() else {
+            return;
+        };
+        pending.base.name = Some(exposed.to_string());
+        if let Some((upstream, original)) = target {
+            let name = (hub.upstreams.get(upstream))
+                .map_or_else(|| upstream.as_str().to_string(), |s| s.server.name.clone());
+            pending.base.upstream = Some(name);
+            pending.base.original = Some(original.to_string());
+        }
+        let arguments = access
+            .audit_arguments()
+            .then(|| {
+                params
+                    .get("arguments")
+                    .or_else(|| params.get("argument"))
+                    .map(|a| a.to_owned())
+            })
+            .flatten();
+        pending.decided = Some(Decided {
+            allowed: decision.allowed,
+            rule: decision.because.first().map(|m| (m.rule, m.line)),
+            reason: decision.to_string(),
+            arguments,
+        });
+    }
+
+    /// The policy allowed it, but `[[auth.step_up]]` wants scopes the principal lacks.
+    pub fn refused_by_step_up(&mut self, needed: &[String]) {
+        let Some(decided) = self.pending.as_mut().and_then(|p| p.decided.as_mut()) else {
+            return;
+        };
+        decided.allowed = false;
+        decided.reason = format!("step-up: it needs scopes {needed:?} ({})", decided.reason);
+    }
+
+    /// `serve` is done: the decision line goes out, and the completion line now (an answer of
+    /// mcpmux's own) or when the forwarded call ends.
+    pub fn finish(self, mut outcome: Outcome) -> Outcome {
+        let Some(pending) = self.pending else {
+            return outcome;
+        };
+        let Pending {
+            log,
+            base,
+            started,
+            decided,
+        } = *pending;
+        let Some(decided) = decided else { return outcome };
+        let (rule, rule_line) = decided.rule.map_or((None, None), |(i, line)| {
+            (Some(format!("policy[{i}]")), Some(line))
+        });
+        log.record(Event {
+            time: record::now_rfc3339(),
+            event: Kind::Decision,
+            decision: Some(if decided.allowed { "allowed" } else { "denied" }),
+            rule,
+            rule_line,
+            reason: Some(decided.reason),
+            arguments: decided.arguments,
+            ..base.clone()
+        });
+        if !decided.allowed {
+            return outcome;
+        }
+        let completion = Completion {
+            inner: Some((log, base, started)),
+        };
+        match &mut outcome {
+            Outcome::Reply(Message::Response { payload, .. }) => completion.complete_with(match payload {
+                ResponsePayload::Error(error) => record::error_ending(error.get()),
+                ResponsePayload::Result(result) => record::result_ending(result.get()),
+            }),
+            Outcome::Forward(call) => call.audit = Some(completion),
+            _ => completion.complete_with(("ok", None, None)),
+        }
+        outcome
+    }
+}
+
+/// The completion line of a forwarded call still to come: written with the call's response,
+/// or as `cancelled` if the call ends without one (the host cancelled it or went away).
+pub struct Completion {
+    inner: Option<(Arc<AuditLog>, Event, Instant)>,
+}
+
+impl Completion {
+    /// The call's response (its JSON-RPC text) reached the host.
+    pub fn complete(self, response: &str) {
+        self.complete_with(record::outcome_of(response));
+    }
+
+    fn complete_with(mut self, (outcome, error_code, is_error): record::Ending) {
+        let Some((log, base, started)) = self.inner.take() else {
+            return;
+        };
+        log.record(Event {
+            time: record::now_rfc3339(),
+            event: Kind::Completed,
+            outcome: Some(outcome),
+            error_code,
+            is_error,
+            // Milliseconds to the microsecond.
+            duration_ms: Some(started.elapsed().as_micros() as f64 / 1000.0),
+            ..base
+        });
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if self.inner.is_some() {
+            Completion {
+                inner: self.inner.take(),
+            }
+            .complete_with(("cancelled", None, None));
+        }
+    }
+}
