@@ -82,7 +82,7 @@ where
                 Ok(principal) => {
                     tracing::debug!(principal = %principal.name, "authenticated");
                     request.headers_mut().remove(header::AUTHORIZATION);
-                    request.extensions_mut().insert(Arc::new(principal));
+                    request.extensions_mut().insert(principal);
                     inner.call(request).await
                 }
                 Err(failure) => {
@@ -119,7 +119,7 @@ async fn after_reading_body(request: Request<Body>, mut response: Response) -> R
 }
 
 /// The principal of a bearer token, holding the required scopes.
-pub async fn authenticate(auth: &Authenticator, token: &str) -> Result<Principal, Failure> {
+pub async fn authenticate(auth: &Authenticator, token: &str) -> Result<Arc<Principal>, Failure> {
     let principal = auth.verify(token).await?;
     auth.check_required(&principal)?;
     Ok(principal)

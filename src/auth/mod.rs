@@ -55,6 +55,9 @@ pub struct Authenticator {
     metadata_url: String,
     jwt: Option<jwt::JwtVerifier>,
     introspection: Option<introspection::Introspector>,
+    /// The principal of each `[[auth.api_keys]]`, in their order, made once: a request with a
+    /// key shares it.
+    key_principals: Vec<Arc<Principal>>,
 }
 
 impl Authenticator {
@@ -77,11 +80,25 @@ impl Authenticator {
                 auth.groups_claim.clone(),
             )
         });
+        // An API key is the operator's own credential: it holds every configured scope.
+        let every_scope = auth.with_implied(every_scope(&auth));
+        let key_principals = (auth.api_keys.iter())
+            .map(|key| {
+                Arc::new(Principal {
+                    name: key.name.clone(),
+                    issuer: None,
+                    client_id: None,
+                    groups: key.groups.clone(),
+                    scopes: every_scope.clone(),
+                })
+            })
+            .collect();
         Some(Arc::new(Authenticator {
             introspection,
             metadata_url: metadata::metadata_url(&config.gateway.public_url),
             config: auth,
             jwt,
+            key_principals,
         }))
     }
 
@@ -91,23 +108,19 @@ impl Authenticator {
 
     /// The principal a bearer token names, or why it names none; its scopes include those
     /// `[auth.scope_implies]` makes its granted ones imply.
-    pub async fn verify(&self, token: &str) -> Result<Principal, Failure> {
-        let mut principal = self.identify(token).await?;
+    pub async fn verify(&self, token: &str) -> Result<Arc<Principal>, Failure> {
+        if let Some(i) = api_key::find(&self.config.api_keys, token) {
+            if let Some(principal) = self.key_principals.get(i) {
+                return Ok(principal.clone());
+            }
+        }
+        let mut principal = self.verify_token(token).await?;
         principal.scopes = self.config.with_implied(std::mem::take(&mut principal.scopes));
-        Ok(principal)
+        Ok(Arc::new(principal))
     }
 
-    async fn identify(&self, token: &str) -> Result<Principal, Failure> {
-        if let Some(key) = api_key::find(&self.config.api_keys, token) {
-            return Ok(Principal {
-                name: key.name.clone(),
-                issuer: None,
-                client_id: None,
-                groups: key.groups.clone(),
-                // An API key is the operator's own credential: it holds every configured scope.
-                scopes: self.every_scope(),
-            });
-        }
+    /// A JWT by its signature, or an opaque token by introspection.
+    async fn verify_token(&self, token: &str) -> Result<Principal, Failure> {
         match (&self.jwt, &self.introspection) {
             (Some(verifier), _) if token.split('.').count() == 3 => verifier.verify(token).await,
             (_, Some(introspector)) => introspector.verify(token).await,
@@ -158,16 +171,17 @@ impl Authenticator {
         };
         base.iter().filter(|s| *s != "offline_access").cloned().collect()
     }
+}
 
-    fn every_scope(&self) -> Vec<String> {
-        let mut all = BTreeSet::new();
-        all.extend(self.config.scopes_supported.iter().cloned());
-        all.extend(self.config.required_scopes.iter().cloned());
-        for rule in &self.config.step_up {
-            all.extend(rule.scopes.iter().cloned());
-        }
-        all.into_iter().collect()
+/// Every scope `[auth]` names (supported, required, step-up), sorted.
+fn every_scope(config: &AuthConfig) -> Vec<String> {
+    let mut all = BTreeSet::new();
+    all.extend(config.scopes_supported.iter().cloned());
+    all.extend(config.required_scopes.iter().cloned());
+    for rule in &config.step_up {
+        all.extend(rule.scopes.iter().cloned());
     }
+    all.into_iter().collect()
 }
 
 #[cfg(test)]

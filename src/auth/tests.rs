@@ -387,7 +387,7 @@ fn jwt_auth(issuer: &str) -> Arc<Authenticator> {
     Authenticator::from_config(&c).unwrap()
 }
 
-async fn verdict(auth: &Authenticator, token: &str) -> Result<Principal, Failure> {
+async fn verdict(auth: &Authenticator, token: &str) -> Result<Arc<Principal>, Failure> {
     auth.verify(token).await
 }
 
