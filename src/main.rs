@@ -167,9 +167,25 @@ async fn serve(config: mcpmux::Config, path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    while let Signal::Reload = signals.next().await {
-        reload(&gateway, path);
+    let watching = tokio_util::sync::CancellationToken::new();
+    let mut edits = mcpmux::reload::watch_file(
+        path.to_path_buf(),
+        mcpmux::reload::WATCH_INTERVAL,
+        watching.clone(),
+    );
+    loop {
+        tokio::select! {
+            signal = signals.next() => match signal {
+                Signal::Reload => reload(&gateway, path),
+                Signal::Stop => break,
+            },
+            Some(()) = edits.recv() => {
+                tracing::info!(config = %path.display(), "the configuration file changed: reloading it");
+                reload(&gateway, path);
+            }
+        }
     }
+    watching.cancel();
     let cut = gateway.drain_cutter();
     tokio::spawn(async move {
         while let Signal::Reload = signals.next().await {
@@ -229,6 +245,7 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
 /// Re-read the configuration file and put what can change live in force; a file that does not
 /// load changes nothing (the error is logged and the gateway serves on).
 fn reload(gateway: &mcpmux::Gateway, path: &std::path::Path) {
+    let digest = mcpmux::reload::file_digest(path).unwrap_or_else(|| "unreadable".into());
     let result = mcpmux::Config::load(path)
         .map_err(|err| err.to_string())
         .and_then(|config| gateway.reload(config));
@@ -236,6 +253,7 @@ fn reload(gateway: &mcpmux::Gateway, path: &std::path::Path) {
         Ok(done) => {
             tracing::info!(
                 config = %path.display(),
+                config_digest = %digest,
                 policy_changed = done.policy_changed,
                 "configuration reloaded: the [[policy]] rules in the file are in force"
             );
@@ -246,7 +264,11 @@ fn reload(gateway: &mcpmux::Gateway, path: &std::path::Path) {
                 );
             }
         }
-        Err(err) => tracing::error!(config = %path.display(), "reload refused, nothing changed: {err}"),
+        Err(err) => tracing::error!(
+            config = %path.display(),
+            config_digest = %digest,
+            "reload refused, nothing changed: {err}"
+        ),
     }
 }
 

@@ -1,14 +1,81 @@
-//! Putting a re-read configuration in force while the gateway runs (SIGHUP).
+//! Putting a re-read configuration in force while the gateway runs (SIGHUP, or an edit of the
+//! file seen by [`watch_file`]).
 //!
 //! What can change live changes for the next request: today the `[[policy]]` rules, so a removed
-//! `allow` takes effect at once, not at token expiry (and hosts are told their lists changed). Everything else keeps its running value and
-//! is named in the log as needing a restart (reload by diff of servers and gateway settings is
-//! issue 17's; until then the configuration in force is the old one with the new policy).
+//! `allow` takes effect at once, not at token expiry (and hosts are told their lists changed).
+//! Everything else keeps its running value and is named in the log as needing a restart (reload
+//! by diff of servers and gateway settings is issue 17's; until then the configuration in force is
+//! the old one with the new policy).
 
 use crate::catalog::ListKind;
 use crate::config::Config;
 use crate::core::hub::Hub;
 use crate::upstream::host::{HostEvent, HostEvents};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// How often [`watch_file`] looks at the file.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a changed file must stay the same before it counts (an editor writes in steps).
+const SETTLE: Duration = Duration::from_millis(250);
+/// Files larger than this are not compared byte for byte but by size and time.
+const MAX_FINGERPRINT_BYTES: u64 = 4 << 20;
+
+/// What the file looks like now: its SHA-256 (a file that cannot be read has none; a missing
+/// file mid-rename is not a change).
+fn fingerprint(path: &std::path::Path) -> Option<Vec<u8>> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.len() > MAX_FINGERPRINT_BYTES {
+        let modified = meta.modified().ok()?;
+        return Some(format!("{}:{modified:?}", meta.len()).into_bytes());
+    }
+    let bytes = std::fs::read(path).ok()?;
+    Some(
+        ring::digest::digest(&ring::digest::SHA256, &bytes)
+            .as_ref()
+            .to_vec(),
+    )
+}
+
+/// The first 16 hex digits of the SHA-256 of the file at `path`: logged with each reload, so an
+/// operator (or a test) can tell which version of the file is in force.
+pub fn file_digest(path: &std::path::Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    Some(digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A message each time the file at `path` changes content (checked every `interval`, once it has
+/// settled), until `stop` fires. The path is followed, so a Kubernetes ConfigMap's symlink swap
+/// counts as a change.
+pub fn watch_file(path: PathBuf, interval: Duration, stop: CancellationToken) -> mpsc::Receiver<()> {
+    let (tx, rx) = mpsc::channel(1);
+    tokio::spawn(async move {
+        let mut seen = fingerprint(&path);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            let now = fingerprint(&path);
+            if now.is_none() || now == seen {
+                continue;
+            }
+            tokio::time::sleep(SETTLE).await;
+            if fingerprint(&path) != now {
+                continue;
+            }
+            seen = now;
+            // One pending reload is enough: it reads the file as it is then.
+            if let Err(mpsc::error::TrySendError::Closed(())) = tx.try_send(()) {
+                return;
+            }
+        }
+    });
+    rx
+}
 
 /// What a reload did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +133,50 @@ pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
+
+    #[test]
+    fn the_digest_names_the_content() {
+        let dir = std::env::temp_dir().join(format!("mcpmux-digest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(&file, "").unwrap();
+        // SHA-256 of nothing: e3b0c44298fc1c14…
+        assert_eq!(file_digest(&file).as_deref(), Some("e3b0c44298fc1c14"));
+        assert_eq!(file_digest(&dir.join("missing")), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn an_edit_is_seen_once_and_a_rewrite_of_the_same_text_not_at_all() {
+        let dir = std::env::temp_dir().join(format!("mcpmux-watch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("mcpmux.toml");
+        std::fs::write(&file, "a = 1\n").unwrap();
+        let stop = CancellationToken::new();
+        let mut changes = watch_file(file.clone(), Duration::from_millis(20), stop.clone());
+        let quiet = |changes: &mut mpsc::Receiver<()>| changes.try_recv().is_err();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(quiet(&mut changes), "no change yet");
+        std::fs::write(&file, "a = 1\n").unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(quiet(&mut changes), "the same text again is no change");
+        std::fs::write(&file, "a = 2\n").unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(5), changes.recv()).await;
+        assert_eq!(seen, Ok(Some(())));
+        // Gone for a moment (a rename in progress): not a change; back with new text: one.
+        std::fs::remove_file(&file).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(quiet(&mut changes));
+        std::fs::write(&file, "a = 3\n").unwrap();
+        let seen = tokio::time::timeout(Duration::from_secs(5), changes.recv()).await;
+        assert_eq!(seen, Ok(Some(())));
+        stop.cancel();
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(5), changes.recv()).await,
+            Ok(None)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn config(text: &str) -> Config {
         Config::from_toml_str(text, "t.toml", &|_| None).unwrap()

@@ -111,6 +111,22 @@ impl ServeProcess {
         }
     }
 
+    /// Wait until the gateway logged a reload of its config file as the file is now, with
+    /// `outcome` in the line ("configuration reloaded" or "reload refused").
+    pub async fn wait_reload(&self, outcome: &str) {
+        let digest = mcpmux::reload::file_digest(&self.config).expect("the config file");
+        let needle = format!("config_digest={digest}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(self.log().lines()).any(|line| line.contains(&needle) && line.contains(outcome)) {
+            assert!(
+                Instant::now() < deadline,
+                "no {outcome:?} for {needle}; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Send `signal` to the gateway.
     pub fn signal(&self, signal: libc::c_int) {
         // SAFETY: signalling our own, still unreaped child.
