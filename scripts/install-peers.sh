@@ -87,49 +87,30 @@ PY
 }
 install_sqlite_venv
 
-# ---- oauth2-mock-server, in a prefix of its own (its own stamp) ----
-install_oauth_mock() {
-    local prefix="$DIR/oauth2-mock-server"
-    local want="oauth2-mock-server=$OAUTH_MOCK_VERSION"
+# ---- one npm package in a prefix of its own, DIR/<package>, with its own stamp ----
+# (the authorization servers of the auth tests: oauth2-mock-server and oidc-provider)
+install_npm_prefix() {
+    local package="$1" version="$2"
+    local prefix="$DIR/$package"
+    local want="$package=$version"
     if [ -f "$prefix/.stamp" ] && [ "$(cat "$prefix/.stamp")" = "$want" ]; then
         return 0
     fi
     command -v npm >/dev/null || die "npm not found on PATH"
     rm -f "$prefix/.stamp"
     mkdir -p "$prefix"
-    [ -f "$prefix/package.json" ] || printf '{"name":"mcpmux-peer-oauth2-mock-server","private":true}\n' > "$prefix/package.json"
-    log "npm: installing oauth2-mock-server@$OAUTH_MOCK_VERSION into $prefix"
+    [ -f "$prefix/package.json" ] || printf '{"name":"mcpmux-peer-%s","private":true}\n' "$package" > "$prefix/package.json"
+    log "npm: installing $package@$version into $prefix"
     npm install --no-audit --no-fund --save-exact --loglevel=error --prefix "$prefix" \
-        "oauth2-mock-server@$OAUTH_MOCK_VERSION" >&2 || die "npm install oauth2-mock-server failed"
+        "$package@$version" >&2 || die "npm install $package failed"
     local got
     got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' \
-        "$prefix/node_modules/oauth2-mock-server/package.json" 2>/dev/null || true)"
-    [ "$got" = "$OAUTH_MOCK_VERSION" ] || die "oauth2-mock-server: expected $OAUTH_MOCK_VERSION, found '${got:-nothing}'"
+        "$prefix/node_modules/$package/package.json" 2>/dev/null || true)"
+    [ "$got" = "$version" ] || die "$package: expected $version, found '${got:-nothing}'"
     printf '%s' "$want" > "$prefix/.stamp"
 }
-install_oauth_mock
-
-# ---- oidc-provider, in a prefix of its own (its own stamp) ----
-install_oidc_provider() {
-    local prefix="$DIR/oidc-provider"
-    local want="oidc-provider=$OIDC_PROVIDER_VERSION"
-    if [ -f "$prefix/.stamp" ] && [ "$(cat "$prefix/.stamp")" = "$want" ]; then
-        return 0
-    fi
-    command -v npm >/dev/null || die "npm not found on PATH"
-    rm -f "$prefix/.stamp"
-    mkdir -p "$prefix"
-    [ -f "$prefix/package.json" ] || printf '{"name":"mcpmux-peer-oidc-provider","private":true}\n' > "$prefix/package.json"
-    log "npm: installing oidc-provider@$OIDC_PROVIDER_VERSION into $prefix"
-    npm install --no-audit --no-fund --save-exact --loglevel=error --prefix "$prefix" \
-        "oidc-provider@$OIDC_PROVIDER_VERSION" >&2 || die "npm install oidc-provider failed"
-    local got
-    got="$(node -e 'process.stdout.write(require(process.argv[1]).version)' \
-        "$prefix/node_modules/oidc-provider/package.json" 2>/dev/null || true)"
-    [ "$got" = "$OIDC_PROVIDER_VERSION" ] || die "oidc-provider: expected $OIDC_PROVIDER_VERSION, found '${got:-nothing}'"
-    printf '%s' "$want" > "$prefix/.stamp"
-}
-install_oidc_provider
+install_npm_prefix oauth2-mock-server "$OAUTH_MOCK_VERSION"
+install_npm_prefix oidc-provider "$OIDC_PROVIDER_VERSION"
 
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP_CONTENT" ]; then
     log "peers up to date in $DIR"
