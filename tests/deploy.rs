@@ -79,7 +79,14 @@ fn text(out: &Output) -> String {
 
 #[test]
 fn dockerfile_passes_hadolint_and_builds_both_targets_as_non_root() {
+    // A config of our own: a developer's ~/.config/hadolint.yaml or ./.hadolint.yaml cannot
+    // relax the check.
+    let config = work_dir().join("hadolint.yaml");
+    fs::write(&config, "failure-threshold: warning\n")
+        .unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
     let out = run(Command::new(&support::peers().hadolint)
+        .arg("--config")
+        .arg(&config)
         .args([
             "--no-color",
             "--failure-threshold",
@@ -439,9 +446,11 @@ fn the_systemd_unit_is_hardened_and_drains_before_it_is_killed() {
     match run_if_installed(Command::new("systemd-analyze").arg("verify").arg(&copy)) {
         None => eprintln!("SKIPPED: systemd-analyze is not installed, so {file} is not verified"),
         Some(out) => {
+            // Only what it says about this unit: other units of the machine are not ours.
             let said = text(&out);
+            let about_ours = said.lines().any(|l| l.contains("mcpmux.service"));
             assert!(
-                out.status.success() && said.trim().is_empty(),
+                out.status.success() && !about_ours,
                 "{file}: `systemd-analyze verify` complains:\n{said}"
             );
         }
