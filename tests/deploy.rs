@@ -216,7 +216,11 @@ fn rendered() -> Option<&'static [Overlay]> {
                 let objects: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout)
                     .unwrap_or_else(|e| panic!("{label}: the rendered YAML as JSON: {e}"));
                 all.push(Overlay {
-                    rendered: Rendered { label, objects },
+                    rendered: Rendered {
+                        config_sources: toml_files(&[&label, "deploy/kubernetes/base"]),
+                        label,
+                        objects,
+                    },
                     yaml,
                     expect,
                 });
@@ -224,6 +228,22 @@ fn rendered() -> Option<&'static [Overlay]> {
             Some(all)
         })
         .as_deref()
+}
+
+/// The `*.toml` files in these folders of the repository: (path, text).
+fn toml_files(dirs: &[&str]) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        let entries = fs::read_dir(repo().join(dir)).unwrap_or_else(|e| panic!("{dir}: {e}"));
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".toml") {
+                let path = format!("{dir}/{name}");
+                files.push((path.clone(), read(&path)));
+            }
+        }
+    }
+    files
 }
 
 /// The objects of a multi-document YAML file as one JSON array (PyYAML, safe loader).
@@ -292,7 +312,7 @@ fn the_configs_in_the_configmaps_pass_check_config() {
     } in all
     {
         let (path, toml) = r.config_toml().unwrap_or_else(|e| panic!("{e}"));
-        let label = format!("{}: {path} (ConfigMap)", r.label);
+        let label = format!("{}: {path}", r.label);
         let file = format!("{}.toml", r.label.rsplit('/').next().unwrap_or("overlay"));
         let out = check_config(&label, &file, &toml);
         if out.status.success() {

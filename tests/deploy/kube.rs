@@ -9,6 +9,8 @@ pub struct Rendered {
     /// `deploy/kubernetes/overlays/NAME`, the prefix of every problem reported.
     pub label: String,
     pub objects: Vec<Value>,
+    /// The config files kustomize may have put in a ConfigMap: (path in the repository, text).
+    pub config_sources: Vec<(String, String)>,
 }
 
 /// What an overlay must be.
@@ -48,7 +50,8 @@ impl Rendered {
     }
 
     /// The Deployment's config file: the path after `--config` in the container's args, found
-    /// in the ConfigMap mounted on its folder. Returns (path, TOML text).
+    /// in the ConfigMap mounted on its folder. Returns (a name for messages: the repository
+    /// file it came from and the path in the pod, TOML text).
     pub fn config_toml(&self) -> Result<(String, String), String> {
         let deployment = self.one("Deployment")?;
         let at = |what: &str| format!("{}: Deployment/{}: {what}", self.label, name(deployment));
@@ -81,7 +84,12 @@ impl Rendered {
         let text = map["data"][file]
             .as_str()
             .ok_or_else(|| at(&format!("ConfigMap {map_name} has no key {file}")))?;
-        Ok((path, text.to_string()))
+        let source = self
+            .config_sources
+            .iter()
+            .find(|(_, source_text)| source_text == text)
+            .map_or("(no file of the repository)", |(file, _)| file.as_str());
+        Ok((format!("{source} (at {path} in the pod)"), text.to_string()))
     }
 
     /// Every invariant this overlay breaks, each naming the overlay, the object and the problem.
@@ -100,12 +108,7 @@ impl Rendered {
         };
         let config: toml::Table = match toml::from_str(&toml_text) {
             Ok(table) => table,
-            Err(e) => {
-                return vec![format!(
-                    "{}: {config_path} (ConfigMap): not TOML: {e}",
-                    self.label
-                )]
-            }
+            Err(e) => return vec![format!("{}: {config_path}: not TOML: {e}", self.label)],
         };
         let gateway = config.get("gateway").and_then(|g| g.as_table());
         let gw_str = |key: &str| gateway.and_then(|g| g.get(key)).and_then(|v| v.as_str());
@@ -160,7 +163,7 @@ impl Rendered {
                 d,
                 format!(
                     "terminationGracePeriodSeconds {grace} is not above preStop sleep {pre_stop} s \
-                     + gateway.drain_timeout_secs {drain} s ({config_path}) + {CHILD_STOP_SECS} s \
+                     + gateway.drain_timeout_secs {drain} s of {config_path} + {CHILD_STOP_SECS} s \
                      to stop the stdio servers: calls would be killed mid-drain"
                 ),
             );
@@ -338,7 +341,7 @@ impl Rendered {
             match cluster.and_then(|c| c.get("key")).and_then(|k| k.as_str()) {
                 Some("${MCPMUX_CLUSTER_KEY}") => {}
                 other => out.raw(format!(
-                    "{}: {config_path} (ConfigMap): [cluster] key is {other:?}, expected \"${{MCPMUX_CLUSTER_KEY}}\"",
+                    "{}: {config_path}: [cluster] key is {other:?}, expected \"${{MCPMUX_CLUSTER_KEY}}\"",
                     self.label
                 )),
             }
@@ -354,7 +357,7 @@ impl Rendered {
             self.ingress_problems(&mut out.list);
         } else if cluster.is_some() {
             out.raw(format!(
-                "{}: {config_path} (ConfigMap) has [cluster], for one replica",
+                "{}: {config_path} has [cluster], for one replica",
                 self.label
             ));
         }
