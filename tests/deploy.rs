@@ -334,6 +334,23 @@ fn the_configs_in_the_configmaps_pass_check_config() {
     }
 }
 
+#[test]
+fn the_ha_config_is_the_base_config_plus_cluster() {
+    let (base, ha) = (
+        "deploy/kubernetes/base/mcpmux.toml",
+        "deploy/kubernetes/overlays/ha/mcpmux.toml",
+    );
+    let parse = |file: &str| -> toml::Table {
+        toml::from_str(&read(file)).unwrap_or_else(|e| panic!("{file}: not TOML: {e}"))
+    };
+    let mut ha_table = parse(ha);
+    assert!(ha_table.remove("cluster").is_some(), "{ha}: no [cluster]");
+    assert!(
+        ha_table == parse(base),
+        "{ha}: differs from {base} in more than [cluster]: keep the two in step"
+    );
+}
+
 /// `toml` without the table `[name]` (its header line up to the next table header).
 fn without_table(toml: &str, name: &str) -> String {
     let header = format!("[{name}]");
