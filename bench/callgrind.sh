@@ -49,8 +49,11 @@ else
   transport_label="$transport"
 fi
 out="$dir/$transport.out"
-rm -f "$out" "$out".*
-RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
+# valgrind writes its dumps (and, at exit, the whole run) beside `raw`; only the dump of the
+# measured calls becomes `out`, so the exit cannot overwrite it.
+raw="$dir/$transport.raw"
+rm -f "$out" "$raw" "$raw".*
+RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$raw" \
   target/release/mcpmux serve --config "$config" 2>"$dir/$transport.log" &
 vg=$!
 pids+=($vg)
@@ -64,7 +67,7 @@ callgrind_control -z "$vg" >/dev/null
 result=$("${driver[@]}" --sessions "$sessions" --calls "$calls" --warmup 0 | tail -1)
 callgrind_control -d "$vg" >/dev/null
 sleep 1
-dump=$(ls -t "$out".* | head -1)
+dump=$(ls -t "$raw".* | head -1)
 mv "$dump" "$out"
 total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 n=$((calls * sessions))
