@@ -14,7 +14,7 @@ use crate::support::{path_str, peers, run_py_client_async, run_ts_client_async, 
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const REPLICAS: usize = 3;
 const MODERN: &str = "2026-07-28";
@@ -245,11 +245,12 @@ async fn modern_era_behind_nginx_round_robin() {
 struct Tally {
     ok: AtomicU64,
     failed: AtomicU64,
-    failures: Mutex<Vec<String>>,
+    /// The first failures: when each call started, and what went wrong.
+    failures: Mutex<Vec<(Instant, String)>>,
 }
 
 impl Tally {
-    fn record(&self, outcome: Result<(), String>) {
+    fn record(&self, started: Instant, outcome: Result<(), String>) {
         match outcome {
             Ok(()) => {
                 self.ok.fetch_add(1, Ordering::Relaxed);
@@ -258,10 +259,14 @@ impl Tally {
                 self.failed.fetch_add(1, Ordering::Relaxed);
                 let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
                 if failures.len() < 20 {
-                    failures.push(why);
+                    failures.push((started, why));
                 }
             }
         }
+    }
+
+    fn failures(&self) -> Vec<(Instant, String)> {
+        self.failures.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -282,6 +287,7 @@ fn modern_load(
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
                     let id = caller * 1_000_000 + n;
+                    let started = Instant::now();
                     let outcome = if caller % 2 == 0 {
                         let msg = format!("c{caller}-{n}");
                         match modern_call(&http, &url, id, ECHO, json!({"message": msg})).await {
@@ -296,7 +302,7 @@ fn modern_load(
                             .map(drop)
                             .map_err(|e| format!("long call {id}: {e}"))
                     };
-                    tally.record(outcome);
+                    tally.record(started, outcome);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             })
@@ -337,10 +343,71 @@ async fn rolling_restart_behind_haproxy_fails_no_modern_call() {
         tally.ok.load(Ordering::Relaxed),
         tally.failed.load(Ordering::Relaxed),
     );
-    let failures = tally.failures.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let failures = tally.failures();
     eprintln!("rolling restart: {ok} calls ok, {failed} failed");
     assert_eq!(failed, 0, "{ok} ok; failures: {failures:#?}{}", cluster.logs());
     assert!(ok > 20, "too few calls made it: {ok}");
+}
+
+/// `kill -9` of one replica (and its stdio server) under 2026-07-28 load behind HAProxy: only
+/// calls that were in flight at the kill fail, each with an answer or a closed stream (nothing
+/// hangs); new calls reach the other replicas (a refused connection is retried elsewhere) at
+/// once, before the health checks mark the dead replica down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_under_modern_load_fails_only_the_calls_in_flight() {
+    let _suite = crate::suite::enter(module_path!());
+    let mut cluster = cluster(
+        "replicas-kill9-modern",
+        BalancerKind::Haproxy,
+        Spread::SessionHash,
+        GATEWAY,
+    )
+    .await;
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let callers = modern_load(cluster.url(), 4, tally.clone(), stop.clone());
+    // One call surely in flight on the replica that dies: sent to it directly.
+    let direct = cluster.replicas[1].url();
+    let doomed = tokio::spawn(async move {
+        let args = json!({"duration": 30, "steps": 30});
+        modern_call(&reqwest::Client::new(), &direct, 1, LONG_TOOL, args).await
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.kill9(1);
+    // Dead and reaped by now: a call that starts from here on was not in flight on it.
+    let killed_at = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(10), doomed)
+        .await
+        .expect("the call in flight on the killed replica hangs")
+        .expect("the doomed call panicked");
+    assert!(ended.is_err(), "a call on a killed replica succeeded: {ended:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ok_before_down = tally.ok.load(Ordering::Relaxed);
+    cluster.wait_balancer_sees(1, false).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    for caller in callers {
+        caller.await.expect("a caller panicked");
+    }
+    let (ok, failed) = (
+        tally.ok.load(Ordering::Relaxed),
+        tally.failed.load(Ordering::Relaxed),
+    );
+    let failures = tally.failures();
+    eprintln!("kill -9 of one replica: {ok} calls ok, {failed} failed: {failures:?}");
+    // At most one call per caller can be in flight on the replica at the kill.
+    assert!(failed <= 4, "{failed} failed: {failures:#?}{}", cluster.logs());
+    for (started, why) in &failures {
+        assert!(
+            *started < killed_at,
+            "a call started after the kill failed: {why}"
+        );
+        assert!(!why.contains("no answer within"), "a call hung: {why}");
+    }
+    assert!(
+        ok_before_down > 20 && ok > ok_before_down,
+        "too few calls made it: {ok}"
+    );
 }
 
 // ------------------------------------------------------------------------------------------
@@ -428,6 +495,26 @@ async fn kill9_of_the_home_replica_keeps_its_sessions() {
     );
 }
 
+/// One session-era echo through `s`: Ok, or what went wrong (never a panic).
+async fn session_echo(s: &RawSession, id: u64, msg: &str) -> Result<(), String> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": ECHO, "arguments": {"message": msg}}});
+    let resp = s.post(body).await;
+    if resp.status() != 200 {
+        return Err(format!("{msg}: HTTP {}", resp.status()));
+    }
+    let mut rx = messages(resp);
+    while let Ok(Some(reply)) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await {
+        if reply["id"] == json!(id) {
+            return match reply["result"]["content"][0]["text"] == format!("Echo: {msg}") {
+                true => Ok(()),
+                false => Err(format!("{msg}: {reply}")),
+            };
+        }
+    }
+    Err(format!("{msg}: no answer"))
+}
+
 /// Rolling restart with session-era clients: their sessions survive each replica's restart
 /// (taken over by the replica the ring moves them to) and no call fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -452,19 +539,12 @@ async fn rolling_restart_behind_haproxy_fails_no_session_era_call() {
         .map(|(i, s)| {
             let (s, tally, stop) = (s.clone(), tally.clone(), stop.clone());
             tokio::spawn(async move {
-                let mut n = 0;
+                let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
                     let msg = format!("s{i}-{n}");
-                    let reply = s
-                        .call("tools/call", json!({"name": ECHO, "arguments": {"message": msg}}))
-                        .await;
-                    let ok = reply["result"]["content"][0]["text"] == format!("Echo: {msg}");
-                    tally.record(if ok {
-                        Ok(())
-                    } else {
-                        Err(format!("{msg}: {reply}"))
-                    });
+                    let started = Instant::now();
+                    tally.record(started, session_echo(&s, n, &msg).await);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             })
@@ -479,6 +559,6 @@ async fn rolling_restart_behind_haproxy_fails_no_session_era_call() {
     for caller in callers {
         caller.await.expect("a caller panicked");
     }
-    let failures = tally.failures.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let failures = tally.failures();
     assert_eq!(tally.failed.load(Ordering::Relaxed), 0, "{failures:#?}");
 }
