@@ -4,7 +4,8 @@
 //! with an error at the deadline; meanwhile new sessions are refused while a host may still
 //! answer its call's server request; the process exits. Readiness flips first: from the signal
 //! on `/readyz` answers 503 (saying why) while `/healthz` stays 200, and with
-//! `gateway.shutdown_delay_secs` new sessions are still served for that long.
+//! `gateway.shutdown_delay_secs` new sessions are still served for that long; after it, a new
+//! call is refused unrun with HTTP 503.
 
 use crate::support::mcp::{messages, RawSession, ACCEPT_BOTH};
 use crate::support::serve::ServeProcess;
@@ -227,7 +228,7 @@ async fn readiness_flips_at_once_on_sigterm_while_health_stays_up() {
     let _suite = crate::suite::enter(module_path!());
     let mut gw = start_gateway("drain-readyz", 10).await;
     assert_eq!(probe(&gw, "/readyz").await.0, 200, "{}", gw.log());
-    let (_session, mut call) = session_era_call(&gw.url(), 4).await;
+    let (session, mut call) = session_era_call(&gw.url(), 4).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     gw.signal(libc::SIGTERM);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -238,6 +239,19 @@ async fn readiness_flips_at_once_on_sigterm_while_health_stays_up() {
     assert!(body.contains("shutting down"), "{body}");
     assert!(body.contains("1 call(s) in flight"), "{body}");
     assert_eq!(probe(&gw, "/healthz").await, (200, "ok\n".into()), "{}", gw.log());
+    // A new call is refused unrun with 503 (a balancer may send it to another replica).
+    let refused = (session.post(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "everything__echo", "arguments": {"message": "late"}}})))
+    .await;
+    assert_eq!(refused.status().as_u16(), 503, "{}", gw.log());
+    let body: Value = serde_json::from_str(&refused.text().await.unwrap_or_default()).unwrap_or_default();
+    assert_eq!(body["id"], 8, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{body}"
+    );
 
     let reply = response(&mut call, 7)
         .await

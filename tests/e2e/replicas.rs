@@ -310,20 +310,10 @@ fn modern_load(
         .collect()
 }
 
-/// Rolling restart behind HAProxy (the deploy config: checks on `/readyz` every 1 s, down
-/// after 2): SIGTERM each replica in turn while 2026-07-28 callers keep calling; the replica's
-/// readiness flips at once, it keeps serving for `shutdown_delay_secs` while HAProxy marks it
-/// down, drains, exits, and is started again. No call fails.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_restart_behind_haproxy_fails_no_modern_call() {
-    let _suite = crate::suite::enter(module_path!());
-    let mut cluster = cluster(
-        "replicas-rolling",
-        BalancerKind::Haproxy,
-        Spread::SessionHash,
-        ROLLING,
-    )
-    .await;
+/// Rolling restart: SIGTERM each replica in turn while 2026-07-28 callers keep calling through
+/// `kind`, wait until it has drained and exited, start it again. No call fails.
+async fn rolling_restart(kind: BalancerKind, tag: &str) {
+    let mut cluster = cluster(tag, kind, Spread::SessionHash, ROLLING).await;
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
     let callers = modern_load(cluster.url(), 4, tally.clone(), stop.clone());
@@ -344,9 +334,27 @@ async fn rolling_restart_behind_haproxy_fails_no_modern_call() {
         tally.failed.load(Ordering::Relaxed),
     );
     let failures = tally.failures();
-    eprintln!("rolling restart: {ok} calls ok, {failed} failed");
+    eprintln!("rolling restart behind {kind:?}: {ok} calls ok, {failed} failed");
     assert_eq!(failed, 0, "{ok} ok; failures: {failures:#?}{}", cluster.logs());
     assert!(ok > 20, "too few calls made it: {ok}");
+}
+
+/// Behind HAProxy (the deploy config: checks on `/readyz` every 1 s, down after 2): the
+/// replica's readiness flips at SIGTERM, it keeps serving for `shutdown_delay_secs` while
+/// HAProxy marks it down, then drains (its calls in flight finish) and exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_behind_haproxy_fails_no_modern_call() {
+    let _suite = crate::suite::enter(module_path!());
+    rolling_restart(BalancerKind::Haproxy, "replicas-rolling-haproxy").await;
+}
+
+/// Behind nginx (no active checks): once the replica drains, it answers new requests 503
+/// unrun and nginx passes them to the next replica (`proxy_next_upstream error http_503
+/// non_idempotent`), as it does with the refused connections of a replica that is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_behind_nginx_fails_no_modern_call() {
+    let _suite = crate::suite::enter(module_path!());
+    rolling_restart(BalancerKind::Nginx, "replicas-rolling-nginx").await;
 }
 
 /// `kill -9` of one replica (and its stdio server) under 2026-07-28 load behind HAProxy: only
