@@ -22,9 +22,9 @@ const ECHO: &str = "everything__echo";
 const LONG_TOOL: &str = "everything__trigger-long-running-operation";
 /// Small pages, so listing takes several requests (each may reach another replica).
 const GATEWAY: &str = "page_size = 3\ndrain_timeout_secs = 15";
-/// For the rolling restart: `/readyz` goes 503 at SIGTERM and the replica keeps serving for
-/// longer than HAProxy needs to mark it down (`inter 1s fall 2`), then drains.
-const ROLLING: &str = "page_size = 3\ndrain_timeout_secs = 15\nshutdown_delay_secs = 4";
+/// For the rolling restart behind nginx: the replica keeps serving for a while after SIGTERM,
+/// so that nginx's passive `fail_timeout` (5 s) for the replica restarted before it is over.
+const ROLLING_NGINX: &str = "page_size = 3\ndrain_timeout_secs = 15\nshutdown_delay_secs = 4";
 
 /// `[servers.everything]`: server-everything over stdio, a child of each replica.
 async fn everything_servers() -> String {
@@ -312,8 +312,8 @@ fn modern_load(
 
 /// Rolling restart: SIGTERM each replica in turn while 2026-07-28 callers keep calling through
 /// `kind`, wait until it has drained and exited, start it again. No call fails.
-async fn rolling_restart(kind: BalancerKind, tag: &str) {
-    let mut cluster = cluster(tag, kind, Spread::SessionHash, ROLLING).await;
+async fn rolling_restart(kind: BalancerKind, tag: &str, gateway: &str) {
+    let mut cluster = cluster(tag, kind, Spread::SessionHash, gateway).await;
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
     let callers = modern_load(cluster.url(), 4, tally.clone(), stop.clone());
@@ -339,22 +339,25 @@ async fn rolling_restart(kind: BalancerKind, tag: &str) {
     assert!(ok > 20, "too few calls made it: {ok}");
 }
 
-/// Behind HAProxy (the deploy config: checks on `/readyz` every 1 s, down after 2): the
-/// replica's readiness flips at SIGTERM, it keeps serving for `shutdown_delay_secs` while
-/// HAProxy marks it down, then drains (its calls in flight finish) and exits.
+/// Behind HAProxy (the deploy config: checks on `/readyz` every 1 s, down after 2; `retry-on
+/// conn-failure 503`), replicas with the default settings: at SIGTERM the replica's readiness
+/// flips and it drains at once (its calls in flight finish); a new request that still reaches
+/// it is refused unrun with 503 and HAProxy sends it to another replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restart_behind_haproxy_fails_no_modern_call() {
     let _suite = crate::suite::enter(module_path!());
-    rolling_restart(BalancerKind::Haproxy, "replicas-rolling-haproxy").await;
+    rolling_restart(BalancerKind::Haproxy, "replicas-rolling-haproxy", GATEWAY).await;
 }
 
 /// Behind nginx (no active checks): once the replica drains, it answers new requests 503
 /// unrun and nginx passes them to the next replica (`proxy_next_upstream error http_503
-/// non_idempotent`), as it does with the refused connections of a replica that is down.
+/// non_idempotent`), as it does with the refused connections of a replica that is down. nginx
+/// then leaves the replica alone for `fail_timeout` (5 s), also once it is back: with
+/// `shutdown_delay_secs = 4` the next replica stops only after that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restart_behind_nginx_fails_no_modern_call() {
     let _suite = crate::suite::enter(module_path!());
-    rolling_restart(BalancerKind::Nginx, "replicas-rolling-nginx").await;
+    rolling_restart(BalancerKind::Nginx, "replicas-rolling-nginx", ROLLING_NGINX).await;
 }
 
 /// `kill -9` of one replica (and its stdio server) under 2026-07-28 load behind HAProxy: only
@@ -533,7 +536,7 @@ async fn rolling_restart_behind_haproxy_fails_no_session_era_call() {
         "replicas-rolling-sessions",
         BalancerKind::Haproxy,
         Spread::SessionHash,
-        ROLLING,
+        GATEWAY,
     )
     .await;
     let url = cluster.url();
