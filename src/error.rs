@@ -172,9 +172,6 @@ pub enum RequestError {
     /// An upstream refused something mcpmux asked on the host's behalf.
     #[error("{0}")]
     Refused(String),
-    /// mcpmux is stopping: it starts no new call.
-    #[error("mcpmux is shutting down")]
-    ShuttingDown,
     /// mcpmux is stopping and the call was still running when the drain ended (at
     /// `gateway.drain_timeout_secs`, the value given, or earlier on a second signal).
     #[error("mcpmux is shutting down: the call was still running when the drain ended (gateway.drain_timeout_secs = {0})")]
@@ -198,7 +195,7 @@ impl RequestError {
             RequestError::AlreadyInitialized => codes::INVALID_REQUEST,
             RequestError::SessionBusy(_) => codes::OVERLOADED,
             RequestError::NoSession | RequestError::Refused(_) => codes::INTERNAL_ERROR,
-            RequestError::ShuttingDown | RequestError::DrainTimedOut(_) => codes::UPSTREAM_UNAVAILABLE,
+            RequestError::DrainTimedOut(_) => codes::UPSTREAM_UNAVAILABLE,
             RequestError::Upstream(error) => error.code(),
         }
     }
@@ -207,9 +204,7 @@ impl RequestError {
     pub fn side(&self) -> Side {
         match self {
             RequestError::Upstream(error) => error.side(),
-            RequestError::NoSession | RequestError::ShuttingDown | RequestError::DrainTimedOut(_) => {
-                Side::Internal
-            }
+            RequestError::NoSession | RequestError::DrainTimedOut(_) => Side::Internal,
             _ => Side::Host,
         }
     }
@@ -218,10 +213,9 @@ impl RequestError {
     pub fn retry(&self) -> Retry {
         match self {
             RequestError::Upstream(error) => error.retry(),
-            RequestError::SessionBusy(_)
-            | RequestError::Refused(_)
-            | RequestError::ShuttingDown
-            | RequestError::DrainTimedOut(_) => Retry::Later,
+            RequestError::SessionBusy(_) | RequestError::Refused(_) | RequestError::DrainTimedOut(_) => {
+                Retry::Later
+            }
             _ => Retry::Never,
         }
     }

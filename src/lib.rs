@@ -105,12 +105,25 @@ impl Gateway {
         self.hub.drain_expired.clone()
     }
 
-    /// Stop gracefully: refuse new sessions, streams and calls, end standalone streams, let
-    /// in-flight calls (and their response streams; hosts may still answer their server
-    /// requests) finish within `gateway.drain_timeout_secs`, answer those still running then
-    /// with an error, close the listener, end sessions, and only then stop every upstream (no
-    /// child process survives).
+    /// Stop gracefully: `/readyz` answers 503 at once (and, for `gateway.shutdown_delay_secs`,
+    /// everything else is still served, so a balancer checking it moves away first); then refuse
+    /// new sessions, streams and calls, end standalone streams, let in-flight calls (and their
+    /// response streams; hosts may still answer their server requests) finish within
+    /// `gateway.drain_timeout_secs`, answer those still running then with an error, close the
+    /// listener, end sessions, and only then stop every upstream (no child process survives).
     pub async fn stop(self) {
+        self.hub.not_ready.cancel();
+        let delay = self.hub.config().gateway.shutdown_delay;
+        if !delay.is_zero() {
+            tracing::info!(
+                shutdown_delay_secs = delay.as_secs(),
+                "stopping: /readyz answers 503; still serving until the shutdown delay is over"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.hub.drain_expired.cancelled() => {}
+            }
+        }
         let drain = self.hub.config().gateway.drain_timeout;
         tracing::info!(
             drain_timeout_secs = drain.as_secs(),

@@ -49,9 +49,22 @@ async fn health() -> Response {
     plain(StatusCode::OK, "ok\n")
 }
 
-/// 200 or 503 by `gateway.ready_when`; the body says how many upstreams are ready.
+/// 200 or 503 by `gateway.ready_when`; the body says how many upstreams are ready. Once a stop
+/// was asked, 503 whatever the upstreams (the body says so), while in-flight calls drain.
 async fn ready(State(op): State<Arc<Operator>>) -> Response {
     let hub = &op.hub;
+    if hub.not_ready.is_cancelled() {
+        let body = format!(
+            "not ready: shutting down ({} call(s) in flight)\n",
+            hub.calls.len()
+        );
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain")],
+            body,
+        )
+            .into_response();
+    }
     let total = hub.upstreams.len();
     let ready = (hub.upstreams.iter())
         .filter(|slot| slot.state.report().phase == Phase::Ready)

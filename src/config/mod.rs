@@ -97,6 +97,9 @@ pub struct GatewayConfig {
     pub max_in_flight_per_session: usize,
     /// How long a stop waits for in-flight calls before cancelling them.
     pub drain_timeout: Duration,
+    /// On stop, how long `/readyz` answers 503 while new sessions and calls are still served
+    /// (a balancer checking `/readyz` moves away), before the drain begins.
+    pub shutdown_delay: Duration,
     pub page_size: usize,
     pub max_body_bytes: usize,
     /// Empty means the built-in rule.
@@ -135,6 +138,7 @@ impl Default for GatewayConfig {
             max_request_timeout: Duration::from_secs(3600),
             max_in_flight_per_session: 64,
             drain_timeout: Duration::from_secs(10),
+            shutdown_delay: Duration::ZERO,
             page_size: 500,
             max_body_bytes: MIB_16,
             allowed_hosts: Vec::new(),
@@ -484,6 +488,9 @@ fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayConfig, Confi
     }
     if let Some(v) = &raw.drain_timeout_secs {
         gw.drain_timeout = Duration::from_secs(*v.get_ref());
+    }
+    if let Some(v) = &raw.shutdown_delay_secs {
+        gw.shutdown_delay = Duration::from_secs(*v.get_ref());
     }
     if let Some(v) = &raw.page_size {
         gw.page_size = ctx.nonzero(v, "gateway.page_size")?;

@@ -33,6 +33,7 @@ pub(super) struct RawGateway {
     pub(super) max_request_timeout_secs: Option<Spanned<u64>>,
     pub(super) max_in_flight_per_session: Option<Spanned<usize>>,
     pub(super) drain_timeout_secs: Option<Spanned<u64>>,
+    pub(super) shutdown_delay_secs: Option<Spanned<u64>>,
     pub(super) page_size: Option<Spanned<usize>>,
     pub(super) max_body_bytes: Option<Spanned<usize>>,
     pub(super) allowed_hosts: Option<Vec<Spanned<String>>>,

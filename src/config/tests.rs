@@ -502,6 +502,7 @@ fn limits_timeouts_and_health_checks_have_defaults_and_bounds() {
         (gw.max_in_flight_per_session, gw.drain_timeout),
         (64, Duration::from_secs(10))
     );
+    assert_eq!(gw.shutdown_delay, Duration::ZERO);
     assert_eq!((a.max_in_flight, a.timeout_resets_on_progress), (256, false));
     assert_eq!(a.health_check_interval, Some(Duration::from_secs(30)));
     assert_eq!(a.health_check_timeout, Duration::from_secs(10));
@@ -509,7 +510,7 @@ fn limits_timeouts_and_health_checks_have_defaults_and_bounds() {
 
     let c = parse(
         "[gateway]\nmax_request_timeout_secs = 60\nmax_in_flight_per_session = 4\ndrain_timeout_secs = 0\n\
-         [servers.a]\ncommand = \"x\"\nrequest_timeout_secs = 30\ntimeout_resets_on_progress = true\n\
+         shutdown_delay_secs = 3\n[servers.a]\ncommand = \"x\"\nrequest_timeout_secs = 30\ntimeout_resets_on_progress = true\n\
          max_in_flight = 9\nhealth_check_interval_secs = 0\nhealth_check_timeout_secs = 2\n\
          handshake_timeout_secs = 7\n",
     )
@@ -521,6 +522,7 @@ fn limits_timeouts_and_health_checks_have_defaults_and_bounds() {
         (gw.max_in_flight_per_session, gw.drain_timeout),
         (4, Duration::ZERO)
     );
+    assert_eq!(gw.shutdown_delay, Duration::from_secs(3));
     assert_eq!((a.max_in_flight, a.timeout_resets_on_progress), (9, true));
     assert_eq!(a.health_check_interval, None);
     assert_eq!(a.handshake_timeout, Duration::from_secs(7));

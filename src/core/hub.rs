@@ -26,6 +26,9 @@ pub struct Hub {
     pub catalog: Arc<CatalogStore>,
     pub sessions: Arc<SessionRegistry>,
     pub upstreams: Arc<Upstreams>,
+    /// A stop was asked: `GET /readyz` answers 503 from now on (so balancers move new requests
+    /// away), while the process still serves until `shutdown` fires.
+    pub not_ready: CancellationToken,
     /// A stop began: no new session, stream or call starts, standalone streams end, in-flight
     /// calls may finish (hosts may still answer their server requests and cancel them).
     pub shutdown: CancellationToken,
@@ -63,6 +66,7 @@ impl Hub {
             catalog: upstreams.catalog.clone(),
             sessions,
             upstreams,
+            not_ready: CancellationToken::new(),
             shutdown,
             calls: TaskTracker::new(),
             drain_expired: CancellationToken::new(),

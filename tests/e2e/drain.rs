@@ -2,7 +2,10 @@
 //! a long tool call of a session-era host and one of a 2026-07-28 host, in flight when the
 //! signal comes, finish with their results; calls longer than `drain_timeout_secs` are answered
 //! with an error at the deadline; meanwhile new sessions are refused while a host may still
-//! answer its call's server request; the process exits.
+//! answer its call's server request; the process exits. Readiness flips first: from the signal
+//! on `/readyz` answers 503 (saying why) while `/healthz` stays 200, and with
+//! `gateway.shutdown_delay_secs` new sessions are still served for that long; after it, a new
+//! call is refused unrun with HTTP 503.
 
 use crate::support::mcp::{messages, RawSession, ACCEPT_BOTH};
 use crate::support::serve::ServeProcess;
@@ -19,6 +22,10 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(25);
 
 async fn start_gateway(tag: &str, drain_timeout_secs: u64) -> ServeProcess {
+    start_gateway_with(tag, &format!("drain_timeout_secs = {drain_timeout_secs}")).await
+}
+
+async fn start_gateway_with(tag: &str, gateway: &str) -> ServeProcess {
     let everything_js = tokio::task::spawn_blocking(|| peers().everything_js.clone())
         .await
         .expect("peer installation panicked");
@@ -27,8 +34,7 @@ async fn start_gateway(tag: &str, drain_timeout_secs: u64) -> ServeProcess {
         "[servers.everything]\ncommand = \"node\"\nargs = {}\n",
         toml_list(&[path_str(&everything_js), "stdio".into()])
     );
-    let gateway = format!("drain_timeout_secs = {drain_timeout_secs}");
-    let mut gw = ServeProcess::start(&dir, &gateway, &servers, &dir, &[]);
+    let mut gw = ServeProcess::start(&dir, gateway, &servers, &dir, &[]);
     gw.wait_tools(&[LONG_TOOL]).await;
     gw
 }
@@ -206,4 +212,86 @@ async fn a_second_signal_ends_the_drain() {
     assert!(message.contains("shutting down"), "{reply}; log:\n{}", gw.log());
     let status = gw.wait_exit(EXIT_TIMEOUT).await;
     assert!(status.success(), "exit: {status}; log:\n{}", gw.log());
+}
+
+/// `GET path` on the gateway's main listener: status and body.
+async fn probe(gw: &ServeProcess, path: &str) -> (u16, String) {
+    let resp = reqwest::get(format!("http://127.0.0.1:{}{path}", gw.port))
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}; log:\n{}", gw.log()));
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_flips_at_once_on_sigterm_while_health_stays_up() {
+    let _suite = crate::suite::enter(module_path!());
+    let mut gw = start_gateway("drain-readyz", 10).await;
+    assert_eq!(probe(&gw, "/readyz").await.0, 200, "{}", gw.log());
+    let (session, mut call) = session_era_call(&gw.url(), 4).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gw.signal(libc::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The call is still running: the process serves, but asks balancers to go elsewhere.
+    let (ready, body) = probe(&gw, "/readyz").await;
+    assert_eq!(ready, 503, "{body}; log:\n{}", gw.log());
+    assert!(body.contains("shutting down"), "{body}");
+    assert!(body.contains("1 call(s) in flight"), "{body}");
+    assert_eq!(probe(&gw, "/healthz").await, (200, "ok\n".into()), "{}", gw.log());
+    // A new call is refused unrun with 503 (a balancer may send it to another replica).
+    let refused = (session.post(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "everything__echo", "arguments": {"message": "late"}}})))
+    .await;
+    assert_eq!(refused.status().as_u16(), 503, "{}", gw.log());
+    let body: Value = serde_json::from_str(&refused.text().await.unwrap_or_default()).unwrap_or_default();
+    assert_eq!(body["id"], 8, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{body}"
+    );
+
+    let reply = response(&mut call, 7)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", gw.log()));
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("completed")),
+        "{reply}"
+    );
+    let status = gw.wait_exit(EXIT_TIMEOUT).await;
+    assert!(
+        status.success(),
+        "exit after SIGTERM: {status}; log:\n{}",
+        gw.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shutdown_delay_keeps_serving_while_not_ready() {
+    let _suite = crate::suite::enter(module_path!());
+    let mut gw = start_gateway_with("drain-delay", "drain_timeout_secs = 10\nshutdown_delay_secs = 3").await;
+    gw.signal(libc::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(probe(&gw, "/readyz").await.0, 503, "{}", gw.log());
+
+    // Within the delay a new host still gets a session and its calls answered.
+    let session = RawSession::open(&gw.url(), json!({})).await;
+    let text = session
+        .tool_text("everything__echo", json!({"message": "still served"}))
+        .await;
+    assert_eq!(text, "Echo: still served");
+
+    // After it, the drain refuses new hosts, then the process exits.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    new_hosts_are_refused(&gw).await;
+    let status = gw.wait_exit(EXIT_TIMEOUT).await;
+    assert!(
+        status.success(),
+        "exit after SIGTERM: {status}; log:\n{}",
+        gw.log()
+    );
 }

@@ -32,6 +32,7 @@ mod policy_explain;
 mod policy_property;
 mod rate_limit;
 mod real_clients;
+mod replicas;
 mod resumption;
 mod routing;
 mod stdio_setup;

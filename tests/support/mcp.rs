@@ -169,6 +169,17 @@ impl RawSession {
         Ok(s)
     }
 
+    /// The same session (its id and version) addressed at another endpoint (another replica).
+    pub fn at(&self, url: &str) -> RawSession {
+        RawSession {
+            http: self.http.clone(),
+            url: url.to_string(),
+            sid: self.sid.clone(),
+            version: self.version.clone(),
+            next_id: AtomicI64::new(self.next_id.load(Ordering::Relaxed) + 1000),
+        }
+    }
+
     pub fn next_id(&self) -> i64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }

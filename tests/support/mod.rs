@@ -15,6 +15,7 @@
 //! Environment overrides: `MCPMUX_REPO_ROOT` (defaults to `CARGO_MANIFEST_DIR`).
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod conformance;
 pub mod everything;
 pub mod interop_report;

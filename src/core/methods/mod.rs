@@ -338,7 +338,10 @@ async fn start_call(
         return Outcome::refused(id, RequestError::NoSession);
     };
     if hub.shutdown.is_cancelled() {
-        return Outcome::refused(id, RequestError::ShuttingDown);
+        // HTTP 503 (in every era): the request never ran, so a balancer may send it to another
+        // replica (nginx `proxy_next_upstream http_503`).
+        let refusal = crate::error::DownstreamError::Unavailable("mcpmux is shutting down");
+        return Outcome::Denied { id, refusal };
     }
     let Target {
         upstream,
