@@ -22,6 +22,8 @@
 //!                the rate limit token buckets
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
+//!  seal          cluster keys and the sealer: what hosts carry (cursors, requestState), encrypted
+//!                and authenticated so any replica with the key opens it (no I/O)
 //! ```
 //!
 //! A host's `tools/call` goes http → core → upstream and its events come back to core through
@@ -41,6 +43,7 @@ pub mod middleware;
 pub mod policy;
 pub mod protocol;
 pub mod reload;
+pub mod seal;
 pub mod session;
 pub mod status_command;
 pub mod status_doc;
