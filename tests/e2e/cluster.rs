@@ -2,7 +2,9 @@
 //! server) started with the same `[cluster] key` page each other's cursors; a gateway with
 //! another key, a forged or truncated cursor, a cursor of another list or another principal are
 //! refused (-32602); a gateway with a new key and the old one in `previous_keys` opens cursors
-//! sealed under the old one. `mcpmux keygen` prints a key `[cluster] key` accepts.
+//! sealed under the old one. mcpmux's `requestState` opens on any replica with the key, and is
+//! refused when replayed by another principal, altered, truncated or taken to another key's
+//! replica. `mcpmux keygen` prints a key `[cluster] key` accepts.
 
 use crate::support::mcp::RawSession;
 use crate::support::*;
@@ -290,4 +292,121 @@ async fn keygen_prints_a_key_cluster_key_accepts() {
         bad.stderr
     );
     assert!(!bad.stderr.contains("not-a-key-but-a-secret"), "{}", bad.stderr);
+}
+
+const MODERN: &str = "2026-07-28";
+
+/// One modern (2026-07-28) `tools/call` of `tool` as the holder of `token`, declaring elicitation:
+/// the HTTP status and the JSON-RPC reply.
+async fn modern_call(url: &str, token: &str, tool: &str, extra: Value) -> (u16, Value) {
+    let mut params = json!({
+        "name": tool,
+        "arguments": {"message": "who are you?"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}
+        }
+    });
+    if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+        params.extend(extra);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let resp = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    let reply = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .chain(std::iter::once(text.as_str()))
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        .unwrap_or(Value::Null);
+    (status, reply)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_opens_only_under_the_cluster_key_for_its_caller_unaltered() {
+    let _suite = crate::suite::enter(module_path!());
+    let auth = "[auth]\n\
+        [[auth.api_keys]]\nname = \"alice\"\nkey = \"alice-key-0123456789\"\n\
+        [[auth.api_keys]]\nname = \"bob\"\nkey = \"bob-key-0123456789\"\n";
+    let (home, same_key, other_key) = (
+        replica(&format!("{}{auth}", cluster(KEY_A, &[]))).await,
+        replica(&format!("{}{auth}", cluster(KEY_A, &[]))).await,
+        replica(&format!("{}{auth}", cluster(KEY_B, &[]))).await,
+    );
+    let alice = "alice-key-0123456789";
+    let (status, asked) = modern_call(&home.url(), alice, "t__elicit", json!({})).await;
+    assert_eq!(status, 200, "{asked}");
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .expect("a requestState")
+        .to_string();
+    assert!(state.starts_with("mcpmux2."), "{state}");
+    let key = (asked["result"]["inputRequests"].as_object())
+        .and_then(|r| r.keys().next().cloned())
+        .expect("an input request");
+    let answer = json!({ key: {"action": "accept", "content": {"name": "alice"}} });
+    let retry = |state: &str| json!({"requestState": state, "inputResponses": answer.clone()});
+    let refused = |(status, reply): (u16, Value), what: &str| {
+        assert_eq!(
+            (status, reply["error"]["code"].clone()),
+            (400, json!(-32602)),
+            "{what}: {reply}"
+        );
+        reply["error"]["message"].as_str().unwrap_or_default().to_string()
+    };
+    // Replayed by another principal, altered, truncated, or on a replica with another key.
+    let why = refused(
+        modern_call(&home.url(), "bob-key-0123456789", "t__elicit", retry(&state)).await,
+        "bob",
+    );
+    assert!(why.contains("another caller"), "{why}");
+    let token = URL_SAFE_NO_PAD
+        .decode(&state["mcpmux2.".len()..])
+        .expect("base64url");
+    let mut forged = token.clone();
+    forged[30] ^= 1;
+    let forged = format!("mcpmux2.{}", URL_SAFE_NO_PAD.encode(forged));
+    refused(
+        modern_call(&home.url(), alice, "t__elicit", retry(&forged)).await,
+        "forged",
+    );
+    let truncated = format!("mcpmux2.{}", URL_SAFE_NO_PAD.encode(&token[..token.len() - 5]));
+    refused(
+        modern_call(&home.url(), alice, "t__elicit", retry(&truncated)).await,
+        "truncated",
+    );
+    let why = refused(
+        modern_call(&other_key.url(), alice, "t__elicit", retry(&state)).await,
+        "other key",
+    );
+    assert!(why.contains("key this gateway does not hold"), "{why}");
+    // A replica with the same key opens it (the parked call itself lives on its home replica:
+    // reaching it from there is forwarding, the next slice of issue 16).
+    let why = refused(
+        modern_call(&same_key.url(), alice, "t__elicit", retry(&state)).await,
+        "same key",
+    );
+    assert!(why.contains("finished or expired"), "{why}");
+    // None of that spent the state: its caller's retry on its home replica completes the call.
+    let (status, done) = modern_call(&home.url(), alice, "t__elicit", retry(&state)).await;
+    assert_eq!(status, 200, "{done}");
+    let text = done["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("alice"), "{done}");
+    home.stop().await;
+    same_key.stop().await;
+    other_key.stop().await;
 }
