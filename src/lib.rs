@@ -185,6 +185,17 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         None => None,
     };
     let (hub, inputs) = Hub::new(config.clone(), shutdown.clone(), audit);
+    match &config.cluster {
+        Some(cluster) => tracing::info!(
+            key_id = %hub.sealer.key_id(),
+            previous_keys = cluster.previous_keys.len(),
+            advertise = %cluster.advertise,
+            "sealing with the [cluster] key: replicas with the same key id open each other's cursors and requestState"
+        ),
+        None => tracing::info!(
+            "no [cluster]: sealing with a key of this process's own (its cursors and requestState open only here)"
+        ),
+    }
     let mut tasks = Vec::new();
     for (id, events) in inputs.events {
         tasks.push(tokio::spawn(upstream::supervisor::supervise(

@@ -125,6 +125,12 @@ impl Sealer {
         Sealer::new(&ClusterKey::generate(), &[])
     }
 
+    /// The current key's id in hex: not secret (every token starts with it), so it may be logged
+    /// for operators to check that every replica has the same key.
+    pub fn key_id(&self) -> String {
+        self.current.id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// Seal `plaintext` for `purpose`, bound to `context` (empty for none): a URL-safe token of
     /// visible ASCII.
     pub fn seal(&self, purpose: Purpose, context: &[u8], plaintext: &[u8]) -> String {
@@ -349,6 +355,8 @@ mod tests {
         );
         let id = |t: &str| URL_SAFE_NO_PAD.decode(t).unwrap()[..KEY_ID_LEN].to_vec();
         assert_eq!(id(&from_new), SealingKey::derive(&key(2)).id);
+        let hex: String = id(&from_new).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!((rotated.key_id(), new_only.key_id()), (hex.clone(), hex));
         assert_ne!(id(&from_new), id(&from_old));
         // A previous key equal to the current one, or repeated, is kept once.
         let doubled = Sealer::new(&key(2), &[key(2), key(1), key(1)]);
