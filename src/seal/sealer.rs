@@ -142,12 +142,17 @@ impl Sealer {
         let mut token = Vec::with_capacity(MIN_TOKEN_BYTES + plaintext.len());
         token.extend_from_slice(&key.id);
         token.extend_from_slice(&nonce);
-        let mut sealed = plaintext.to_vec();
+        token.extend_from_slice(plaintext);
         let aad = associated_data(purpose, &key.id, context);
-        key.aead
-            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(&aad), &mut sealed)
+        let tag = key
+            .aead
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(&aad),
+                &mut token[KEY_ID_LEN + NONCE_LEN..],
+            )
             .expect("ring refuses only plaintexts over 64 GiB");
-        token.extend_from_slice(&sealed);
+        token.extend_from_slice(tag.as_ref());
         URL_SAFE_NO_PAD.encode(token)
     }
 
