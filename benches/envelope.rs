@@ -140,6 +140,7 @@ mod list {
     use mcpmux::catalog::{CatalogStore, ListKind, Naming};
     use mcpmux::config::UpstreamId;
     use mcpmux::protocol::modern_result::{own_result_members, CacheHint};
+    use mcpmux::seal::Sealer;
 
     /// A catalog of `upstreams` × `per` tools shaped like [`tools_list`]'s.
     fn catalog(upstreams: usize, per: usize) -> CatalogStore {
@@ -180,8 +181,11 @@ mod list {
     #[divan::bench(args = [(100, 10), (10, 1000)])]
     fn tools_list_page(bencher: divan::Bencher, (upstreams, per): (usize, usize)) {
         let store = catalog(upstreams, per);
+        let sealer = Sealer::random();
         bencher.bench(|| {
-            let page = store.snapshot().page(ListKind::Tools, black_box(None), 100_000);
+            let page = store
+                .snapshot()
+                .page(ListKind::Tools, black_box(None), 100_000, &sealer);
             let result = page.map_or_else(message::null, |r| (*r).to_owned());
             message::result_response(RequestId::number(7), result).to_json()
         });
@@ -193,17 +197,44 @@ mod list {
     fn modern_tools_list_page(bencher: divan::Bencher, (upstreams, per): (usize, usize)) {
         let store = catalog(upstreams, per);
         let info = message::to_raw(&serde_json::json!({"name": "mcpmux", "version": "0"}));
+        let sealer = Sealer::random();
         bencher.bench(|| {
             let hint = CacheHint {
                 ttl_ms: 60_000,
                 private: false,
             };
             let members = own_result_members(Some(hint), &info);
-            let page = store
-                .snapshot()
-                .page_with(ListKind::Tools, black_box(None), 100_000, &members);
+            let page =
+                store
+                    .snapshot()
+                    .page_with(ListKind::Tools, black_box(None), 100_000, &sealer, &members);
             let result = page.unwrap_or_else(message::null);
             message::result_response(RequestId::number(7), result).to_json()
         });
+    }
+}
+
+mod seal {
+    use super::*;
+    use mcpmux::catalog::cursor::Cursors;
+    use mcpmux::catalog::ListKind;
+    use mcpmux::seal::Sealer;
+
+    /// Sealing one list cursor (a random nonce, AES-256-GCM, base64url), as every page with a
+    /// next page does.
+    #[divan::bench]
+    fn cursor_seal(bencher: divan::Bencher) {
+        let sealer = Sealer::random();
+        let cursors = Cursors::bound_to(&sealer, b"jwt\0https://issuer\0alice");
+        bencher.bench(|| cursors.seal(ListKind::Tools, black_box(500)));
+    }
+
+    /// Opening one list cursor, as every request for a next page does.
+    #[divan::bench]
+    fn cursor_open(bencher: divan::Bencher) {
+        let sealer = Sealer::random();
+        let cursors = Cursors::bound_to(&sealer, b"jwt\0https://issuer\0alice");
+        let cursor = cursors.seal(ListKind::Tools, 500);
+        bencher.bench(|| cursors.open(ListKind::Tools, black_box(&cursor)));
     }
 }

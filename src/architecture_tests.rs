@@ -10,6 +10,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("protocol", 0),
     ("util", 0),
     ("status_doc", 0),
+    // Pure (keys and the AEAD); config parses its keys, catalog, core and session seal with it.
+    ("seal", 0),
     ("config", 1),
     ("error", 2),
     ("catalog", 2),

@@ -22,6 +22,8 @@
 //!                the rate limit token buckets
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
+//!  seal          cluster keys and the sealer: what hosts carry (cursors, requestState), encrypted
+//!                and authenticated so any replica with the key opens it (no I/O)
 //! ```
 //!
 //! A host's `tools/call` goes http → core → upstream and its events come back to core through
@@ -41,6 +43,7 @@ pub mod middleware;
 pub mod policy;
 pub mod protocol;
 pub mod reload;
+pub mod seal;
 pub mod session;
 pub mod status_command;
 pub mod status_doc;
@@ -195,6 +198,17 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         None => None,
     };
     let (hub, inputs) = Hub::new(config.clone(), shutdown.clone(), audit);
+    match &config.cluster {
+        Some(cluster) => tracing::info!(
+            key_id = %hub.sealer.key_id(),
+            previous_keys = cluster.previous_keys.len(),
+            advertise = %cluster.advertise,
+            "sealing with the [cluster] key: replicas with the same key id open each other's cursors and requestState"
+        ),
+        None => tracing::info!(
+            "no [cluster]: sealing with a key of this process's own (its cursors and requestState open only here)"
+        ),
+    }
     let mut tasks = Vec::new();
     for (id, events) in inputs.events {
         tasks.push(tokio::spawn(upstream::supervisor::supervise(

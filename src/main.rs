@@ -58,6 +58,9 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Print a new `[cluster]` key (base64 of 32 bytes from the operating system's random
+    /// generator), the same on every replica.
+    Keygen,
 }
 
 #[derive(Subcommand)]
@@ -122,6 +125,10 @@ fn main() -> ExitCode {
         Command::Audit {
             command: AuditCommand::Verify { file },
         } => return ExitCode::from(mcpmux::audit::verify::command(file)),
+        Command::Keygen => {
+            println!("{}", mcpmux::seal::ClusterKey::generate().to_base64());
+            return ExitCode::SUCCESS;
+        }
     };
     let config = match mcpmux::Config::load(path) {
         Ok(c) => c,

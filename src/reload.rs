@@ -5,7 +5,8 @@
 //! `allow` takes effect at once, not at token expiry (and hosts are told their lists changed).
 //! Everything else keeps its running value and is named in the log as needing a restart (reload
 //! by diff of servers and gateway settings is issue 17's; until then the configuration in force is
-//! the old one with the new policy).
+//! the old one with the new policy). `[cluster]` keys are among them: the sealer is built once at
+//! start, so a new key, or a new `previous_keys`, needs a restart (a rolling one, for a rotation).
 
 use crate::catalog::ListKind;
 use crate::config::Config;
@@ -111,6 +112,9 @@ pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     }
     if new.audit != old.audit {
         needs_restart.push("[audit]");
+    }
+    if new.cluster != old.cluster {
+        needs_restart.push("[cluster]");
     }
     let policy_changed = new.policy != old.policy;
     let in_force = Config {
@@ -230,5 +234,24 @@ mod tests {
             "[gateway]\npage_size = 7\n{KEYS}[[policy]]\nallow = [\"b__*\"]\n[servers.s]\ncommand = \"s\"\n"
         ));
         assert!(!apply(&hub, again).unwrap().policy_changed);
+    }
+
+    #[tokio::test]
+    async fn cluster_keys_wait_for_a_restart() {
+        use crate::seal::Purpose;
+        const OLD: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+        const NEW: &str = "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
+        let first = config(&format!("[cluster]\nkey = \"{OLD}\"\n"));
+        let (hub, _inputs) = Hub::new(Arc::new(first.clone()), CancellationToken::new(), None);
+        let sealed = hub.sealer.seal(Purpose::Cursor, b"", b"x");
+        let second = config(&format!("[cluster]\nkey = \"{NEW}\"\n"));
+        let done = apply(&hub, second).unwrap();
+        assert_eq!(done.needs_restart, vec!["[cluster]"]);
+        assert_eq!(hub.config().cluster, first.cluster);
+        // The running sealer is the one built at start: it still opens (and seals) under the old key.
+        assert_eq!(hub.sealer.open(Purpose::Cursor, b"", &sealed), Ok(b"x".to_vec()));
+        let again = hub.sealer.seal(Purpose::Cursor, b"", b"y");
+        let old_only = crate::seal::Sealer::new(&crate::seal::ClusterKey::parse(OLD).unwrap(), &[]);
+        assert_eq!(old_only.open(Purpose::Cursor, b"", &again), Ok(b"y".to_vec()));
     }
 }

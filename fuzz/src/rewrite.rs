@@ -1,12 +1,14 @@
 //! The rewrites the gateway applies to parsed messages: exposed names and URIs (and their
-//! resolution back), list cursors, URI-template matching, the modern envelope and its header
+//! resolution back), sealed list cursors, URI-template matching, the modern envelope and its header
 //! codec, `Mcp-Param-*` headers and result/error shaping. Part of the `message` target.
 
 use super::Knobs;
-use mcpmux::catalog::{cursor, uri, CatalogStore, ListKind, Naming};
+use mcpmux::catalog::cursor::Cursors;
+use mcpmux::catalog::{uri, CatalogStore, ListKind, Naming};
 use mcpmux::config::UpstreamId;
 use mcpmux::protocol::message::{parse_message, raw};
 use mcpmux::protocol::{modern, modern_params, modern_result, Message, RawObject, ResponsePayload};
+use mcpmux::seal::{ClusterKey, Sealer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -46,18 +48,30 @@ pub fn check_rewrites(data: &[u8], text: &str) {
     }
 }
 
-/// The gateway's own list cursors: decode(encode(n)) == n, and paging stays in bounds.
+/// The gateway's own sealed list cursors: any text either opens or is refused (never a panic),
+/// open(seal(n)) == n for its own list and viewer only, and paging stays in bounds.
 fn check_cursor(text: &str, knobs: &mut Knobs<'_>) {
     let len = usize::from(knobs.byte()) * 3;
     let page_size = usize::from(knobs.byte() % 40);
-    let decoded = cursor::decode(text);
-    if let Some(n) = decoded {
-        assert_eq!(cursor::decode(&cursor::encode(n)), Some(n));
+    let key = ClusterKey::parse("AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").expect("a valid key");
+    let sealer = Sealer::new(&key, &[]);
+    let cursors = Cursors::shared(&sealer);
+    let viewer = Cursors::bound_to(&sealer, text.as_bytes());
+    if let Some(n) = cursors.open(ListKind::Tools, text) {
+        assert_eq!(
+            cursors.open(ListKind::Tools, &cursors.seal(ListKind::Tools, n)),
+            Some(n)
+        );
     }
     let offset = u64::from_le_bytes(std::array::from_fn(|_| knobs.byte())) as usize;
-    assert_eq!(cursor::decode(&cursor::encode(offset)), Some(offset));
+    let sealed = viewer.seal(ListKind::Prompts, offset);
+    assert_eq!(viewer.open(ListKind::Prompts, &sealed), Some(offset));
+    assert_eq!(viewer.open(ListKind::Tools, &sealed), None);
+    if !text.is_empty() {
+        assert_eq!(cursors.open(ListKind::Prompts, &sealed), None);
+    }
     for c in [None, Some(text)] {
-        let Some((start, end, next)) = cursor::page(len, c, page_size) else {
+        let Some((start, end, next)) = cursors.page(ListKind::Tools, len, c, page_size) else {
             assert!(c.is_some(), "the first page always exists");
             continue;
         };
@@ -67,7 +81,7 @@ fn check_cursor(text: &str, knobs: &mut Knobs<'_>) {
         match next {
             Some(next) => {
                 assert!(end < len);
-                assert_eq!(cursor::decode(&next), Some(end));
+                assert_eq!(cursors.open(ListKind::Tools, &next), Some(end));
             }
             None => assert_eq!(end, len),
         }

@@ -2,8 +2,10 @@
 //! raw JSON (nothing is parsed or validated again). A snapshot never changes, so the session-era
 //! result of each page is written once per snapshot and a `tools/list` only copies it.
 
-use super::{cursor, Catalog, ExposedItem, ListKind};
+use super::cursor::Cursors;
+use super::{Catalog, ExposedItem, ListKind};
 use crate::protocol::message::to_raw;
+use crate::seal::Sealer;
 use parking_lot::Mutex;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::value::RawValue;
@@ -20,12 +22,18 @@ pub(super) struct PageCache {
 
 impl Catalog {
     /// The result `{"<field>":[...],"nextCursor":"..."}` of the page of a list that `cursor`
-    /// points to (the first page without one); `None` for a cursor this gateway did not issue or
-    /// one past the end.
-    pub fn page(&self, kind: ListKind, cursor: Option<&str>, page_size: usize) -> Option<Arc<RawValue>> {
+    /// points to (the first page without one); `None` for a cursor that does not open with
+    /// `sealer` as one of this list everyone sees, or one past the end.
+    pub fn page(
+        &self,
+        kind: ListKind,
+        cursor: Option<&str>,
+        page_size: usize,
+        sealer: &Sealer,
+    ) -> Option<Arc<RawValue>> {
         let list = self.list(kind);
         let page_size = page_size.max(1);
-        let (start, end, next) = cursor::page(list.items.len(), cursor, page_size)?;
+        let (start, end, next) = Cursors::shared(sealer).page(kind, list.items.len(), cursor, page_size)?;
         let keep = start % page_size == 0;
         if keep {
             if let Some(result) = list.pages.written.lock().get(&(start, end)) {
@@ -54,28 +62,31 @@ impl Catalog {
         kind: ListKind,
         cursor: Option<&str>,
         page_size: usize,
+        sealer: &Sealer,
         extra: &[(&str, Box<RawValue>)],
     ) -> Option<Box<RawValue>> {
         let items = &self.list(kind).items;
-        let (start, end, next) = cursor::page(items.len(), cursor, page_size.max(1))?;
+        let (start, end, next) = Cursors::shared(sealer).page(kind, items.len(), cursor, page_size.max(1))?;
         Some(write(kind, &items[start..end], next.as_deref(), extra))
     }
 
     /// The page `cursor` points to of the items `visible` keeps (by the name or URI hosts see),
     /// followed by `extra` members: one principal's view of a list under a policy. The cursor
-    /// counts visible items, so pages never skip or repeat what this principal may see.
+    /// counts visible items, so pages never skip or repeat what this principal may see; it is
+    /// sealed by `cursors` (bound to the principal, so it pages no one else's view).
     pub fn page_visible(
         &self,
         kind: ListKind,
         cursor: Option<&str>,
         page_size: usize,
+        cursors: Cursors<'_>,
         extra: &[(&str, Box<RawValue>)],
         visible: impl Fn(&str) -> bool,
     ) -> Option<Box<RawValue>> {
         let items: Vec<&ExposedItem> = (self.list(kind).items.iter())
             .filter(|item| visible(&item.exposed))
             .collect();
-        let (start, end, next) = cursor::page(items.len(), cursor, page_size.max(1))?;
+        let (start, end, next) = cursors.page(kind, items.len(), cursor, page_size.max(1))?;
         Some(write(kind, &items[start..end], next.as_deref(), extra))
     }
 }
@@ -136,6 +147,12 @@ mod tests {
     use crate::protocol::message::raw;
     use crate::protocol::RawObject;
 
+    /// The `nextCursor` of a page.
+    fn next_of(page: &RawValue) -> String {
+        let value: serde_json::Value = serde_json::from_str(page.get()).unwrap();
+        value["nextCursor"].as_str().unwrap().to_string()
+    }
+
     fn store(tools: &[&str]) -> CatalogStore {
         let naming = Naming {
             namespace: "a".into(),
@@ -151,29 +168,37 @@ mod tests {
     fn pages_walk_the_list_and_carry_their_cursor() {
         let s = store(&[r#"{"name":"x"}"#, r#"{"name":"y","d":[1, 2]}"#, r#"{"name":"z"}"#]);
         let catalog = s.snapshot();
-        let first = catalog.page(ListKind::Tools, None, 2).unwrap();
-        let next = cursor::encode(2);
+        let sealer = Sealer::random();
+        let first = catalog.page(ListKind::Tools, None, 2, &sealer).unwrap();
+        let next = next_of(&first);
+        assert_eq!(Cursors::shared(&sealer).open(ListKind::Tools, &next), Some(2));
         let expected =
             format!(r#"{{"tools":[{{"name":"a__x"}},{{"name":"a__y","d":[1, 2]}}],"nextCursor":"{next}"}}"#);
         assert_eq!(first.get(), expected);
-        let second = catalog.page(ListKind::Tools, Some(&next), 2).unwrap();
+        let second = catalog.page(ListKind::Tools, Some(&next), 2, &sealer).unwrap();
         assert_eq!(second.get(), r#"{"tools":[{"name":"a__z"}]}"#);
         let extra = [("resultType", raw("\"complete\"".into()))];
         let modern = catalog
-            .page_with(ListKind::Tools, Some(&next), 2, &extra)
+            .page_with(ListKind::Tools, Some(&next), 2, &sealer, &extra)
             .unwrap();
         assert_eq!(
             modern.get(),
             r#"{"tools":[{"name":"a__z"}],"resultType":"complete"}"#
         );
-        assert!(catalog.page(ListKind::Tools, Some("bogus"), 2).is_none());
+        assert!(catalog.page(ListKind::Tools, Some("bogus"), 2, &sealer).is_none());
+        let past_the_end = Cursors::shared(&sealer).seal(ListKind::Tools, 4);
         assert!(catalog
-            .page(ListKind::Tools, Some(&cursor::encode(4)), 2)
+            .page(ListKind::Tools, Some(&past_the_end), 2, &sealer)
             .is_none());
         assert!(catalog
-            .page_with(ListKind::Tools, Some("bogus"), 2, &extra)
+            .page_with(ListKind::Tools, Some("bogus"), 2, &sealer, &extra)
             .is_none());
-        let empty = catalog.page(ListKind::Templates, None, 2).unwrap();
+        // A tools cursor does not page the prompts; another gateway's key's cursor pages nothing.
+        assert!(catalog.page(ListKind::Prompts, Some(&next), 2, &sealer).is_none());
+        assert!(catalog
+            .page(ListKind::Tools, Some(&next), 2, &Sealer::random())
+            .is_none());
+        let empty = catalog.page(ListKind::Templates, None, 2, &sealer).unwrap();
         assert_eq!(empty.get(), r#"{"resourceTemplates":[]}"#);
     }
 
@@ -186,39 +211,53 @@ mod tests {
             r#"{"name":"w"}"#,
         ]);
         let catalog = s.snapshot();
+        let sealer = Sealer::random();
+        let alice = Cursors::bound_to(&sealer, b"key\0alice");
         let visible = |name: &str| name != "a__y";
         let first = catalog
-            .page_visible(ListKind::Tools, None, 2, &[], visible)
+            .page_visible(ListKind::Tools, None, 2, alice, &[], visible)
             .unwrap();
-        let next = cursor::encode(2);
+        let next = next_of(&first);
+        assert_eq!(alice.open(ListKind::Tools, &next), Some(2));
         let expected = format!(r#"{{"tools":[{{"name":"a__x"}},{{"name":"a__z"}}],"nextCursor":"{next}"}}"#);
         assert_eq!(first.get(), expected);
         let second = catalog
-            .page_visible(ListKind::Tools, Some(&next), 2, &[], visible)
+            .page_visible(ListKind::Tools, Some(&next), 2, alice, &[], visible)
             .unwrap();
         assert_eq!(second.get(), r#"{"tools":[{"name":"a__w"}]}"#);
         let none = catalog
-            .page_visible(ListKind::Tools, None, 2, &[], |_| false)
+            .page_visible(ListKind::Tools, None, 2, alice, &[], |_| false)
             .unwrap();
         assert_eq!(none.get(), r#"{"tools":[]}"#);
         assert!(catalog
-            .page_visible(ListKind::Tools, Some("bogus"), 2, &[], visible)
+            .page_visible(ListKind::Tools, Some("bogus"), 2, alice, &[], visible)
             .is_none());
+        // Alice's cursor pages neither bob's view nor the list everyone sees.
+        let bob = Cursors::bound_to(&sealer, b"key\0bob");
+        assert!(catalog
+            .page_visible(ListKind::Tools, Some(&next), 2, bob, &[], visible)
+            .is_none());
+        assert!(catalog.page(ListKind::Tools, Some(&next), 2, &sealer).is_none());
     }
 
     #[test]
     fn a_snapshot_writes_each_page_once_and_keeps_only_aligned_ones() {
         let s = store(&[r#"{"name":"x"}"#, r#"{"name":"y"}"#, r#"{"name":"z"}"#]);
         let catalog = s.snapshot();
-        let first = catalog.page(ListKind::Tools, None, 2).unwrap();
+        let sealer = Sealer::random();
+        let first = catalog.page(ListKind::Tools, None, 2, &sealer).unwrap();
         assert!(Arc::ptr_eq(
             &first,
-            &catalog.page(ListKind::Tools, None, 2).unwrap()
+            &catalog.page(ListKind::Tools, None, 2, &sealer).unwrap()
         ));
-        let forged = Some(cursor::encode(1));
-        let odd = catalog.page(ListKind::Tools, forged.as_deref(), 2).unwrap();
+        let odd_cursor = Some(Cursors::shared(&sealer).seal(ListKind::Tools, 1));
+        let odd = catalog
+            .page(ListKind::Tools, odd_cursor.as_deref(), 2, &sealer)
+            .unwrap();
         assert_eq!(odd.get(), r#"{"tools":[{"name":"a__y"},{"name":"a__z"}]}"#);
-        let again = catalog.page(ListKind::Tools, forged.as_deref(), 2).unwrap();
+        let again = catalog
+            .page(ListKind::Tools, odd_cursor.as_deref(), 2, &sealer)
+            .unwrap();
         assert!(!Arc::ptr_eq(&odd, &again));
         assert_eq!(catalog.list(ListKind::Tools).pages.written.lock().len(), 1);
         // A new snapshot starts with no pages and serves what changed.
@@ -227,7 +266,7 @@ mod tests {
             ListKind::Tools,
             vec![RawObject::parse(r#"{"name":"w"}"#).unwrap()],
         );
-        let page = s.snapshot().page(ListKind::Tools, None, 2).unwrap();
+        let page = s.snapshot().page(ListKind::Tools, None, 2, &sealer).unwrap();
         assert_eq!(page.get(), r#"{"tools":[{"name":"a__w"}]}"#);
     }
 }

@@ -141,7 +141,7 @@ struct RawStepUp {
 }
 
 /// An `http://` or `https://` URL with a host and no fragment.
-fn http_url(text: &str) -> bool {
+pub(super) fn http_url(text: &str) -> bool {
     url::Url::parse(text)
         .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some() && u.fragment().is_none())
 }

@@ -12,6 +12,7 @@ use toml::Spanned;
 
 mod audit;
 mod auth;
+mod cluster;
 mod id;
 mod paths;
 mod policy;
@@ -22,6 +23,7 @@ mod transport;
 mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
+pub use cluster::ClusterConfig;
 pub use id::{IdMap, UpstreamId};
 pub use policy::{PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
@@ -79,6 +81,8 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     /// `[audit]`; `None` keeps no audit log.
     pub audit: Option<AuditConfig>,
+    /// `[cluster]`; `None` seals with a key made for this process alone (one replica).
+    pub cluster: Option<ClusterConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -307,12 +311,17 @@ impl Config {
             None => None,
         };
         audit::check_rules(source_name, &policy, audit.as_ref())?;
+        let cluster = match &raw.cluster {
+            Some(table) => Some(cluster::build_cluster(&ctx, table, gateway.listen)?),
+            None => None,
+        };
         let config = Config {
             gateway,
             servers,
             policy,
             auth,
             audit,
+            cluster,
         };
         // The rules of any configuration, pointed at the line of the server they are about.
         config.validate().map_err(|problem| {

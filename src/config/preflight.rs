@@ -103,7 +103,31 @@ impl Config {
         if let Some(admin) = self.gateway.admin_listen {
             found.extend(admin_findings(admin, listen));
         }
+        if let Some(why) = self.advertise_problem() {
+            found.push(Finding {
+                severity: Severity::Warning,
+                message: why,
+            });
+        }
         found
+    }
+
+    /// Why the other replicas could not reach this one at `cluster.advertise`: a wildcard
+    /// address (the default from a `listen` of 0.0.0.0 or [::]).
+    fn advertise_problem(&self) -> Option<String> {
+        let advertise = &self.cluster.as_ref()?.advertise;
+        let url = url::Url::parse(advertise).ok()?;
+        let unspecified = match url.host()? {
+            url::Host::Ipv4(ip) => ip.is_unspecified(),
+            url::Host::Ipv6(ip) => ip.is_unspecified(),
+            url::Host::Domain(_) => false,
+        };
+        unspecified.then(|| {
+            format!(
+                "cluster.advertise {advertise} is a wildcard address the other replicas cannot reach: \
+                 set cluster.advertise to this replica's own address (e.g. \"http://${{POD_IP}}:8080\")"
+            )
+        })
     }
 }
 
@@ -319,5 +343,31 @@ mod tests {
             text.contains("gateway.listen 0.0.0.0:8080 accepts connections from other machines"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_wildcard_advertise_address_is_a_warning() {
+        const KEY: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+        let with = |extra: &str| {
+            let c = config(&format!(
+                "[gateway]\nlisten = \"0.0.0.0:8080\"\nallow_unauthenticated = true\n\
+                 [cluster]\nkey = \"{KEY}\"\n{extra}"
+            ));
+            let found = messages(&c.preflight(system_path(), Path::new("/")));
+            found
+                .into_iter()
+                .filter(|f| f.contains("cluster.advertise"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            with(""),
+            vec![
+                "warning: cluster.advertise http://0.0.0.0:8080 is a wildcard address the other replicas \
+                 cannot reach: set cluster.advertise to this replica's own address (e.g. \"http://${POD_IP}:8080\")"
+            ]
+        );
+        assert_eq!(with("advertise = \"http://[::]:8080\"\n").len(), 1);
+        assert!(with("advertise = \"http://10.1.2.3:8080\"\n").is_empty());
+        assert!(with("advertise = \"http://mcpmux-0.mcpmux:8080\"\n").is_empty());
     }
 }

@@ -19,6 +19,7 @@ pub(super) struct RawConfig {
     pub(super) policy: Vec<Spanned<RawPolicy>>,
     pub(super) auth: Option<super::auth::RawAuth>,
     pub(super) audit: Option<super::audit::RawAudit>,
+    pub(super) cluster: Option<super::cluster::RawCluster>,
 }
 
 #[derive(Default, Deserialize)]
@@ -163,6 +164,7 @@ pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> Co
         .replace("struct RawPolicy", "a [[policy]] table")
         .replace("struct RawAuth", "the [auth] table")
         .replace("struct RawAudit", "the [audit] table")
+        .replace("struct RawCluster", "the [cluster] table")
         .replace("struct RawApiKey", "an [[auth.api_keys]] table")
         .replace("struct RawStepUp", "an [[auth.step_up]] table");
     let message = match err.span() {

@@ -1,5 +1,5 @@
 //! The gateway's shared state, as the request pipeline sees it: configuration, the catalog, the
-//! upstreams, the session registry, and the modern calls parked for their retry.
+//! upstreams, the session registry, the modern calls parked for their retry, and the sealer.
 
 use crate::catalog::CatalogStore;
 use crate::config::{Config, UpstreamId};
@@ -8,6 +8,7 @@ use crate::error::UpstreamError;
 use crate::policy::rate_limit::RateLimiter;
 use crate::policy::Policy;
 use crate::protocol::ClientCaps;
+use crate::seal::Sealer;
 use crate::session::{Session, SessionRegistry, SessionState};
 use crate::upstream::pool::SupervisorInputs;
 use crate::upstream::ties::HostTies;
@@ -46,6 +47,9 @@ pub struct Hub {
     pub auth: Option<Arc<crate::auth::Authenticator>>,
     /// The audit log (`[audit]`, opened at start); `None` keeps none.
     pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// Seals what hosts carry (cursors, `requestState`) with the `[cluster]` key, read at start
+    /// (a reload does not change keys); without `[cluster]`, with a key of this process's own.
+    pub sealer: Arc<Sealer>,
     ties: Arc<HostTies>,
     born: std::time::Instant,
 }
@@ -62,6 +66,10 @@ impl Hub {
         let ties = Arc::new(HostTies::new());
         let stop_upstreams = CancellationToken::new();
         let (upstreams, inputs) = Upstreams::new(&config, sessions.clone(), ties.clone(), stop_upstreams);
+        let sealer = Arc::new(match &config.cluster {
+            Some(cluster) => Sealer::new(&cluster.key, &cluster.previous_keys),
+            None => Sealer::random(),
+        });
         let hub = Arc::new(Hub {
             catalog: upstreams.catalog.clone(),
             sessions,
@@ -70,7 +78,8 @@ impl Hub {
             shutdown,
             calls: TaskTracker::new(),
             drain_expired: CancellationToken::new(),
-            parked: Arc::new(ParkedCalls::default()),
+            parked: Arc::new(ParkedCalls::new(sealer.clone())),
+            sealer,
             auth: crate::auth::Authenticator::from_config(&config),
             audit,
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),

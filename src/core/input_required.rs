@@ -4,12 +4,13 @@
 //! until the host retries with the answers and mcpmux's sealed `requestState`.
 
 use super::forward::Frame;
-use super::request_state::{StateClaims, StateError, StateKey};
+use super::request_state::{StateClaims, StateError, StateSealer};
 use crate::error::codes;
 use crate::protocol::message::parse_message;
 use crate::protocol::message::{error_object, json_string, raw};
 use crate::protocol::modern_result::{shape_error, shape_result, CacheHint, RESULT_INPUT_REQUIRED};
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::seal::Sealer;
 use crate::session::host::Session;
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
@@ -69,17 +70,8 @@ pub enum ResumeError {
 
 /// Calls waiting for a modern host's retry, keyed by the id sealed into their `requestState`.
 pub struct ParkedCalls {
-    key: StateKey,
+    key: StateSealer,
     calls: Mutex<HashMap<String, Parked>>,
-}
-
-impl Default for ParkedCalls {
-    fn default() -> Self {
-        ParkedCalls {
-            key: StateKey::random(),
-            calls: Mutex::new(HashMap::new()),
-        }
-    }
 }
 
 fn now_ms() -> u64 {
@@ -89,6 +81,14 @@ fn now_ms() -> u64 {
 }
 
 impl ParkedCalls {
+    /// No call parked yet; their `requestState`s are sealed with `sealer`.
+    pub fn new(sealer: Arc<Sealer>) -> Self {
+        ParkedCalls {
+            key: StateSealer::new(sealer),
+            calls: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// How many calls are parked.
     pub fn len(&self) -> usize {
         self.calls.lock().len()

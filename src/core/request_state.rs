@@ -1,16 +1,25 @@
 //! mcpmux's own `requestState`, handed to a modern host when a session-era upstream asks it for
-//! input mid-call: an HMAC-SHA256-sealed token naming the parked call, bound to the caller's
-//! credentials, to the originating request (method plus a digest of its salient parameters) and
-//! to an expiry. Anything that fails verification is refused.
+//! input mid-call: a token sealed with the cluster key (`crate::seal`, so any replica can open
+//! it) naming the parked call, bound to the caller's credentials, to the originating request
+//! (method plus a digest of its salient parameters) and to an expiry. Anything that fails to open
+//! or to match is refused.
 
 use crate::protocol::RawObject;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
-use ring::{digest, hmac, rand as ring_rand};
+use crate::seal::{Purpose, SealError, Sealer};
+use ring::digest;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Marks a `requestState` mcpmux made (any other is an upstream's, passed through untouched).
-pub const PREFIX: &str = "mcpmux1.";
+pub const PREFIX: &str = "mcpmux2.";
+/// The prefix of the states of mcpmux before sealing with the cluster key (HMAC under a key of
+/// the process): still mcpmux's, so refused, never passed to an upstream.
+const RETIRED_PREFIX: &str = "mcpmux1.";
+
+/// Whether a `requestState` is one mcpmux made (now or in a retired format).
+pub fn is_ours(state: &str) -> bool {
+    state.starts_with(PREFIX) || state.starts_with(RETIRED_PREFIX)
+}
 
 /// What a sealed state asserts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +41,8 @@ pub enum StateError {
     Malformed,
     #[error("requestState failed verification")]
     Forged,
+    #[error("requestState was sealed under a key this gateway does not hold")]
+    UnknownKey,
     #[error("requestState has expired")]
     Expired,
     #[error("requestState was issued to another caller")]
@@ -40,32 +51,21 @@ pub enum StateError {
     OtherRequest,
 }
 
-/// The key states are sealed with: random per process, so a state only means something to the
-/// process holding the parked call.
-pub struct StateKey(hmac::Key);
+/// Seals and opens states with the gateway's sealer (the `[cluster]` key, or the process's own).
+pub struct StateSealer(Arc<Sealer>);
 
-impl StateKey {
-    pub fn random() -> Self {
-        let rng = ring_rand::SystemRandom::new();
-        match hmac::Key::generate(hmac::HMAC_SHA256, &rng) {
-            Ok(key) => StateKey(key),
-            // The system RNG failing is not recoverable in a meaningful way; fall back to
-            // rand's generator rather than refusing to start.
-            Err(_) => {
-                let bytes: [u8; 32] = rand::random();
-                StateKey(hmac::Key::new(hmac::HMAC_SHA256, &bytes))
-            }
-        }
+impl StateSealer {
+    pub fn new(sealer: Arc<Sealer>) -> Self {
+        StateSealer(sealer)
     }
 
     /// Seal claims into an opaque string.
     pub fn seal(&self, claims: &StateClaims) -> String {
-        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).unwrap_or_default());
-        let tag = hmac::sign(&self.0, payload.as_bytes());
-        format!("{PREFIX}{payload}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+        let claims = serde_json::to_vec(claims).unwrap_or_default();
+        format!("{PREFIX}{}", self.0.seal(Purpose::RequestState, b"", &claims))
     }
 
-    /// Verify a state against the caller and the request presenting it.
+    /// Open a state and check it against the caller and the request presenting it.
     pub fn open(
         &self,
         state: &str,
@@ -73,13 +73,15 @@ impl StateKey {
         request: &str,
         now_ms: u64,
     ) -> Result<StateClaims, StateError> {
-        let body = state.strip_prefix(PREFIX).ok_or(StateError::Malformed)?;
-        let (payload, tag) = body.split_once('.').ok_or(StateError::Malformed)?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| StateError::Malformed)?;
-        hmac::verify(&self.0, payload.as_bytes(), &tag).map_err(|_| StateError::Forged)?;
-        let bytes = URL_SAFE_NO_PAD
-            .decode(payload)
-            .map_err(|_| StateError::Malformed)?;
+        let token = state.strip_prefix(PREFIX).ok_or(StateError::Malformed)?;
+        let bytes = self
+            .0
+            .open(Purpose::RequestState, b"", token)
+            .map_err(|err| match err {
+                SealError::Malformed => StateError::Malformed,
+                SealError::UnknownKey => StateError::UnknownKey,
+                SealError::Forged => StateError::Forged,
+            })?;
         let claims: StateClaims = serde_json::from_slice(&bytes).map_err(|_| StateError::Malformed)?;
         if now_ms > claims.expires_ms {
             return Err(StateError::Expired);
@@ -146,6 +148,9 @@ fn canonical(value: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seal::ClusterKey;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    use base64::Engine;
 
     fn claims() -> StateClaims {
         StateClaims {
@@ -156,12 +161,20 @@ mod tests {
         }
     }
 
+    fn key(byte: u8) -> ClusterKey {
+        ClusterKey::parse(&STANDARD.encode([byte; 32])).unwrap()
+    }
+
+    fn sealer(key: &ClusterKey, previous: &[ClusterKey]) -> StateSealer {
+        StateSealer::new(Arc::new(Sealer::new(key, previous)))
+    }
+
     #[test]
     fn a_sealed_state_opens_only_for_its_caller_request_and_lifetime() {
-        let key = StateKey::random();
+        let key = StateSealer::new(Arc::new(Sealer::random()));
         let c = claims();
         let state = key.seal(&c);
-        assert!(state.starts_with(PREFIX));
+        assert!(state.starts_with(PREFIX) && is_ours(&state));
         assert_eq!(key.open(&state, &c.principal, "r", 999), Ok(c.clone()));
         assert_eq!(
             key.open(&state, &c.principal, "r", 1_001),
@@ -174,29 +187,66 @@ mod tests {
             Err(StateError::OtherRequest)
         );
         assert_eq!(
-            StateKey::random().open(&state, &c.principal, "r", 0),
-            Err(StateError::Forged)
+            StateSealer::new(Arc::new(Sealer::random())).open(&state, &c.principal, "r", 0),
+            Err(StateError::UnknownKey)
+        );
+    }
+
+    #[test]
+    fn any_replica_with_the_cluster_key_opens_a_state_and_rotation_keeps_it_open() {
+        let c = claims();
+        let state = sealer(&key(1), &[]).seal(&c);
+        assert_eq!(
+            sealer(&key(1), &[]).open(&state, &c.principal, "r", 0),
+            Ok(c.clone())
+        );
+        assert_eq!(
+            sealer(&key(2), &[key(1)]).open(&state, &c.principal, "r", 0),
+            Ok(c.clone())
+        );
+        assert_eq!(
+            sealer(&key(2), &[]).open(&state, &c.principal, "r", 0),
+            Err(StateError::UnknownKey)
         );
     }
 
     #[test]
     fn tampering_is_detected() {
-        let key = StateKey::random();
+        let key = sealer(&key(1), &[]);
         let c = claims();
         let state = key.seal(&c);
-        let (payload, tag) = state.strip_prefix(PREFIX).unwrap().split_once('.').unwrap();
-        let mut forged = claims();
-        forged.expires_ms = u64::MAX;
-        let forged_payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged).unwrap());
-        assert_ne!(payload, forged_payload);
-        let tampered = format!("{PREFIX}{forged_payload}.{tag}");
+        let token = state.strip_prefix(PREFIX).unwrap();
+        let mut bytes = URL_SAFE_NO_PAD.decode(token).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let tampered = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&bytes));
         assert_eq!(key.open(&tampered, &c.principal, "r", 0), Err(StateError::Forged));
+        let truncated = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(&bytes[..last - 3]));
         assert_eq!(
-            key.open("mcpmux1.nodot", &c.principal, "r", 0),
+            key.open(&truncated, &c.principal, "r", 0),
+            Err(StateError::Forged)
+        );
+        let cut_text = &state[..state.len() - 4];
+        assert!(key.open(cut_text, &c.principal, "r", 0).is_err());
+        // A cursor sealed under the same key is not a state.
+        let cursor = Sealer::new(&super::tests::key(1), &[]).seal(Purpose::Cursor, b"", b"{}");
+        assert_eq!(
+            key.open(&format!("{PREFIX}{cursor}"), &c.principal, "r", 0),
+            Err(StateError::Forged)
+        );
+        assert_eq!(
+            key.open("mcpmux2.no.dots", &c.principal, "r", 0),
             Err(StateError::Malformed)
         );
         assert_eq!(
             key.open("other", &c.principal, "r", 0),
+            Err(StateError::Malformed)
+        );
+        // A state of the retired HMAC format is mcpmux's (never an upstream's) and refused.
+        let retired = "mcpmux1.eyJwYXJrZWQiOiJwMSJ9.c2ln";
+        assert!(is_ours(retired) && !is_ours("upstream-state"));
+        assert_eq!(
+            key.open(retired, &c.principal, "r", 0),
             Err(StateError::Malformed)
         );
     }

@@ -11,7 +11,7 @@ use crate::core::forward::Frame;
 use crate::core::hub::Hub;
 use crate::core::input_required::{self, ModernCall};
 use crate::core::methods::{self, initialize, Outcome};
-use crate::core::request_state::{principal_digest, request_digest, PREFIX as STATE_PREFIX};
+use crate::core::request_state::{is_ours as state_is_ours, principal_digest, request_digest};
 use crate::error::codes;
 use crate::protocol::logging::log_level_rank;
 use crate::protocol::message::error_reply;
@@ -246,10 +246,7 @@ async fn call(
     };
     let request = request_digest(&method, &params);
     let server_info: Arc<RawValue> = Arc::from(to_raw(&initialize::server_info()));
-    if let Some(state) = params
-        .get_str("requestState")
-        .filter(|s| s.starts_with(STATE_PREFIX))
-    {
+    if let Some(state) = params.get_str("requestState").filter(|s| state_is_ours(s)) {
         let resumed = input_required::resume(
             hub.parked.clone(),
             &state,

@@ -16,6 +16,7 @@ mod audit;
 mod auth;
 mod canary;
 mod cli;
+mod cluster;
 mod drain;
 mod example_config;
 mod faults;

@@ -1,9 +1,11 @@
 //! `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list` for both eras:
-//! pages of the merged catalog with mcpmux's own cursors, kept per snapshot and copied into the
-//! reply; a modern host's page also carries the list's cache hint and mcpmux's `serverInfo`.
+//! pages of the merged catalog with mcpmux's own sealed cursors, kept per snapshot and copied into
+//! the reply; a modern host's page also carries the list's cache hint and mcpmux's `serverInfo`.
+//! Under a policy a principal's cursors are bound to it (its list is its own).
 
 use super::initialize::server_info;
 use super::shape_reply;
+use crate::catalog::cursor::Cursors;
 use crate::catalog::ListKind;
 use crate::core::access::Access;
 use crate::core::context::{Era, RequestCtx};
@@ -25,13 +27,20 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
     let page_size = hub.config().gateway.page_size;
     let catalog = hub.catalog.snapshot();
     let access = Access::of(hub, ctx);
+    let sealer = &*hub.sealer;
+    // Under a policy each principal has a list of its own: its cursor counts only that, and is
+    // bound to it.
+    let owner = match (&ctx.principal, access.sees_everything()) {
+        (Some(principal), false) => principal.owner(),
+        _ => String::new(),
+    };
+    let own = Cursors::bound_to(sealer, owner.as_bytes());
     let page = match ctx.era {
-        // Under a policy each principal has a list of its own (its cursor counts only that).
         Era::Session if !access.sees_everything() => {
-            catalog.page_visible(kind, cursor.as_deref(), page_size, &[], access.filter())
+            catalog.page_visible(kind, cursor.as_deref(), page_size, own, &[], access.filter())
         }
         Era::Session => catalog
-            .page(kind, cursor.as_deref(), page_size)
+            .page(kind, cursor.as_deref(), page_size, sealer)
             .map(|result| (*result).to_owned()),
         Era::Modern => {
             let mut hint = list_hint(hub, kind);
@@ -39,8 +48,10 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
             hint.private |= !access.sees_everything();
             let members = own_result_members(Some(hint), &to_raw(&server_info()));
             match access.sees_everything() {
-                true => catalog.page_with(kind, cursor.as_deref(), page_size, &members),
-                false => catalog.page_visible(kind, cursor.as_deref(), page_size, &members, access.filter()),
+                true => catalog.page_with(kind, cursor.as_deref(), page_size, sealer, &members),
+                false => {
+                    catalog.page_visible(kind, cursor.as_deref(), page_size, own, &members, access.filter())
+                }
             }
         }
     };
@@ -51,7 +62,8 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
     }
 }
 
-/// The answer to a list request whose cursor this gateway did not issue.
+/// The answer to a list request whose cursor does not open (not sealed by a replica with the
+/// cluster key, another list's, another principal's, forged, truncated).
 pub fn invalid_cursor(id: RequestId) -> Message {
     RequestError::InvalidCursor.reply(id)
 }

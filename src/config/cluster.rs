@@ -1,0 +1,143 @@
+//! The `[cluster]` table: the key every replica seals with (`key`), the keys still opened during
+//! a rotation (`previous_keys`), and how the other replicas reach this one (`advertise`).
+//! Keys are base64 of 32 random bytes (`mcpmux keygen`); a bad one is refused at its line and
+//! never echoed.
+
+use super::{ConfigError, Ctx};
+use crate::seal::ClusterKey;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCluster {
+    key: Spanned<String>,
+    previous_keys: Option<Vec<Spanned<String>>>,
+    advertise: Option<Spanned<String>>,
+}
+
+/// `[cluster]` (its keys print as `***` in Debug).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// Seals everything this replica hands out; the same on every replica.
+    pub key: ClusterKey,
+    /// Still accepted when opening, never used to seal.
+    pub previous_keys: Vec<ClusterKey>,
+    /// The URL the other replicas reach this one at; default `http://{gateway.listen}`.
+    pub advertise: String,
+}
+
+pub(super) fn build_cluster(
+    ctx: &Ctx<'_>,
+    raw: &RawCluster,
+    listen: SocketAddr,
+) -> Result<ClusterConfig, ConfigError> {
+    let key = cluster_key(ctx, &raw.key, "cluster.key")?;
+    let mut previous_keys = Vec::new();
+    for (i, value) in raw.previous_keys.iter().flatten().enumerate() {
+        previous_keys.push(cluster_key(ctx, value, &format!("cluster.previous_keys[{i}]"))?);
+    }
+    let advertise = match &raw.advertise {
+        Some(v) => {
+            let url = ctx.expand(v, "cluster.advertise")?;
+            if !super::auth::http_url(&url) {
+                let msg = format!("cluster.advertise {url:?} must be an http:// or https:// URL with a host");
+                return Err(ctx.invalid(&v.span(), msg));
+            }
+            url
+        }
+        None => format!("http://{listen}"),
+    };
+    Ok(ClusterConfig {
+        key,
+        previous_keys,
+        advertise,
+    })
+}
+
+/// One key, or an error at its line that names the key but never shows its value.
+fn cluster_key(ctx: &Ctx<'_>, value: &Spanned<String>, name: &str) -> Result<ClusterKey, ConfigError> {
+    let text = ctx.expand(value, name)?;
+    ClusterKey::parse(&text).map_err(|why| ctx.invalid(&value.span(), format!("{name} {why}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::seal::ClusterKey;
+
+    const KEY_A: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+    const KEY_B: &str = "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
+
+    fn parse(text: &str) -> Result<Config, String> {
+        let env = |var: &str| match var {
+            "MCPMUX_CLUSTER_KEY" => Some(KEY_A.to_string()),
+            "BAD_KEY" => Some("hunter2-is-not-a-key".to_string()),
+            _ => None,
+        };
+        Config::from_toml_str(text, "t.toml", &env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_cluster_table_as_the_issue_writes_it() {
+        let config = parse(&format!(
+            "[gateway]\nlisten = \"127.0.0.1:8080\"\n[cluster]\nkey = \"${{MCPMUX_CLUSTER_KEY}}\"\n\
+             previous_keys = [\"{KEY_B}\"]\nadvertise = \"http://10.1.2.3:8080\"\n"
+        ))
+        .unwrap();
+        let cluster = config.cluster.unwrap();
+        assert_eq!(cluster.key, ClusterKey::parse(KEY_A).unwrap());
+        assert_eq!(cluster.previous_keys, vec![ClusterKey::parse(KEY_B).unwrap()]);
+        assert_eq!(cluster.advertise, "http://10.1.2.3:8080");
+        let shown = format!("{cluster:?}");
+        assert!(!shown.contains(KEY_A) && !shown.contains(KEY_B), "{shown}");
+        assert!(parse("").unwrap().cluster.is_none());
+    }
+
+    #[test]
+    fn advertise_defaults_from_listen() {
+        let config = parse(&format!(
+            "[gateway]\nlisten = \"127.0.0.1:9001\"\n[cluster]\nkey = \"{KEY_A}\"\n"
+        ))
+        .unwrap();
+        let cluster = config.cluster.unwrap();
+        assert_eq!(cluster.advertise, "http://127.0.0.1:9001");
+        assert!(cluster.previous_keys.is_empty());
+    }
+
+    #[test]
+    fn a_bad_key_is_refused_at_its_line_without_echoing_it() {
+        let err = parse("[cluster]\nkey = \"${BAD_KEY}\"\n").unwrap_err();
+        assert!(err.starts_with("t.toml:2: cluster.key is not base64"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        let short = "AQEBAQEBAQEBAQEBAQEBAQ==";
+        let err = parse(&format!(
+            "[cluster]\nkey = \"{KEY_A}\"\nprevious_keys = [\n  \"{short}\"]\n"
+        ))
+        .unwrap_err();
+        assert!(
+            err.starts_with("t.toml:4: cluster.previous_keys[0] is base64 of 16 bytes"),
+            "{err}"
+        );
+        assert!(!err.contains(short), "{err}");
+        let err = parse("[cluster]\nadvertise = \"http://a:1\"\n").unwrap_err();
+        assert!(err.contains("missing field `key`"), "{err}");
+        let err = parse("[cluster]\nkey = \"${UNSET_KEY}\"\n").unwrap_err();
+        assert!(err.contains("UNSET_KEY") && err.contains("cluster.key"), "{err}");
+        let err = parse(&format!("[cluster]\nkey = \"{KEY_A}\"\nsecret = 1\n")).unwrap_err();
+        assert!(err.contains("unknown key `secret`"), "{err}");
+    }
+
+    #[test]
+    fn advertise_must_be_an_http_url() {
+        for bad in ["10.1.2.3:8080", "ftp://a/", "http://"] {
+            let err = parse(&format!("[cluster]\nkey = \"{KEY_A}\"\nadvertise = \"{bad}\"\n")).unwrap_err();
+            assert!(err.starts_with("t.toml:3: cluster.advertise"), "{bad}: {err}");
+        }
+        let https = parse(&format!(
+            "[cluster]\nkey = \"{KEY_A}\"\nadvertise = \"https://r1.internal\"\n"
+        ));
+        assert_eq!(https.unwrap().cluster.unwrap().advertise, "https://r1.internal");
+    }
+}
