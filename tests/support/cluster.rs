@@ -119,12 +119,14 @@ struct Balancer {
     log: PathBuf,
 }
 
-/// N replicas with the same config behind one balancer.
+/// N replicas with the same config (and one `[cluster]` key) behind one balancer.
 pub struct Cluster {
     pub replicas: Vec<Replica>,
     balancer: Balancer,
     gateway_extra: String,
     servers: String,
+    /// The `[cluster] key` every replica shares (base64 of 32 random bytes).
+    cluster_key: String,
     /// Tools every replica must list before it counts as started.
     want_tools: Vec<String>,
 }
@@ -164,6 +166,10 @@ impl Cluster {
             replicas,
             gateway_extra: gateway_extra.to_string(),
             servers: servers.to_string(),
+            cluster_key: {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 32]>())
+            },
             want_tools: want_tools.iter().map(|s| s.to_string()).collect(),
         };
         for i in 0..n {
@@ -208,11 +214,16 @@ impl Cluster {
             "admin_listen = \"127.0.0.1:{}\"\n{}",
             r.admin_port, self.gateway_extra
         );
+        // One cluster key for all: what one replica seals (cursors, requestState), any opens.
+        let servers = format!(
+            "{}\n\n[cluster]\nkey = \"{}\"\nadvertise = \"http://127.0.0.1:{}\"\n",
+            self.servers, self.cluster_key, r.port
+        );
         r.process = Some(ServeProcess::start_on(
             r.port,
             &r.dir,
             &extra,
-            &self.servers,
+            &servers,
             &r.dir,
             &[],
         ));
