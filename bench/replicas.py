@@ -31,26 +31,21 @@ import time
 import urllib.request
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ in bench/
+import common  # noqa: E402
+from common import free_port, pinned  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / "target" / "release"
 MCPMUX, DRIVER = RELEASE / "mcpmux", RELEASE / "mcpmux-bench"
 RAWECHO = ROOT / "bench" / "rawecho.mjs"
 RUN_DIR = ROOT / "target" / "bench-run" / "replicas"
-PIN = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
 
 
 def log(msg):
     print(f"[replicas] {msg}", file=sys.stderr, flush=True)
 
 
-def pinned(core, cmd):
-    return ["taskset", "-c", str(core), *cmd] if PIN else cmd
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_ready(port, timeout=60.0):
@@ -187,8 +182,7 @@ def main():
     p.add_argument("--reps", type=int, default=3, help="runs of each system, alternating order")
     p.add_argument("--no-pin", action="store_true", help="let every process use every core")
     opts = p.parse_args()
-    global PIN
-    PIN = PIN and not opts.no_pin
+    common.PIN = common.PIN and not opts.no_pin
     for need in (MCPMUX, DRIVER):
         if not need.exists():
             sys.exit(f"{need} missing: cargo build --release --locked -p mcpmux -p mcpmux-bench")
@@ -209,7 +203,7 @@ def main():
             if "fatal" in r or r.get("errors"):
                 log(f"{kind}: {r.get('fatal') or r.get('first_error')} ({r.get('errors')} errors)")
             runs[kind].append(r)
-    where = "systems under test on core 0, driver on core 1" if PIN else "not pinned"
+    where = "systems under test on core 0, driver on core 1" if common.PIN else "not pinned"
     print(f"tools/call e__echo, {opts.sessions} sessions x {opts.calls} calls, median of {opts.reps} "
           f"runs; {where}")
     print(f"{'system':<12} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in bench/
 import report  # noqa: E402
+from common import PIN, free_port, pinned  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / "target" / "release"
@@ -34,21 +34,12 @@ PEERS = ROOT / "target" / "bench-peers"
 RUN_DIR = ROOT / "target" / "bench-run"
 SCENARIOS = ["overhead", "throughput", "catalog", "memory", "fanout", "peers", "micro"]
 PEER_VERSIONS = {"mcp-proxy": "6.7.19", "supergateway": "4.0.0", "fastmcp": "4.1.2"}
-PIN = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
 
 
 def log(msg):
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-def pinned(core, cmd):
-    return ["taskset", "-c", str(core), *cmd] if PIN else cmd
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, timeout=60.0):
