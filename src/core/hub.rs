@@ -9,7 +9,7 @@ use crate::policy::rate_limit::RateLimiter;
 use crate::policy::Policy;
 use crate::protocol::ClientCaps;
 use crate::seal::Sealer;
-use crate::session::{Session, SessionRegistry, SessionState};
+use crate::session::{Session, SessionIds, SessionRegistry, SessionState};
 use crate::upstream::pool::SupervisorInputs;
 use crate::upstream::ties::HostTies;
 use crate::upstream::{UpstreamHandle, Upstreams};
@@ -50,6 +50,8 @@ pub struct Hub {
     /// Seals what hosts carry (cursors, `requestState`) with the `[cluster]` key, read at start
     /// (a reload does not change keys); without `[cluster]`, with a key of this process's own.
     pub sealer: Arc<Sealer>,
+    /// Issues and opens session-era session ids (sealed with `sealer`, homed here).
+    pub session_ids: SessionIds,
     ties: Arc<HostTies>,
     born: std::time::Instant,
 }
@@ -70,6 +72,11 @@ impl Hub {
             Some(cluster) => Sealer::new(&cluster.key, &cluster.previous_keys),
             None => Sealer::random(),
         });
+        let advertise = match &config.cluster {
+            Some(cluster) => cluster.advertise.clone(),
+            None => format!("http://{}", config.gateway.listen),
+        };
+        let session_ids = SessionIds::new(sealer.clone(), advertise);
         let hub = Arc::new(Hub {
             catalog: upstreams.catalog.clone(),
             sessions,
@@ -80,6 +87,7 @@ impl Hub {
             drain_expired: CancellationToken::new(),
             parked: Arc::new(ParkedCalls::new(sealer.clone())),
             sealer,
+            session_ids,
             auth: crate::auth::Authenticator::from_config(&config),
             audit,
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),

@@ -14,3 +14,4 @@ pub mod input_required;
 pub mod methods;
 pub mod rate_limit;
 pub mod request_state;
+pub mod takeover;

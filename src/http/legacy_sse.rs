@@ -371,7 +371,7 @@ async fn initialize(
     params: Option<&serde_json::value::RawValue>,
 ) {
     let params = RawObject::parse_opt(params);
-    let (mut session, mut result) = open_session(&legacy.hub, params.as_ref(), link.id.clone()).await;
+    let (mut session, mut result) = open_session(&legacy.hub, params.as_ref(), |_| link.id.clone()).await;
     let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
     if asked.as_deref() == Some(LEGACY_VERSION) {
         let state = crate::session::SessionState {

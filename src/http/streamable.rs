@@ -11,6 +11,7 @@ use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
 use crate::core::rate_limit;
+use crate::core::takeover::take_over;
 use crate::error::{codes, json_text, DownstreamError};
 use crate::protocol::message::error_reply;
 use crate::protocol::message::{error_response, result_response};
@@ -121,17 +122,22 @@ fn session_id(headers: &HeaderMap) -> Result<&str, DownstreamError> {
 }
 
 /// The request's session; another principal's session is unknown to it (404, as if it did not
-/// exist: its id says nothing).
+/// exist: its id says nothing). A session not held here is taken over from its sealed id when
+/// another process issued it to this principal (`core::takeover`).
 fn find_session(
     hub: &Hub,
     headers: &HeaderMap,
     who: Option<&Arc<Principal>>,
 ) -> Result<Arc<Session>, DownstreamError> {
+    let id = session_id(headers)?;
     let owner = who.map(|p| p.owner());
-    hub.sessions
-        .get(session_id(headers)?)
-        .filter(|session| session.owned_by(owner.as_deref()))
-        .ok_or(DownstreamError::UnknownSession)
+    if let Some(session) = hub.sessions.get(id) {
+        return match session.owned_by(owner.as_deref()) {
+            true => Ok(session),
+            false => Err(DownstreamError::UnknownSession),
+        };
+    }
+    take_over(hub, id, owner.as_deref())
 }
 
 /// The negotiated version the request claims; absent means 2025-03-26.
@@ -150,6 +156,7 @@ fn claimed_version(headers: &HeaderMap) -> Result<String, DownstreamError> {
     }
 }
 
+/// A random session id (legacy SSE links; session-era ids are sealed: `SessionIds::issue`).
 pub(super) fn new_session_id() -> String {
     crate::util::ids::random_hex(64)
 }
@@ -248,9 +255,11 @@ async fn post(
                     return Err(DownstreamError::Unavailable(SHUTTING_DOWN));
                 }
                 let params = params.ok().flatten();
-                let (session, result) = initialize(hub, params.as_ref(), new_session_id()).await;
-                if let Some(principal) = &who {
-                    session.bind_owner(principal.owner());
+                let owner = who.as_ref().map(|p| p.owner());
+                let sealed_id = |state: &_| hub.session_ids.issue(state, owner.as_deref());
+                let (session, result) = initialize(hub, params.as_ref(), sealed_id).await;
+                if let Some(owner) = owner {
+                    session.bind_owner(owner);
                 }
                 tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
                 hub.sessions.insert(session.clone());

@@ -52,6 +52,8 @@ pub struct Session {
     ties: Arc<HostTies>,
     /// Who opened the session (the principal's issuer and name); only they may use it.
     owner: std::sync::OnceLock<String>,
+    /// The home (advertise URL) of the process this session was taken over from, if it was.
+    taken_over_from: std::sync::OnceLock<String>,
 }
 
 impl Session {
@@ -84,6 +86,7 @@ impl Session {
             streams: CallStreams::default(),
             ties,
             owner: std::sync::OnceLock::new(),
+            taken_over_from: std::sync::OnceLock::new(),
         })
     }
 
@@ -96,6 +99,16 @@ impl Session {
     /// opener's, and an unowned session only unauthenticated.
     pub fn owned_by(&self, owner: Option<&str>) -> bool {
         self.owner.get().map(String::as_str) == owner
+    }
+
+    /// Record that this session was taken over from the process at `home` (once).
+    pub fn mark_taken_over(&self, home: String) {
+        let _ = self.taken_over_from.set(home);
+    }
+
+    /// The home this session was taken over from; `None` when it was opened here.
+    pub fn taken_over_from(&self) -> Option<&str> {
+        self.taken_over_from.get().map(String::as_str)
     }
 
     /// What of this session can be sealed and moved to another replica.

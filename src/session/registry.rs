@@ -2,6 +2,7 @@
 //! upstream connections tell every host ([`HostEvent`]: list changes, resource updates, log
 //! messages no call claims) to session-era GET streams and modern listen streams.
 
+use super::ended::EndedIds;
 use super::host::Session;
 use super::listeners::Listeners;
 use crate::catalog::ListKind;
@@ -17,6 +18,8 @@ use std::time::Duration;
 pub struct SessionRegistry {
     map: DashMap<String, Arc<Session>>,
     pub listeners: Listeners,
+    /// Sessions taken over from another home that ended here: not taken over again.
+    pub ended: EndedIds,
 }
 
 impl SessionRegistry {
@@ -28,6 +31,16 @@ impl SessionRegistry {
         self.map.insert(session.id.clone(), session);
     }
 
+    /// Register a session taken over from another home, unless a concurrent request already
+    /// did: the session registered under its id either way.
+    pub fn adopt(&self, session: Arc<Session>) -> Arc<Session> {
+        self.map
+            .entry(session.id.clone())
+            .or_insert(session)
+            .value()
+            .clone()
+    }
+
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
         self.map.get(id).map(|s| s.value().clone())
     }
@@ -35,6 +48,9 @@ impl SessionRegistry {
     /// End and forget a session.
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
         let (_, session) = self.map.remove(id)?;
+        if session.taken_over_from().is_some() {
+            self.ended.record(id);
+        }
         session.close();
         Some(session)
     }

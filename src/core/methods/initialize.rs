@@ -15,11 +15,12 @@ pub fn server_info() -> serde_json::Value {
     serde_json::json!({ "name": "mcpmux", "version": env!("CARGO_PKG_VERSION") })
 }
 
-/// Open a session for an `initialize` request; returns it with the result to send.
+/// Open a session for an `initialize` request, its id made by `session_id` from its state;
+/// returns it with the result to send.
 pub async fn initialize(
     hub: &Arc<Hub>,
     params: Option<&RawObject>,
-    session_id: String,
+    session_id: impl FnOnce(&SessionState) -> String,
 ) -> (Arc<Session>, Box<serde_json::value::RawValue>) {
     hub.wait_startup().await;
     let requested = params
@@ -31,7 +32,7 @@ pub async fn initialize(
         .and_then(|p| p.get("clientInfo"))
         .and_then(|info| serde_json::from_str(info.get()).ok());
     let state = SessionState::new(negotiated, caps).with_client_info(client_info);
-    let session = hub.open_session(session_id, state);
+    let session = hub.open_session(session_id(&state), state);
     let mut result = serde_json::json!({
         "protocolVersion": negotiated,
         "capabilities": merged_capabilities(hub),
