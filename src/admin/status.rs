@@ -127,8 +127,9 @@ pub fn report(hub: &Hub) -> StatusDocument {
     }
 }
 
-/// How much of a session id the document shows.
-const SESSION_ID_PREFIX_CHARS: usize = 8;
+/// How much of a session id the document shows: a sealed id starts with the key id (about 5
+/// characters, the same for every session), so 16 leaves about 64 random bits to tell them apart.
+const SESSION_ID_PREFIX_CHARS: usize = 16;
 
 fn session_entry(session: &Session) -> SessionStatus {
     SessionStatus {

@@ -4,7 +4,9 @@
 //! refused (-32602); a gateway with a new key and the old one in `previous_keys` opens cursors
 //! sealed under the old one. mcpmux's `requestState` opens on any replica with the key, and is
 //! refused when replayed by another principal, altered, truncated or taken to another key's
-//! replica. `mcpmux keygen` prints a key `[cluster] key` accepts.
+//! replica. `mcpmux keygen` prints a key `[cluster] key` accepts. A session-era session opened
+//! on one gateway is taken over by another with the key (or the old key in `previous_keys`),
+//! for its principal only.
 
 use crate::support::mcp::RawSession;
 use crate::support::*;
@@ -409,4 +411,111 @@ async fn a_request_state_opens_only_under_the_cluster_key_for_its_caller_unalter
     home.stop().await;
     same_key.stop().await;
     other_key.stop().await;
+}
+
+/// A POST of `tools/call t__echo` on `s`'s session, sent as the holder of `token`: the HTTP
+/// status.
+async fn echo_status_as(s: &RawSession, token: &str) -> u16 {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "t__echo", "arguments": {"message": "theft"}}});
+    reqwest::Client::new()
+        .post(&s.url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &s.sid)
+        .header("mcp-protocol-version", &s.version)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST")
+        .status()
+        .as_u16()
+}
+
+/// Session takeover: a session opened on one gateway continues on another with the same key
+/// (its calls, its pages, its GET stream; no new `initialize`), and a session ended there stays
+/// gone there; a gateway with another key, another principal, and a forged or truncated id get
+/// 404, as for any unknown session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_continues_on_another_replica_with_the_key_for_its_principal_only() {
+    let _suite = crate::suite::enter(module_path!());
+    let auth = "[auth]\n\
+        [[auth.api_keys]]\nname = \"alice\"\nkey = \"alice-key-0123456789\"\n\
+        [[auth.api_keys]]\nname = \"bob\"\nkey = \"bob-key-0123456789\"\n";
+    let (home, same_key, other_key, rotated) = (
+        replica(&format!("{}{auth}", cluster(KEY_A, &[]))).await,
+        replica(&format!("{}{auth}", cluster(KEY_A, &[]))).await,
+        replica(&format!("{}{auth}", cluster(KEY_B, &[]))).await,
+        replica(&format!("{}{auth}", cluster(KEY_B, &[KEY_A]))).await,
+    );
+    let (alice, bob) = ("alice-key-0123456789", "bob-key-0123456789");
+    let session = RawSession::open_as(&home.url(), alice).await;
+    assert!(
+        session.sid.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+        "{}",
+        session.sid
+    );
+    assert_eq!(
+        session.tool_text("t__echo", json!({"message": "home"})).await,
+        "echo: home"
+    );
+    let cursor = tools_cursor(&session).await;
+
+    // Another replica with the key takes it over: calls, a page from the home's cursor, and
+    // the standalone GET stream, all without a new initialize.
+    let moved = session.at(&same_key.url());
+    assert_eq!(
+        moved.tool_text("t__echo", json!({"message": "moved"})).await,
+        "echo: moved"
+    );
+    let (names, _) = page(&moved, "tools/list", "tools", Some(&cursor))
+        .await
+        .expect("the home's cursor pages on the replica that took the session over");
+    assert_eq!(names.len(), PAGE_SIZE);
+    let stream = moved.get(None).await;
+    assert_eq!(stream.status(), 200, "GET stream on the replica that took over");
+    drop(stream);
+
+    // Another principal with alice's session id: unknown, on the home and elsewhere.
+    assert_eq!(echo_status_as(&session, bob).await, 404, "bob on the home");
+    assert_eq!(echo_status_as(&moved, bob).await, 404, "bob on the other replica");
+    let fresh = RawSession::open_as(&home.url(), alice).await.at(&same_key.url());
+    assert_eq!(
+        echo_status_as(&fresh, bob).await,
+        404,
+        "bob taking alice's session over"
+    );
+    // A gateway with another key: unknown.
+    let elsewhere = session.at(&other_key.url());
+    assert_eq!(echo_status_as(&elsewhere, alice).await, 404, "another key");
+    // A forged or truncated id: unknown.
+    let bytes = URL_SAFE_NO_PAD.decode(&session.sid).expect("base64url");
+    let mut forged = bytes.clone();
+    forged[24] ^= 1;
+    let mut tampered = session.at(&same_key.url());
+    tampered.sid = URL_SAFE_NO_PAD.encode(forged);
+    assert_eq!(echo_status_as(&tampered, alice).await, 404, "forged");
+    tampered.sid = URL_SAFE_NO_PAD.encode(&bytes[..bytes.len() - 4]);
+    assert_eq!(echo_status_as(&tampered, alice).await, 404, "truncated");
+
+    // A replica with a new key and the old one in previous_keys takes it over too.
+    assert_eq!(
+        session
+            .at(&rotated.url())
+            .tool_text("t__echo", json!({"message": "rotated"}))
+            .await,
+        "echo: rotated"
+    );
+
+    // Ended on the replica that took it over: gone there for good (not taken over again).
+    assert_eq!(moved.delete().await, 200);
+    assert_eq!(echo_status_as(&moved, alice).await, 404, "after DELETE");
+    // Ended on its home: gone there too (the home issued it, so never takes it over).
+    assert_eq!(session.delete().await, 200);
+    assert_eq!(echo_status_as(&session, alice).await, 404, "after DELETE at home");
+    home.stop().await;
+    same_key.stop().await;
+    other_key.stop().await;
+    rotated.stop().await;
 }

@@ -373,7 +373,7 @@ async fn status_document_keeps_its_shape() {
     assert!(upstream["tools"].as_u64() > Some(0), "{doc}");
     let session = &doc["session_list"][0];
     assert_eq!(session["client"], "raw-test 0", "{doc}");
-    assert_eq!(session["id_prefix"].as_str().map(str::len), Some(8), "{doc}");
+    assert_eq!(session["id_prefix"].as_str().map(str::len), Some(16), "{doc}");
     gw.stop().await;
 }
 
