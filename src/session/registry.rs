@@ -172,4 +172,35 @@ mod tests {
         assert!(idle.closed.is_cancelled());
         assert!(reg.get("busy").is_some());
     }
+
+    #[test]
+    fn a_taken_over_session_is_adopted_once_and_remembered_when_it_ends() {
+        let reg = SessionRegistry::new();
+        let ties = Arc::new(HostTies::new());
+        let open = |id: &str| {
+            Session::new(
+                id.into(),
+                "2025-11-25".into(),
+                ClientCaps::default(),
+                ties.clone(),
+            )
+        };
+        let moved = open("moved");
+        moved.mark_taken_over("http://10.0.0.1:8080".into());
+        assert!(Arc::ptr_eq(&reg.adopt(moved.clone()), &moved));
+        // A concurrent takeover of the same id gets the session already registered.
+        assert!(Arc::ptr_eq(&reg.adopt(open("moved")), &moved));
+        reg.insert(open("here"));
+        let idle = open("idle");
+        idle.mark_taken_over("http://10.0.0.2:8080".into());
+        reg.insert(idle);
+        reg.remove("moved");
+        reg.remove("here");
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(reg.reap(Duration::from_millis(10)), 1);
+        // Ended here after a takeover: remembered; opened here: its boot id already says so.
+        assert!(reg.ended.contains("moved") && reg.ended.contains("idle"));
+        assert!(!reg.ended.contains("here"));
+        assert!(moved.closed.is_cancelled());
+    }
 }
