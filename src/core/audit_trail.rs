@@ -71,9 +71,27 @@ impl Trail {
         }
     }
 
-    /// The policy decided on `exposed` (going to `target`, the upstream and its own name, when
-    /// it exists). The request's arguments are kept when a rule that applies asks for them.
-    pub fn decided(
+    /// Whether the policy lets the request use `exposed` (going to `target`, the upstream and its
+    /// own name, when it exists). With an audit log the whole decision (its rule and reason) is
+    /// noted, and the request's arguments kept when a rule that applies asks for them; without
+    /// one only the allocation-free answer is asked for.
+    pub fn decide(
+        &mut self,
+        hub: &Hub,
+        access: &Access,
+        exposed: &str,
+        target: Option<(&UpstreamId, &str)>,
+        params: &RawObject,
+    ) -> bool {
+        if self.pending.is_none() {
+            return access.permits(exposed);
+        }
+        let decision = access.decide(exposed);
+        self.decided(hub, access, exposed, &decision, target, params);
+        decision.allowed
+    }
+
+    fn decided(
         &mut self,
         hub: &Hub,
         access: &Access,

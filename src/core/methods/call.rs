@@ -30,11 +30,9 @@ pub async fn serve(
     let catalog = hub.catalog.snapshot();
     // A name the policy hides is answered as one that does not exist.
     let access = Access::of(hub, ctx);
-    let decision = access.decide(&name);
-    let permitted = decision.allowed;
     let found = catalog.list(kind).lookup(&name);
     let target = found.map(|item| (&item.upstream, item.original.as_str()));
-    trail.decided(hub, &access, &name, &decision, target, &params);
+    let permitted = trail.decide(hub, &access, &name, target, &params);
     let Some(item) = found.filter(|_| permitted) else {
         if let Some(down) = down_owner(hub, &name).filter(|_| permitted) {
             return Outcome::refused(id, down);

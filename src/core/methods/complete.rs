@@ -49,12 +49,11 @@ pub async fn serve(
     // A reference the policy hides is as unknown as one that does not exist.
     let target = exposed.and_then(|exposed| {
         let access = Access::of(hub, ctx);
-        let decision = access.decide(&exposed);
         let at = found
             .as_ref()
             .map(|(upstream, _, original)| (upstream, original.as_str()));
-        trail.decided(hub, &access, &exposed, &decision, at, &params);
-        found.filter(|_| decision.allowed)
+        let permitted = trail.decide(hub, &access, &exposed, at, &params);
+        found.filter(|_| permitted)
     });
     let Some((upstream, key, original)) = target else {
         return Outcome::refused(id, RequestError::UnknownReference);

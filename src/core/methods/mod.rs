@@ -160,7 +160,7 @@ fn resolve_uri(
             let candidates: Vec<String> = candidates.into_iter().filter(|c| access.permits(c)).collect();
             match candidates.as_slice() {
                 [] => {
-                    trail.decided(hub, &access, uri, &access.decide(uri), None, params);
+                    trail.decide(hub, &access, uri, None, params);
                     return Err(not_found());
                 }
                 [only] => catalog.resolve_uri(only),
@@ -174,16 +174,8 @@ fn resolve_uri(
             let exposed = catalog
                 .naming(&upstream)
                 .map_or_else(|| uri.to_string(), |n| n.expose_uri(&original));
-            let decision = access.decide(&exposed);
-            trail.decided(
-                hub,
-                &access,
-                &exposed,
-                &decision,
-                Some((&upstream, &original)),
-                params,
-            );
-            if !decision.allowed {
+            let permitted = trail.decide(hub, &access, &exposed, Some((&upstream, &original)), params);
+            if !permitted {
                 return Err(not_found());
             }
             Ok(ResolvedUri {
