@@ -24,16 +24,14 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in bench/
 import common  # noqa: E402
-from common import free_port, pinned  # noqa: E402
+from common import free_port, pinned, wait_port, wait_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / "target" / "release"
@@ -46,31 +44,6 @@ def log(msg):
     print(f"[replicas] {msg}", file=sys.stderr, flush=True)
 
 
-
-
-def wait_ready(port, timeout=60.0):
-    """/readyz answers 200 (every upstream ready)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.05)
-    return False
-
-
-def wait_port(port, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 class Proc:
@@ -104,7 +77,7 @@ def start_replica(name):
         f'[gateway]\nlisten = "127.0.0.1:{port}"\n\n'
         f'[servers.e]\ncommand = "node"\nargs = [{json.dumps(str(RAWECHO))}, "stdio"]\n')
     proc = Proc(name, [str(MCPMUX), "serve", "--config", str(config)])
-    if not wait_ready(port):
+    if not wait_ready(port, 60.0):
         raise RuntimeError(f"{name} did not become ready; see {RUN_DIR / (name + '.log')}")
     return proc, port
 
@@ -137,7 +110,7 @@ def start_haproxy(name, backends):
     config.write_text(haproxy_config(port, backends))
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
     proc = Proc(name, [haproxy, "-db", "-f", str(config)])
-    if not wait_port(port):
+    if not wait_port(port, 30.0):
         raise RuntimeError(f"haproxy did not listen; see {RUN_DIR / (name + '.log')}")
     time.sleep(2.5)  # its first health checks (inter 1s, rise 2)
     return proc, port

@@ -13,17 +13,15 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in bench/
 import report  # noqa: E402
-from common import PIN, free_port, pinned  # noqa: E402
+from common import PIN, free_port, pinned, wait_port, wait_ready  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / "target" / "release"
@@ -40,17 +38,6 @@ def log(msg):
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-
-
-def wait_port(port, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def toml_str(s):
@@ -183,20 +170,6 @@ def start_mcpmux(name, servers, page_size=None):
     path, port = mcpmux_config(servers, page_size)
     sut = Sut(name, [str(MCPMUX), "serve", "--config", path], {"RUST_LOG": "warn"})
     return sut, port
-
-
-def wait_ready(port, timeout=120.0):
-    """mcpmux's /readyz answers 200 once every upstream had its first start attempt."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.05)
-    return False
 
 
 # ------------------------------------------------------------------------------------------------

