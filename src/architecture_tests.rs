@@ -24,14 +24,26 @@ const LAYERS: &[(&str, u8)] = &[
     ("audit", 4),
     ("core", 5),
     ("middleware", 5),
-    ("http", 6),
-    ("admin", 6),
-    ("status_command", 7),
-    ("reload", 7),
+    // Forwarding between replicas: tower layers around the faces, and the client the modern
+    // face forwards input-required retries with.
+    ("cluster", 6),
+    ("http", 7),
+    ("admin", 7),
+    ("status_command", 8),
+    ("reload", 8),
 ];
 
 /// What `upstream` must never name: the host side.
-const HOST_SIDE: &[&str] = &["session", "core", "http", "admin", "middleware", "auth", "audit"];
+const HOST_SIDE: &[&str] = &[
+    "session",
+    "core",
+    "http",
+    "admin",
+    "middleware",
+    "auth",
+    "audit",
+    "cluster",
+];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {

@@ -295,13 +295,19 @@ pub enum DownstreamError {
         "Service Unavailable: too many principals are rate limited at once; retry after {retry_after_secs} s"
     )]
     RateLimiterFull { retry_after_secs: u64 },
+    /// The replica a request was forwarded to (the session's home) failed after it was sent:
+    /// the connection broke or it did not answer in time (502; 504 for `timed_out`).
+    #[error("{}: the session's home replica {reason}", if *timed_out { "Gateway Timeout" } else { "Bad Gateway" })]
+    HomeReplica { reason: String, timed_out: bool },
 }
 
 impl DownstreamError {
     /// The host's request, except when mcpmux is out of room for it.
     pub fn side(&self) -> Side {
         match self {
-            DownstreamError::Unavailable(_) | DownstreamError::RateLimiterFull { .. } => Side::Internal,
+            DownstreamError::Unavailable(_)
+            | DownstreamError::RateLimiterFull { .. }
+            | DownstreamError::HomeReplica { .. } => Side::Internal,
             _ => Side::Host,
         }
     }
@@ -347,6 +353,8 @@ impl DownstreamError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             DownstreamError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            DownstreamError::HomeReplica { timed_out: false, .. } => StatusCode::BAD_GATEWAY,
+            DownstreamError::HomeReplica { timed_out: true, .. } => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
@@ -357,6 +365,7 @@ impl DownstreamError {
             DownstreamError::UnknownSession => codes::INVALID_REQUEST,
             DownstreamError::RateLimited { .. } => codes::RATE_LIMITED,
             DownstreamError::RateLimiterFull { .. } => codes::OVERLOADED,
+            DownstreamError::HomeReplica { .. } => codes::UPSTREAM_UNAVAILABLE,
             _ => codes::INVALID_REQUEST,
         }
     }

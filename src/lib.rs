@@ -7,6 +7,8 @@
 //!  lib.rs        composition root: start/run/stop, the listeners (main, `admin_listen`), the
 //!                tower layer stack; reload (SIGHUP)
 //!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
+//!  cluster       several replicas as one: forwarding a request to the replica holding its
+//!                session or parked call, replica passports (tower layers around the faces)
 //!  middleware    tower layers: Host/Origin access check, request tracing
 //!  auth          who a bearer credential names (API keys, JWTs by JWKS), the AuthLayer,
 //!                protected resource metadata, WWW-Authenticate challenges
@@ -35,6 +37,7 @@ mod architecture_tests;
 pub mod audit;
 pub mod auth;
 pub mod catalog;
+pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod error;
@@ -197,12 +200,12 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         Some(audit) => Some(audit::AuditLog::open(audit).map_err(GatewayError::Audit)?),
         None => None,
     };
-    let (hub, inputs) = Hub::new(config.clone(), shutdown.clone(), audit);
+    let (hub, inputs) = Hub::bound_to(config.clone(), shutdown.clone(), audit, addr);
     match &config.cluster {
         Some(cluster) => tracing::info!(
             key_id = %hub.sealer.key_id(),
             previous_keys = cluster.previous_keys.len(),
-            advertise = %cluster.advertise,
+            advertise = %hub.session_ids.home().url,
             "sealing with the [cluster] key: replicas with the same key id open each other's cursors and requestState"
         ),
         None => tracing::info!(
@@ -283,7 +286,9 @@ fn serve(
 
 /// The host faces and the operator endpoints, each behind its layers: tracing, then the
 /// Host/Origin check (a refusal is a JSON-RPC error on the MCP faces, plain text on the others),
-/// then, on the MCP faces with `[auth]`, authentication; the protected resource metadata is
+/// then, on the MCP faces with `[cluster]`, the passport of a request another replica forwarded,
+/// with `[auth]`, authentication, and with `[cluster]`, forwarding to a session's home replica;
+/// the protected resource metadata is
 /// public (it is how a host learns where to get a token). The operator endpoints are never
 /// behind `[auth]` (probes and monitoring have no token): on the main listener, or, with
 /// `gateway.admin_listen` (bound at `admin`), on that listener only, with its own Host rule.
@@ -292,10 +297,20 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
     let config = hub.config();
     let access = middleware::origin::AccessPolicy::from_config(&config.gateway);
     let mut faces = http::router(hub.clone());
+    if config.cluster.is_some() {
+        let peers = Arc::new(cluster::Peers::new(
+            hub.sealer.clone(),
+            hub.session_ids.home().url.clone(),
+        ));
+        faces = faces.layer(cluster::send::ForwardLayer::new(hub.clone(), peers));
+    }
     if let Some(authenticator) = &hub.auth {
         faces = faces
             .layer(auth::layer::AuthLayer::new(authenticator.clone()))
             .merge(auth::metadata::router(&config, authenticator));
+    }
+    if config.cluster.is_some() {
+        faces = faces.layer(cluster::receive::PassportLayer::new(hub.clone()));
     }
     let faces = faces.layer(
         tower::ServiceBuilder::new()

@@ -71,6 +71,11 @@ where
         // The service that was polled ready serves this request; a fresh clone waits for the next.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        if request.extensions().get::<Arc<Principal>>().is_some() {
+            // Another replica authenticated the host and forwarded the request with the
+            // principal in its passport (`cluster::receive`, the layer outside this one).
+            return Box::pin(inner.call(request));
+        }
         let auth = self.auth.clone();
         let credential = bearer_token(&request);
         Box::pin(async move {

@@ -17,8 +17,9 @@ use challenge::Failure;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// Who sent a request, as its credential established it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Who sent a request, as its credential established it (serialisable: a replica that forwards
+/// a request passes it on in a sealed passport, `cluster::passport`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Principal {
     /// The JWT `sub`, or the API key's `name`.
     pub name: String,

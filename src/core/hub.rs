@@ -64,6 +64,18 @@ impl Hub {
         shutdown: CancellationToken,
         audit: Option<Arc<crate::audit::AuditLog>>,
     ) -> (Arc<Hub>, SupervisorInputs) {
+        let listen = config.gateway.listen;
+        Hub::bound_to(config, shutdown, audit, listen)
+    }
+
+    /// [`Hub::new`] for a gateway whose endpoint is bound at `bound` (with `gateway.listen` on
+    /// port 0, the port the system picked: the default `advertise` URL names it).
+    pub fn bound_to(
+        config: Arc<Config>,
+        shutdown: CancellationToken,
+        audit: Option<Arc<crate::audit::AuditLog>>,
+        bound: std::net::SocketAddr,
+    ) -> (Arc<Hub>, SupervisorInputs) {
         let sessions = Arc::new(SessionRegistry::new());
         let ties = Arc::new(HostTies::new());
         let stop_upstreams = CancellationToken::new();
@@ -72,10 +84,12 @@ impl Hub {
             Some(cluster) => Sealer::new(&cluster.key, &cluster.previous_keys),
             None => Sealer::random(),
         });
+        let from_listen = format!("http://{}", config.gateway.listen);
         let advertise = match &config.cluster {
-            Some(cluster) => cluster.advertise.clone(),
-            None => format!("http://{}", config.gateway.listen),
+            Some(cluster) if cluster.advertise != from_listen => cluster.advertise.clone(),
+            _ => format!("http://{bound}"),
         };
+        let parked = Arc::new(ParkedCalls::new(sealer.clone(), advertise.clone()));
         let session_ids = SessionIds::new(sealer.clone(), advertise);
         let hub = Arc::new(Hub {
             catalog: upstreams.catalog.clone(),
@@ -85,7 +99,7 @@ impl Hub {
             shutdown,
             calls: TaskTracker::new(),
             drain_expired: CancellationToken::new(),
-            parked: Arc::new(ParkedCalls::new(sealer.clone())),
+            parked,
             sealer,
             session_ids,
             auth: crate::auth::Authenticator::from_config(&config),

@@ -66,12 +66,24 @@ pub enum ResumeError {
     State(#[from] StateError),
     #[error("requestState refers to a call that has finished or expired")]
     Gone,
+    /// The call is parked on another replica, at this `advertise` URL (the retry is forwarded
+    /// there; if that replica is gone, so is the call).
+    #[error("requestState refers to a call that has finished or expired")]
+    Elsewhere(String),
 }
+
+/// In the extensions of the answer to a retry whose call is parked on another replica: where
+/// (its `advertise` URL). The answer itself says the call is gone, which is true here; the
+/// cluster layer forwards the retry instead when that replica answers.
+#[derive(Debug, Clone)]
+pub struct ParkedElsewhere(pub String);
 
 /// Calls waiting for a modern host's retry, keyed by the id sealed into their `requestState`.
 pub struct ParkedCalls {
     key: StateSealer,
     calls: Mutex<HashMap<String, Parked>>,
+    /// This replica's `advertise` URL, sealed into each state.
+    home: String,
 }
 
 fn now_ms() -> u64 {
@@ -81,11 +93,13 @@ fn now_ms() -> u64 {
 }
 
 impl ParkedCalls {
-    /// No call parked yet; their `requestState`s are sealed with `sealer`.
-    pub fn new(sealer: Arc<Sealer>) -> Self {
+    /// No call parked yet; their `requestState`s are sealed with `sealer` and name `home`
+    /// (this replica's `advertise` URL).
+    pub fn new(sealer: Arc<Sealer>, home: String) -> Self {
         ParkedCalls {
             key: StateSealer::new(sealer),
             calls: Mutex::new(HashMap::new()),
+            home,
         }
     }
 
@@ -111,6 +125,7 @@ impl ParkedCalls {
             principal: call.principal.clone(),
             request: call.request.clone(),
             expires_ms: now_ms() + PARK_TTL.as_millis() as u64,
+            home: Some(self.home.clone()),
         });
         let requests: Vec<String> = asked
             .iter()
@@ -139,7 +154,13 @@ impl ParkedCalls {
     /// caller and this request and has not expired.
     fn take(&self, state: &str, principal: &str, request: &str) -> Result<Parked, ResumeError> {
         let claims = self.key.open(state, principal, request, now_ms())?;
-        self.calls.lock().remove(&claims.parked).ok_or(ResumeError::Gone)
+        if let Some(parked) = self.calls.lock().remove(&claims.parked) {
+            return Ok(parked);
+        }
+        match claims.home {
+            Some(home) if home != self.home => Err(ResumeError::Elsewhere(home)),
+            _ => Err(ResumeError::Gone),
+        }
     }
 }
 

@@ -32,6 +32,10 @@ pub struct StateClaims {
     pub request: String,
     /// Milliseconds since the Unix epoch after which the state is void.
     pub expires_ms: u64,
+    /// The `advertise` URL of the replica the call is parked on: a retry reaching another
+    /// replica is forwarded there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
 }
 
 /// Why a state was refused.
@@ -154,6 +158,7 @@ mod tests {
 
     fn claims() -> StateClaims {
         StateClaims {
+            home: Some("http://10.0.0.1:8080".into()),
             parked: "p1".into(),
             principal: principal_digest(Some(b"Bearer a")),
             request: "r".into(),

@@ -9,7 +9,7 @@ use crate::catalog::ListKind;
 use crate::core::context::RequestCtx;
 use crate::core::forward::Frame;
 use crate::core::hub::Hub;
-use crate::core::input_required::{self, ModernCall};
+use crate::core::input_required::{self, ModernCall, ParkedElsewhere, ResumeError};
 use crate::core::methods::{self, initialize, Outcome};
 use crate::core::request_state::{is_ours as state_is_ours, principal_digest, request_digest};
 use crate::error::codes;
@@ -259,13 +259,19 @@ async fn call(
         // A state that fails verification, or whose call is gone, is invalid params (400).
         return match resumed {
             Ok(frames) => sse(frames),
-            Err(err) => refuse(
-                StatusCode::BAD_REQUEST,
-                id,
-                codes::INVALID_PARAMS,
-                &err.to_string(),
-                None,
-            ),
+            Err(err) => {
+                let mut refusal = refuse(
+                    StatusCode::BAD_REQUEST,
+                    id,
+                    codes::INVALID_PARAMS,
+                    &err.to_string(),
+                    None,
+                );
+                if let ResumeError::Elsewhere(home) = err {
+                    refusal.extensions_mut().insert(ParkedElsewhere(home));
+                }
+                refusal
+            }
         };
     }
     let session = request_session(hub, meta);

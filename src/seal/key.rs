@@ -45,6 +45,12 @@ impl ClusterKey {
         Ok(ClusterKey(bytes))
     }
 
+    /// A key of these bytes (tests that need two replicas to share a key, or not).
+    #[cfg(test)]
+    pub fn from_bytes(bytes: [u8; KEY_BYTES]) -> ClusterKey {
+        ClusterKey(bytes)
+    }
+
     /// The key as `mcpmux keygen` prints it.
     pub fn to_base64(&self) -> String {
         STANDARD.encode(self.0)

@@ -37,6 +37,8 @@ pub enum Purpose {
     EventId,
     /// The id of a server-to-client request sent to a host (sampling, elicitation, roots).
     ServerRequestId,
+    /// A replica's passport on a request it forwards to another replica (who the host is).
+    Passport,
 }
 
 impl Purpose {
@@ -48,6 +50,7 @@ impl Purpose {
             Purpose::SessionId => b"session-id",
             Purpose::EventId => b"event-id",
             Purpose::ServerRequestId => b"server-request-id",
+            Purpose::Passport => b"replica-passport",
         }
     }
 }

@@ -15,8 +15,6 @@ use crate::config::Secret;
 use crate::error::UpstreamError;
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -39,8 +37,7 @@ const PROXY_VARIABLES: [&str; 6] = [
     "all_proxy",
 ];
 
-type LeanClient =
-    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+use crate::util::http_client::LeanClient;
 
 /// The clients of this process: reqwest for everything, the lean one for POSTs (none when a
 /// proxy is configured).
@@ -271,34 +268,7 @@ fn lean_client() -> Option<LeanClient> {
     if proxied {
         return None;
     }
-    let tls = tls_config()?;
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_all_versions()
-        .wrap_connector(http);
-    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-        .pool_timer(TokioTimer::new())
-        .build(connector);
-    Some(client)
-}
-
-/// TLS for the lean client: ring, rustls' safe defaults and the Mozilla roots (as reqwest's).
-fn tls_config() -> Option<rustls::ClientConfig> {
-    use hyper_rustls::ConfigBuilderExt;
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions() {
-        Ok(builder) => Some(builder.with_webpki_roots().with_no_client_auth()),
-        Err(err) => {
-            tracing::warn!(%err, "TLS setup for the lean HTTP client failed; using reqwest");
-            None
-        }
-    }
+    crate::util::http_client::lean_client(CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT)
 }
 
 /// Up to `limit` bytes of a body; the rest is not read.
@@ -376,17 +346,7 @@ pub(super) fn gone(err: &(dyn std::error::Error + 'static)) -> Gone {
     Gone::No
 }
 
-/// An error with all of its causes, for logs and error messages.
-pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
+pub(super) use crate::util::http_client::error_chain;
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,10 @@
 //! Small helpers with no knowledge of MCP, shared by every part of the gateway: the backoff of
-//! reconnect and restart loops, globs over exposed names, random hex ids, scope hierarchies,
-//! and host text clipped for error messages.
+//! reconnect and restart loops, globs over exposed names, the lean HTTP client, random hex ids,
+//! scope hierarchies, and host text clipped for error messages.
 
 pub mod backoff;
 pub mod glob;
+pub mod http_client;
 pub mod ids;
 pub mod scope;
 pub mod text;

@@ -4,9 +4,10 @@
 //! refused (-32602); a gateway with a new key and the old one in `previous_keys` opens cursors
 //! sealed under the old one. mcpmux's `requestState` opens on any replica with the key, and is
 //! refused when replayed by another principal, altered, truncated or taken to another key's
-//! replica. `mcpmux keygen` prints a key `[cluster] key` accepts. A session-era session opened
-//! on one gateway is taken over by another with the key (or the old key in `previous_keys`),
-//! for its principal only.
+//! replica, and a retry reaching another replica is forwarded to the one holding its call.
+//! `mcpmux keygen` prints a key `[cluster] key` accepts. A session-era session opened on one
+//! gateway is served through another with the key (forwarded to its home) or taken over by a
+//! replica whose key the home does not have yet, for its principal only.
 
 use crate::support::mcp::RawSession;
 use crate::support::*;
@@ -396,19 +397,40 @@ async fn a_request_state_opens_only_under_the_cluster_key_for_its_caller_unalter
         "other key",
     );
     assert!(why.contains("key this gateway does not hold"), "{why}");
-    // A replica with the same key opens it (the parked call itself lives on its home replica:
-    // reaching it from there is forwarding, the next slice of issue 16).
-    let why = refused(
-        modern_call(&same_key.url(), alice, "t__elicit", retry(&state)).await,
-        "same key",
-    );
-    assert!(why.contains("finished or expired"), "{why}");
-    // None of that spent the state: its caller's retry on its home replica completes the call.
-    let (status, done) = modern_call(&home.url(), alice, "t__elicit", retry(&state)).await;
+    // A replica with the same key forwards the retry to the home, where the call is parked: it
+    // completes there, whichever replica the retry reached.
+    let (status, done) = modern_call(&same_key.url(), alice, "t__elicit", retry(&state)).await;
     assert_eq!(status, 200, "{done}");
     let text = done["result"]["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("alice"), "{done}");
+    // Spent: the same state again, on its home, names a call that has finished.
+    let why = refused(
+        modern_call(&home.url(), alice, "t__elicit", retry(&state)).await,
+        "spent",
+    );
+    assert!(why.contains("finished or expired"), "{why}");
+    // A call parked on a replica that is gone is gone with it.
+    let (_, asked) = modern_call(&home.url(), alice, "t__elicit", json!({})).await;
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .expect("a requestState")
+        .to_string();
+    let key = (asked["result"]["inputRequests"].as_object())
+        .and_then(|r| r.keys().next().cloned())
+        .expect("an input request");
+    let answer = json!({ key: {"action": "accept", "content": {"name": "alice"}} });
     home.stop().await;
+    let why = refused(
+        modern_call(
+            &same_key.url(),
+            alice,
+            "t__elicit",
+            json!({"requestState": state, "inputResponses": answer}),
+        )
+        .await,
+        "home gone",
+    );
+    assert!(why.contains("finished or expired"), "{why}");
     same_key.stop().await;
     other_key.stop().await;
 }
@@ -433,9 +455,8 @@ async fn echo_status_as(s: &RawSession, token: &str) -> u16 {
         .as_u16()
 }
 
-/// Session takeover: a session opened on one gateway continues on another with the same key
-/// (its calls, its pages, its GET stream; no new `initialize`), and a session ended there stays
-/// gone there; a gateway with another key, another principal, and a forged or truncated id get
+/// A session opened on one gateway continues on another with the same key (its calls, its pages,
+/// its GET stream; no new `initialize`), and a session ended stays gone; a gateway with another key, another principal, and a forged or truncated id get
 /// 404, as for any unknown session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_continues_on_another_replica_with_the_key_for_its_principal_only() {
@@ -462,8 +483,9 @@ async fn a_session_continues_on_another_replica_with_the_key_for_its_principal_o
     );
     let cursor = tools_cursor(&session).await;
 
-    // Another replica with the key takes it over: calls, a page from the home's cursor, and
-    // the standalone GET stream, all without a new initialize.
+    // Another replica with the key serves it (forwarded to its live home: `forwarding.rs`):
+    // calls, a page from the home's cursor, and the standalone GET stream, all without a new
+    // initialize.
     let moved = session.at(&same_key.url());
     assert_eq!(
         moved.tool_text("t__echo", json!({"message": "moved"})).await,
@@ -471,7 +493,7 @@ async fn a_session_continues_on_another_replica_with_the_key_for_its_principal_o
     );
     let (names, _) = page(&moved, "tools/list", "tools", Some(&cursor))
         .await
-        .expect("the home's cursor pages on the replica that took the session over");
+        .expect("the home's cursor pages through the other replica");
     assert_eq!(names.len(), PAGE_SIZE);
     let stream = moved.get(None).await;
     assert_eq!(stream.status(), 200, "GET stream on the replica that took over");
@@ -499,21 +521,27 @@ async fn a_session_continues_on_another_replica_with_the_key_for_its_principal_o
     tampered.sid = URL_SAFE_NO_PAD.encode(&bytes[..bytes.len() - 4]);
     assert_eq!(echo_status_as(&tampered, alice).await, 404, "truncated");
 
-    // A replica with a new key and the old one in previous_keys takes it over too.
+    // A replica with a new key and the old one in previous_keys opens it too (the home, with
+    // only the old key, cannot open its passport, so it serves the session itself).
+    let rotated_view = session.at(&rotated.url());
     assert_eq!(
-        session
-            .at(&rotated.url())
+        rotated_view
             .tool_text("t__echo", json!({"message": "rotated"}))
             .await,
         "echo: rotated"
     );
 
     // Ended on the replica that took it over: gone there for good (not taken over again).
+    assert_eq!(rotated_view.delete().await, 200);
+    assert_eq!(echo_status_as(&rotated_view, alice).await, 404, "after DELETE");
+    // Ended on its home, through another replica: gone everywhere.
     assert_eq!(moved.delete().await, 200);
-    assert_eq!(echo_status_as(&moved, alice).await, 404, "after DELETE");
-    // Ended on its home: gone there too (the home issued it, so never takes it over).
-    assert_eq!(session.delete().await, 200);
     assert_eq!(echo_status_as(&session, alice).await, 404, "after DELETE at home");
+    assert_eq!(
+        echo_status_as(&moved, alice).await,
+        404,
+        "after DELETE, elsewhere"
+    );
     home.stop().await;
     same_key.stop().await;
     other_key.stop().await;

@@ -20,6 +20,7 @@ mod cluster;
 mod drain;
 mod example_config;
 mod faults;
+mod forwarding;
 mod graceful_stop;
 mod host_mistakes;
 mod http_status;

@@ -1,0 +1,145 @@
+//! The passport a replica puts on a request it forwards to another replica: who the host is
+//! (the principal the forwarding replica authenticated, when authentication is on), which
+//! replica sent it and when, sealed with the cluster key ([`Purpose::Passport`]). The receiving
+//! replica trusts the principal in a passport that opens and is fresh, and nothing else: a host's
+//! bearer token never travels between replicas.
+
+use crate::auth::Principal;
+use crate::seal::{Purpose, SealError, Sealer};
+use serde::{Deserialize, Serialize};
+
+/// How old a passport may be when it arrives (a forwarded request is sent at once).
+pub const MAX_AGE_MS: u64 = 60_000;
+/// How far in the future a passport's time may be (clocks of replicas differ a little).
+pub const MAX_SKEW_MS: u64 = 5_000;
+
+/// What a passport asserts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Passport {
+    /// The host's principal, as the forwarding replica authenticated it.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
+    /// The forwarding replica's `advertise` URL.
+    #[serde(rename = "f")]
+    pub from: String,
+    /// Milliseconds since the Unix epoch when it was sealed.
+    #[serde(rename = "t")]
+    pub issued_ms: u64,
+}
+
+/// Why a passport is refused (the request is answered 403).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PassportRefusal {
+    #[error("not a passport sealed with this cluster's key: {0}")]
+    Sealed(SealError),
+    #[error("a sealed passport with unreadable claims")]
+    Claims,
+    #[error("a passport issued {0} ms ago, older than the {MAX_AGE_MS} ms allowed")]
+    Stale(u64),
+    #[error("a passport issued in the future (check the replicas' clocks)")]
+    Future,
+}
+
+impl Passport {
+    /// A passport issued now by the replica at `from`.
+    pub fn new(principal: Option<Principal>, from: &str) -> Passport {
+        Passport {
+            principal,
+            from: from.to_string(),
+            issued_ms: now_ms(),
+        }
+    }
+
+    /// The passport as a header value: URL-safe visible ASCII.
+    pub fn seal(&self, sealer: &Sealer) -> String {
+        let claims = serde_json::to_vec(self).unwrap_or_default();
+        sealer.seal(Purpose::Passport, b"", &claims)
+    }
+
+    /// Open a passport and check that it is fresh at `now_ms`.
+    pub fn open(sealer: &Sealer, token: &str, now_ms: u64) -> Result<Passport, PassportRefusal> {
+        let bytes = (sealer.open(Purpose::Passport, b"", token)).map_err(PassportRefusal::Sealed)?;
+        let passport: Passport = serde_json::from_slice(&bytes).map_err(|_| PassportRefusal::Claims)?;
+        if passport.issued_ms > now_ms.saturating_add(MAX_SKEW_MS) {
+            return Err(PassportRefusal::Future);
+        }
+        let age = now_ms.saturating_sub(passport.issued_ms);
+        if age > MAX_AGE_MS {
+            return Err(PassportRefusal::Stale(age));
+        }
+        Ok(passport)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map(|d| d.as_millis() as u64).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seal::ClusterKey;
+
+    fn key(byte: u8) -> ClusterKey {
+        ClusterKey::from_bytes([byte; 32])
+    }
+
+    fn alice() -> Principal {
+        Principal {
+            name: "alice".into(),
+            issuer: Some("https://idp.example".into()),
+            client_id: Some("cli".into()),
+            groups: vec!["eng".into()],
+            scopes: vec!["mcp".into()],
+        }
+    }
+
+    #[test]
+    fn a_passport_opens_with_its_principal_on_a_replica_with_the_key() {
+        let (a, b) = (Sealer::new(&key(1), &[]), Sealer::new(&key(1), &[]));
+        let passport = Passport::new(Some(alice()), "http://10.0.0.1:8080");
+        let opened = Passport::open(&b, &passport.seal(&a), passport.issued_ms).unwrap();
+        assert_eq!(opened, passport);
+        assert_eq!(opened.principal.unwrap().owner(), alice().owner());
+    }
+
+    #[test]
+    fn forged_truncated_and_other_key_passports_are_refused() {
+        let sealer = Sealer::new(&key(1), &[]);
+        let passport = Passport::new(Some(alice()), "http://a");
+        let token = passport.seal(&sealer);
+        let now = passport.issued_ms;
+        let other = Sealer::new(&key(2), &[]).seal(Purpose::Passport, b"", b"{}");
+        for bad in [&token[..token.len() - 3], "Zm9yZ2Vk", other.as_str(), ""] {
+            assert!(matches!(
+                Passport::open(&sealer, bad, now),
+                Err(PassportRefusal::Sealed(_))
+            ));
+        }
+        // Another purpose's token with passport-shaped claims does not open as a passport.
+        let claims = serde_json::to_vec(&passport).unwrap();
+        let cursor = sealer.seal(Purpose::Cursor, b"", &claims);
+        assert!(Passport::open(&sealer, &cursor, now).is_err());
+        let junk = sealer.seal(Purpose::Passport, b"", b"not json");
+        assert_eq!(Passport::open(&sealer, &junk, now), Err(PassportRefusal::Claims));
+    }
+
+    #[test]
+    fn stale_and_future_passports_are_refused() {
+        let sealer = Sealer::new(&key(1), &[]);
+        let passport = Passport::new(None, "http://a");
+        let token = passport.seal(&sealer);
+        let issued = passport.issued_ms;
+        assert!(Passport::open(&sealer, &token, issued + MAX_AGE_MS).is_ok());
+        assert!(matches!(
+            Passport::open(&sealer, &token, issued + MAX_AGE_MS + 1),
+            Err(PassportRefusal::Stale(_))
+        ));
+        assert_eq!(
+            Passport::open(&sealer, &token, issued - MAX_SKEW_MS - 1),
+            Err(PassportRefusal::Future)
+        );
+    }
+}

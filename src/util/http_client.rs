@@ -1,0 +1,58 @@
+//! The lean hyper client (the stack reqwest uses inside, without its per-request URL work):
+//! keep-alive pool, `TCP_NODELAY`, a connect timeout, HTTP and HTTPS (rustls with ring and the
+//! Mozilla roots). Used for POSTs to HTTP upstreams and for requests between replicas.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::time::Duration;
+
+/// A pooled client sending whole bodies.
+pub type LeanClient =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A lean client with these timeouts; `None` when TLS cannot be set up (callers fall back or
+/// report it).
+pub fn lean_client(connect_timeout: Duration, pool_idle_timeout: Duration) -> Option<LeanClient> {
+    let tls = tls_config()?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_all_versions()
+        .wrap_connector(http);
+    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(pool_idle_timeout)
+        .pool_timer(TokioTimer::new())
+        .build(connector);
+    Some(client)
+}
+
+/// TLS for the lean client: ring, rustls' safe defaults and the Mozilla roots (as reqwest's).
+fn tls_config() -> Option<rustls::ClientConfig> {
+    use hyper_rustls::ConfigBuilderExt;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions() {
+        Ok(builder) => Some(builder.with_webpki_roots().with_no_client_auth()),
+        Err(err) => {
+            tracing::warn!(%err, "TLS setup for the lean HTTP client failed");
+            None
+        }
+    }
+}
+
+/// An error with all of its causes, on one line.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
