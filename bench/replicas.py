@@ -3,8 +3,12 @@
 calls/s and p50/p99 of `tools/call` through
 
   direct     one mcpmux replica, the driver talking to it
+  forwarded  two replicas sharing a [cluster] key: each session opened on the first, every call
+             sent to the second, which forwards it to the session's home (the first)
   haproxy-1  one replica behind HAProxy
   haproxy-3  three replicas behind HAProxy
+
+The added p50 of a forwarded request is forwarded's p50 minus direct's.
 
 Each replica runs its own stdio echo upstream (bench/rawecho.mjs); HAProxy's config is
 deploy/balancers/haproxy.cfg with only the addresses changed (consistent hash on Mcp-Session-Id,
@@ -70,11 +74,16 @@ class Proc:
             pass
 
 
-def start_replica(name):
+# A [cluster] key for the forwarded setup (a benchmark's, not a secret).
+CLUSTER_KEY = "YmVuY2htYXJrIGtleSwgbm90IGEgc2VjcmV0ICEhISE="
+
+
+def start_replica(name, cluster=False):
     port = free_port()
     config = RUN_DIR / f"{name}.toml"
+    cluster_toml = f'[cluster]\nkey = "{CLUSTER_KEY}"\n\n' if cluster else ""
     config.write_text(
-        f'[gateway]\nlisten = "127.0.0.1:{port}"\n\n'
+        f'[gateway]\nlisten = "127.0.0.1:{port}"\n\n{cluster_toml}'
         f'[servers.e]\ncommand = "node"\nargs = [{json.dumps(str(RAWECHO))}, "stdio"]\n')
     proc = Proc(name, [str(MCPMUX), "serve", "--config", str(config)])
     if not wait_ready(port, 60.0):
@@ -117,10 +126,14 @@ def start_haproxy(name, backends):
 
 
 def setup(kind):
-    """Start a system under test: (processes, url)."""
+    """Start a system under test: (processes, url, where sessions open or None)."""
     if kind == "direct":
         proc, port = start_replica("direct-replica")
-        return [proc], f"http://127.0.0.1:{port}/mcp"
+        return [proc], f"http://127.0.0.1:{port}/mcp", None
+    if kind == "forwarded":
+        (home, home_port), (via, via_port) = (start_replica("forwarded-home", True),
+                                              start_replica("forwarded-via", True))
+        return [home, via], f"http://127.0.0.1:{via_port}/mcp", f"http://127.0.0.1:{home_port}/mcp"
     n = 1 if kind == "haproxy-1" else 3
     procs, ports = [], []
     for i in range(n):
@@ -128,12 +141,13 @@ def setup(kind):
         procs.append(proc)
         ports.append(port)
     balancer, port = start_haproxy(f"{kind}-haproxy", ports)
-    return [balancer, *procs], f"http://127.0.0.1:{port}/mcp"
+    return [balancer, *procs], f"http://127.0.0.1:{port}/mcp", None
 
 
-def drive(url, sessions, calls):
+def drive(url, sessions, calls, open_at=None):
+    extra = ["--open-at", open_at] if open_at else []
     cmd = pinned(1, [str(DRIVER), url, "--json", "--sessions", str(sessions), "--calls", str(calls),
-                     "--warmup", "20", "--tool", "e__echo", "--wait-secs", "10"])
+                     "--warmup", "20", "--tool", "e__echo", "--wait-secs", "10", *extra])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     for line in reversed(out.stdout.strip().splitlines()):
         try:
@@ -162,14 +176,14 @@ def main():
     if not (shutil.which("haproxy") or Path("/usr/sbin/haproxy").exists()):
         sys.exit("haproxy missing: scripts/install-balancers.sh (as root)")
     RUN_DIR.mkdir(parents=True, exist_ok=True)
-    kinds = ["direct", "haproxy-1", "haproxy-3"]
+    kinds = ["direct", "forwarded", "haproxy-1", "haproxy-3"]
     runs = {k: [] for k in kinds}
     for rep in range(opts.reps):
         for kind in (kinds if rep % 2 == 0 else list(reversed(kinds))):
-            procs, url = setup(kind)
+            procs, url, open_at = setup(kind)
             try:
                 log(f"rep {rep + 1}: {kind} ({url})")
-                r = drive(url, opts.sessions, opts.calls)
+                r = drive(url, opts.sessions, opts.calls, open_at)
             finally:
                 for proc in procs:
                     proc.stop()
@@ -193,6 +207,9 @@ def main():
         cell = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
         print(f"{kind:<12} {cell(row['calls_per_sec'], '9.0f')} {cell(row['p50_ms'], '8.2f')} "
               f"{cell(row['p99_ms'], '8.2f')} {row['errors']:>7}")
+    direct, forwarded = table["direct"]["p50_ms"], table["forwarded"]["p50_ms"]
+    if direct is not None and forwarded is not None:
+        print(f"added p50 of a forwarded request: {forwarded - direct:.2f} ms")
     (RUN_DIR / "results.json").write_text(json.dumps({"table": table, "runs": runs}, indent=1))
     print(json.dumps(table))
 

@@ -23,6 +23,8 @@ const MAX_EVENT_BYTES: usize = 64 << 20;
 pub struct Endpoint {
     http: reqwest::Client,
     url: Arc<str>,
+    /// Where sessions are opened, when not at `url` (`--open-at`).
+    open_url: Option<Arc<str>>,
     stdio: Option<Arc<str>>,
     timeout: Duration,
 }
@@ -70,15 +72,26 @@ impl Endpoint {
         Ok(Endpoint {
             http,
             url: url.into(),
+            open_url: None,
             stdio: url.strip_prefix("stdio:").map(Into::into),
             timeout,
         })
     }
 
+    /// Sessions opened at `url` (when given) rather than at the endpoint.
+    pub fn opening_at(mut self, url: Option<&str>) -> Self {
+        self.open_url = url.map(Into::into);
+        self
+    }
+
     fn post(&self, session: Option<&str>, body: String) -> reqwest::RequestBuilder {
+        let url = match (session, &self.open_url) {
+            (None, Some(open_url)) => open_url,
+            _ => &self.url,
+        };
         let mut req = self
             .http
-            .post(&*self.url)
+            .post(&**url)
             .header(header::ACCEPT, "application/json, text/event-stream")
             .header(header::CONTENT_TYPE, "application/json")
             .body(body);

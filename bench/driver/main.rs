@@ -98,6 +98,10 @@ pub struct Opts {
     /// Send `Authorization: Bearer <TOKEN>` with every request (a gateway with `[auth]`)
     #[arg(long)]
     pub bearer: Option<String>,
+    /// Open each session (initialize) at this endpoint instead, and send its requests to the
+    /// main one: with two replicas, every request is forwarded to the session's home
+    #[arg(long)]
+    pub open_at: Option<String>,
     /// Print only the JSON line
     #[arg(long)]
     pub json: bool,
@@ -143,7 +147,8 @@ async fn drive(opts: &Opts) -> Result<usize, String> {
         &opts.url,
         Duration::from_secs(opts.timeout_secs),
         opts.bearer.as_deref(),
-    )?;
+    )?
+    .opening_at(opts.open_at.as_deref());
     let (extra, tally) = match opts.mode {
         Mode::Call => calls::run(opts, endpoint, false).await?,
         Mode::List => calls::run(opts, endpoint, true).await?,

@@ -4,8 +4,9 @@
 //! what a replica's death does to its children). The Python mcp 2.3.0 and TypeScript 1.32.2
 //! clients drive them: the session era behind consistent hashing on `Mcp-Session-Id`, the
 //! 2026-07-28 era behind round-robin, and a rolling restart (SIGTERM each replica in turn) under
-//! load with HAProxy checking `/readyz`. Session-era sessions move between replicas by
-//! takeover of their sealed ids: another replica, a killed home, a rolling restart.
+//! load with HAProxy checking `/readyz`. A session-era request reaching a replica other than its
+//! session's home is forwarded to the home while it lives; a killed or stopping home's sessions
+//! are taken over from their sealed ids.
 
 use crate::support::cluster::{BalancerKind, Cluster, Spread};
 use crate::support::everything::check_everything;
@@ -423,11 +424,11 @@ async fn kill9_under_modern_load_fails_only_the_calls_in_flight() {
 }
 
 // ------------------------------------------------------------------------------------------
-// Session takeover (issue 16): a session continues on the replica its requests reach.
+// Sessions across replicas (issue 16): forwarded to a live home, taken over from a dead one.
 
 /// A session-era request that reaches a replica other than the one its session was opened on
-/// (the balancer's ring changed, or plain round-robin) is served there, without a new
-/// `initialize`: that replica takes the session over from its sealed id.
+/// (the balancer's ring changed, or plain round-robin) is served, without a new `initialize`:
+/// that replica forwards it to the session's home.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_era_request_on_another_replica_is_served() {
     let _suite = crate::suite::enter(module_path!());
