@@ -2,7 +2,8 @@
 //! (the principal the forwarding replica authenticated, when authentication is on), which
 //! replica sent it and when, sealed with the cluster key ([`Purpose::Passport`]). The receiving
 //! replica trusts the principal in a passport that opens and is fresh, and nothing else: a host's
-//! bearer token never travels between replicas.
+//! bearer token never travels between replicas. A passport is bound to its request (method,
+//! path, session id and a digest of the body): replayed on any other request, it does not open.
 
 use crate::auth::Principal;
 use crate::seal::{Purpose, SealError, Sealer};
@@ -50,15 +51,22 @@ impl Passport {
         }
     }
 
-    /// The passport as a header value: URL-safe visible ASCII.
-    pub fn seal(&self, sealer: &Sealer) -> String {
+    /// The passport for the request `binding` names ([`binding`]), as a header value: URL-safe
+    /// visible ASCII.
+    pub fn seal(&self, sealer: &Sealer, binding: &[u8]) -> String {
         let claims = serde_json::to_vec(self).unwrap_or_default();
-        sealer.seal(Purpose::Passport, b"", &claims)
+        sealer.seal(Purpose::Passport, binding, &claims)
     }
 
-    /// Open a passport and check that it is fresh at `now_ms`.
-    pub fn open(sealer: &Sealer, token: &str, now_ms: u64) -> Result<Passport, PassportRefusal> {
-        let bytes = (sealer.open(Purpose::Passport, b"", token)).map_err(PassportRefusal::Sealed)?;
+    /// Open a passport that came with the request `binding` names, and check that it is fresh
+    /// at `now_ms`.
+    pub fn open(
+        sealer: &Sealer,
+        token: &str,
+        binding: &[u8],
+        now_ms: u64,
+    ) -> Result<Passport, PassportRefusal> {
+        let bytes = (sealer.open(Purpose::Passport, binding, token)).map_err(PassportRefusal::Sealed)?;
         let passport: Passport = serde_json::from_slice(&bytes).map_err(|_| PassportRefusal::Claims)?;
         if passport.issued_ms > now_ms.saturating_add(MAX_SKEW_MS) {
             return Err(PassportRefusal::Future);
@@ -69,6 +77,23 @@ impl Passport {
         }
         Ok(passport)
     }
+}
+
+/// What a passport is bound to: the SHA-256 of the request's method, path and query, session id
+/// (if any) and body.
+pub fn binding(method: &http::Method, uri: &http::Uri, session: Option<&[u8]>, body: &[u8]) -> Vec<u8> {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [
+        method.as_str().as_bytes(),
+        path.as_bytes(),
+        session.unwrap_or_default(),
+        body,
+    ] {
+        digest.update(&(part.len() as u64).to_be_bytes());
+        digest.update(part);
+    }
+    digest.finish().as_ref().to_vec()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -96,11 +121,21 @@ mod tests {
         }
     }
 
+    fn request(body: &[u8]) -> Vec<u8> {
+        binding(
+            &http::Method::POST,
+            &"/mcp".parse().unwrap(),
+            Some(b"session-1"),
+            body,
+        )
+    }
+
     #[test]
     fn a_passport_opens_with_its_principal_on_a_replica_with_the_key() {
         let (a, b) = (Sealer::new(&key(1), &[]), Sealer::new(&key(1), &[]));
         let passport = Passport::new(Some(alice()), "http://10.0.0.1:8080");
-        let opened = Passport::open(&b, &passport.seal(&a), passport.issued_ms).unwrap();
+        let token = passport.seal(&a, &request(b"{}"));
+        let opened = Passport::open(&b, &token, &request(b"{}"), passport.issued_ms).unwrap();
         assert_eq!(opened, passport);
         assert_eq!(opened.principal.unwrap().owner(), alice().owner());
     }
@@ -109,36 +144,69 @@ mod tests {
     fn forged_truncated_and_other_key_passports_are_refused() {
         let sealer = Sealer::new(&key(1), &[]);
         let passport = Passport::new(Some(alice()), "http://a");
-        let token = passport.seal(&sealer);
+        let req = request(b"{}");
+        let token = passport.seal(&sealer, &req);
         let now = passport.issued_ms;
-        let other = Sealer::new(&key(2), &[]).seal(Purpose::Passport, b"", b"{}");
+        let other = Sealer::new(&key(2), &[]).seal(Purpose::Passport, &req, b"{}");
         for bad in [&token[..token.len() - 3], "Zm9yZ2Vk", other.as_str(), ""] {
             assert!(matches!(
-                Passport::open(&sealer, bad, now),
+                Passport::open(&sealer, bad, &req, now),
                 Err(PassportRefusal::Sealed(_))
             ));
         }
         // Another purpose's token with passport-shaped claims does not open as a passport.
         let claims = serde_json::to_vec(&passport).unwrap();
-        let cursor = sealer.seal(Purpose::Cursor, b"", &claims);
-        assert!(Passport::open(&sealer, &cursor, now).is_err());
-        let junk = sealer.seal(Purpose::Passport, b"", b"not json");
-        assert_eq!(Passport::open(&sealer, &junk, now), Err(PassportRefusal::Claims));
+        let cursor = sealer.seal(Purpose::Cursor, &req, &claims);
+        assert!(Passport::open(&sealer, &cursor, &req, now).is_err());
+        let junk = sealer.seal(Purpose::Passport, &req, b"not json");
+        assert_eq!(
+            Passport::open(&sealer, &junk, &req, now),
+            Err(PassportRefusal::Claims)
+        );
+    }
+
+    #[test]
+    fn a_passport_replayed_on_another_request_is_refused() {
+        let sealer = Sealer::new(&key(1), &[]);
+        let passport = Passport::new(Some(alice()), "http://a");
+        let token = passport.seal(&sealer, &request(b"{\"id\":1}"));
+        let now = passport.issued_ms;
+        let path: http::Uri = "/mcp".parse().unwrap();
+        let others = [
+            request(b"{\"id\":2}"),
+            binding(&http::Method::POST, &path, Some(b"session-2"), b"{\"id\":1}"),
+            binding(&http::Method::POST, &path, None, b"{\"id\":1}"),
+            binding(&http::Method::DELETE, &path, Some(b"session-1"), b"{\"id\":1}"),
+            binding(
+                &http::Method::POST,
+                &"/other".parse().unwrap(),
+                Some(b"session-1"),
+                b"{\"id\":1}",
+            ),
+        ];
+        for other in others {
+            assert!(matches!(
+                Passport::open(&sealer, &token, &other, now),
+                Err(PassportRefusal::Sealed(SealError::Forged))
+            ));
+        }
+        assert!(Passport::open(&sealer, &token, &request(b"{\"id\":1}"), now).is_ok());
     }
 
     #[test]
     fn stale_and_future_passports_are_refused() {
         let sealer = Sealer::new(&key(1), &[]);
         let passport = Passport::new(None, "http://a");
-        let token = passport.seal(&sealer);
+        let req = request(b"");
+        let token = passport.seal(&sealer, &req);
         let issued = passport.issued_ms;
-        assert!(Passport::open(&sealer, &token, issued + MAX_AGE_MS).is_ok());
+        assert!(Passport::open(&sealer, &token, &req, issued + MAX_AGE_MS).is_ok());
         assert!(matches!(
-            Passport::open(&sealer, &token, issued + MAX_AGE_MS + 1),
+            Passport::open(&sealer, &token, &req, issued + MAX_AGE_MS + 1),
             Err(PassportRefusal::Stale(_))
         ));
         assert_eq!(
-            Passport::open(&sealer, &token, issued - MAX_SKEW_MS - 1),
+            Passport::open(&sealer, &token, &req, issued - MAX_SKEW_MS - 1),
             Err(PassportRefusal::Future)
         );
     }

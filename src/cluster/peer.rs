@@ -4,8 +4,8 @@
 //! everything else (`Host`, `Origin`, `Mcp-*`, `Last-Event-ID`, `traceparent`, the body) goes as
 //! it came, and the answer streams back as it arrives (an SSE reply event by event).
 
-use super::passport::Passport;
-use super::PASSPORT_HEADER;
+use super::passport::{binding, Passport};
+use super::{PASSPORT_HEADER, SESSION_HEADER};
 use crate::auth::Principal;
 use crate::seal::Sealer;
 use crate::util::http_client::{error_chain, lean_client, LeanClient};
@@ -124,11 +124,13 @@ impl Peers {
         let uri: http::Uri = format!("{}{path}", home.trim_end_matches('/'))
             .parse()
             .map_err(|err| PeerError::Unreachable(format!("bad replica URL {home}: {err}")))?;
+        let session = parts.headers.get(SESSION_HEADER).map(HeaderValue::as_bytes);
+        let bound_to = binding(&parts.method, &parts.uri, session, &body);
+        let passport = Passport::new(principal.cloned(), &self.me).seal(&self.sealer, &bound_to);
         let mut request = http::Request::new(Full::new(body));
         *request.method_mut() = parts.method.clone();
         *request.uri_mut() = uri;
         *request.headers_mut() = end_to_end(&parts.headers);
-        let passport = Passport::new(principal.cloned(), &self.me).seal(&self.sealer);
         if let Ok(value) = HeaderValue::from_str(&passport) {
             request.headers_mut().insert(PASSPORT_HEADER, value);
         }

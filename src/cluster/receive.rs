@@ -1,14 +1,14 @@
 //! The receiving side of forwarding, as a tower layer outside authentication: a request that
-//! carries a replica's passport is accepted when the passport opens under the cluster key and is
-//! fresh; the host's principal in it stands for the bearer token the forwarding replica checked
+//! carries a replica's passport is accepted when the passport opens under the cluster key for
+//! this very request (its body is read, bounded, to check) and is fresh; the host's principal in it stands for the bearer token the forwarding replica checked
 //! (the authentication layer keeps it), and the request is marked [`Forwarded`]. A passport that
 //! does not open is refused (403): hosts never send one, so it is a forgery or a replica sealing
 //! with a key this one does not have yet (a key rotation under way). Both refusals and, while
 //! this replica stops, a 503 it answers to a forwarded request, say so in [`DECLINED_HEADER`]:
 //! the forwarding replica then serves the request itself.
 
-use super::passport::{now_ms, Passport};
-use super::{Forwarded, DECLINED_HEADER, PASSPORT_HEADER};
+use super::passport::{binding, now_ms, Passport};
+use super::{Forwarded, DECLINED_HEADER, PASSPORT_HEADER, SESSION_HEADER};
 use crate::core::hub::Hub;
 use crate::error::DownstreamError;
 use axum::body::Body;
@@ -69,26 +69,34 @@ where
             return Box::pin(inner.call(request));
         };
         let hub = self.hub.clone();
-        let opened = (value.to_str().ok())
-            .ok_or(None)
-            .and_then(|token| Passport::open(&hub.sealer, token, now_ms()).map_err(Some));
-        let passport = match opened {
-            Ok(passport) => passport,
-            Err(why) => {
-                let why = why.map_or("not visible ASCII".to_string(), |w| w.to_string());
-                tracing::warn!(path = %request.uri().path(), %why, "replica passport refused");
-                let mut refusal =
-                    DownstreamError::Forbidden("a replica passport that does not open here").into_http();
-                (refusal.headers_mut()).insert(DECLINED_HEADER, HeaderValue::from_static("passport"));
-                return Box::pin(async move { Ok(refusal) });
-            }
-        };
-        tracing::debug!(from = %passport.from, path = %request.uri().path(), "request forwarded by a replica");
-        if let (Some(principal), Some(_)) = (passport.principal, &hub.auth) {
-            request.extensions_mut().insert(Arc::new(principal));
-        }
-        request.extensions_mut().insert(Forwarded { from: passport.from });
         Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let limit = hub.config().gateway.max_body_bytes;
+            let Ok(body) = axum::body::to_bytes(body, limit).await else {
+                return Ok(DownstreamError::PayloadTooLarge(limit).into_http());
+            };
+            let session = parts.headers.get(SESSION_HEADER).map(HeaderValue::as_bytes);
+            let bound_to = binding(&parts.method, &parts.uri, session, &body);
+            let opened = (value.to_str().ok())
+                .ok_or(None)
+                .and_then(|token| Passport::open(&hub.sealer, token, &bound_to, now_ms()).map_err(Some));
+            let passport = match opened {
+                Ok(passport) => passport,
+                Err(why) => {
+                    let why = why.map_or("not visible ASCII".to_string(), |w| w.to_string());
+                    tracing::warn!(path = %parts.uri.path(), %why, "replica passport refused");
+                    let mut refusal =
+                        DownstreamError::Forbidden("a replica passport that does not open here").into_http();
+                    (refusal.headers_mut()).insert(DECLINED_HEADER, HeaderValue::from_static("passport"));
+                    return Ok(refusal);
+                }
+            };
+            tracing::debug!(from = %passport.from, path = %parts.uri.path(), "request forwarded by a replica");
+            let mut request = Request::from_parts(parts, Body::from(body));
+            if let (Some(principal), Some(_)) = (passport.principal, &hub.auth) {
+                request.extensions_mut().insert(Arc::new(principal));
+            }
+            request.extensions_mut().insert(Forwarded { from: passport.from });
             let mut response = inner.call(request).await?;
             if response.status() == StatusCode::SERVICE_UNAVAILABLE && hub.shutdown.is_cancelled() {
                 (response.headers_mut()).insert(DECLINED_HEADER, HeaderValue::from_static("stopping"));

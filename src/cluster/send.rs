@@ -9,7 +9,7 @@
 //! (`retry_where_parked`). A request that another replica forwarded is never forwarded again.
 
 use super::peer::{PeerError, Peers};
-use super::{Forwarded, DECLINED_HEADER};
+use super::{Forwarded, DECLINED_HEADER, SESSION_HEADER};
 use crate::auth::Principal;
 use crate::core::hub::Hub;
 use crate::core::input_required::ParkedElsewhere;
@@ -27,7 +27,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tower::{Layer, Service};
 
-const SESSION_HEADER: &str = "mcp-session-id";
 /// How long the courtesy DELETE to a taken-over session's old home may take.
 const DELETE_NOTICE_TIMEOUT: Duration = Duration::from_secs(5);
 
