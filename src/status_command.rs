@@ -181,6 +181,9 @@ pub fn render(doc: &StatusDocument) -> String {
             .collect(),
     };
     upstreams.write(&mut out);
+    if !doc.disabled.is_empty() {
+        let _ = writeln!(out, "disabled (enabled = false): {}", doc.disabled.join(", "));
+    }
     if !doc.session_list.is_empty() {
         out.push('\n');
         let sessions = Table {
