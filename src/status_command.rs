@@ -299,6 +299,19 @@ mod tests {
     }
 
     #[test]
+    fn disabled_servers_are_named_after_the_upstreams() {
+        let doc = json!({"upstreams": [{"name": "a", "phase": "ready"}], "disabled": ["gh", "old"]});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let text = render(&doc);
+        assert!(
+            text.ends_with("\ndisabled (enabled = false): gh, old\n"),
+            "{text}"
+        );
+        let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
+        assert!(!render(&none).contains("disabled"));
+    }
+
+    #[test]
     fn renders_one_line_per_upstream_and_tells_readiness() {
         let doc = json!({
             "server": {"version": "0.1.0"}, "uptime_secs": 5, "sessions": 2,

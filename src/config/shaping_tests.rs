@@ -65,6 +65,15 @@ fn a_disabled_server_is_validated_but_may_share_a_namespace_with_an_enabled_one(
                 [servers.remote]\nnamespace = \"gh\"\nenabled = false\nurl = \"https://example.com/mcp\"\n";
     let config = parse(text).unwrap();
     assert_eq!((config.servers.len(), config.disabled.len()), (1, 1));
+    // Never started, so never looked for: only the empty catalog is worth a word.
+    let only_off =
+        parse("[servers.off]\nenabled = false\ncommand = \"mcpmux-surely-not-installed\"\n").unwrap();
+    let found = only_off.preflight(None, std::path::Path::new("/"));
+    let messages: Vec<String> = found.iter().map(|f| f.to_string()).collect();
+    assert_eq!(
+        messages,
+        ["warning: every server has enabled = false: the gateway would serve an empty catalog"]
+    );
     // Its shaping is checked too.
     let e = err("[servers.a]\nenabled = false\ncommand = \"x\"\ntools = { include = [\"[a]\"] }\n");
     assert!(
