@@ -146,10 +146,7 @@ mod list {
     fn catalog(upstreams: usize, per: usize) -> CatalogStore {
         let namings = (0..upstreams)
             .map(|i| {
-                let naming = Naming {
-                    namespace: format!("s{i}"),
-                    separator: "__".into(),
-                };
+                let naming = Naming::new(format!("s{i}"), "__");
                 (UpstreamId::new(&format!("s{i}")), naming)
             })
             .collect();

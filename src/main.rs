@@ -216,8 +216,12 @@ fn check_config(config: &mcpmux::Config, findings: &[mcpmux::config::Finding]) -
         eprintln!("configuration has {errors} error(s) and {warnings} warning(s)");
         return ExitCode::FAILURE;
     }
+    let disabled = match config.disabled.len() {
+        0 => String::new(),
+        n => format!(" ({n} more with enabled = false)"),
+    };
     println!(
-        "configuration OK: {} server(s), {warnings} warning(s)",
+        "configuration OK: {} server(s){disabled}, {warnings} warning(s)",
         config.servers.len()
     );
     ExitCode::SUCCESS

@@ -104,7 +104,7 @@ pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     if new.gateway != old.gateway {
         needs_restart.push("[gateway]");
     }
-    if new.servers != old.servers {
+    if new.servers != old.servers || new.disabled != old.disabled {
         needs_restart.push("[servers]");
     }
     if new.auth != old.auth {

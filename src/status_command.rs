@@ -181,6 +181,9 @@ pub fn render(doc: &StatusDocument) -> String {
             .collect(),
     };
     upstreams.write(&mut out);
+    if !doc.disabled.is_empty() {
+        let _ = writeln!(out, "disabled (enabled = false): {}", doc.disabled.join(", "));
+    }
     if !doc.session_list.is_empty() {
         out.push('\n');
         let sessions = Table {
@@ -293,6 +296,19 @@ mod tests {
         );
         let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
         assert!(!render(&none).contains("audit"));
+    }
+
+    #[test]
+    fn disabled_servers_are_named_after_the_upstreams() {
+        let doc = json!({"upstreams": [{"name": "a", "phase": "ready"}], "disabled": ["gh", "old"]});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let text = render(&doc);
+        assert!(
+            text.ends_with("\ndisabled (enabled = false): gh, old\n"),
+            "{text}"
+        );
+        let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
+        assert!(!render(&none).contains("disabled"));
     }
 
     #[test]

@@ -15,6 +15,10 @@ pub struct StatusDocument {
     pub calls_waiting_for_input: u64,
     /// One entry per configured upstream, in the order of the configuration.
     pub upstreams: Vec<UpstreamStatus>,
+    /// The servers configured with `enabled = false` (never started, nothing in the catalog), in
+    /// the order of the configuration; absent when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disabled: Vec<String>,
     /// The open host sessions, oldest first.
     pub session_list: Vec<SessionStatus>,
     /// The audit log, when `[audit]` keeps one (absent otherwise).
@@ -165,6 +169,7 @@ mod tests {
                 resource_templates: 4,
                 shadowed: 1,
             }],
+            disabled: Vec::new(),
             session_list: vec![SessionStatus {
                 id_prefix: "0123abcd".into(),
                 protocol_version: "2025-11-25".into(),
@@ -208,6 +213,25 @@ mod tests {
         let back: StatusDocument = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back, sample());
         assert!(!back.all_ready());
+    }
+
+    #[test]
+    fn names_disabled_servers_after_the_upstreams_only_when_there_are_some() {
+        let doc = StatusDocument {
+            disabled: vec!["github".into()],
+            ..StatusDocument::default()
+        };
+        let text = serde_json::to_string(&doc).expect("serialises");
+        assert!(
+            text.contains(r#""upstreams":[],"disabled":["github"],"session_list""#),
+            "{text}"
+        );
+        assert_eq!(
+            serde_json::from_str::<StatusDocument>(&text).expect("reads back"),
+            doc
+        );
+        let none = serde_json::to_string(&StatusDocument::default()).expect("serialises");
+        assert!(!none.contains("disabled"), "{none}");
     }
 
     #[test]

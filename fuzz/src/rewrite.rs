@@ -247,20 +247,8 @@ fn check_result(payload: &ResponsePayload) {
 fn check_catalog(result: &RawObject) {
     let (prefixed, unprefixed) = (UpstreamId::new("prefixed"), UpstreamId::new("unprefixed"));
     let store = CatalogStore::new(vec![
-        (
-            prefixed.clone(),
-            Naming {
-                namespace: NS.into(),
-                separator: "__".into(),
-            },
-        ),
-        (
-            unprefixed.clone(),
-            Naming {
-                namespace: String::new(),
-                separator: "__".into(),
-            },
-        ),
+        (prefixed.clone(), Naming::new(NS, "__")),
+        (unprefixed.clone(), Naming::new(String::new(), "__")),
     ]);
     for kind in ListKind::ALL {
         let Some(items) = result.get_array(kind.field()) else {

@@ -122,6 +122,7 @@ pub fn report(hub: &Hub) -> StatusDocument {
         listen_streams: hub.sessions.listeners.len() as u64,
         calls_waiting_for_input: hub.parked.len() as u64,
         upstreams,
+        disabled: (hub.config().disabled.iter()).map(|s| s.name.clone()).collect(),
         session_list: sessions.iter().map(|s| session_entry(s)).collect(),
         audit: hub.audit.as_ref().map(|audit| audit.status()),
     }

@@ -1,14 +1,16 @@
-//! The merged view of every upstream's tools, prompts, resources and templates, swapped
-//! atomically on change; exposed-name and URI resolution; mcpmux's own opaque list cursors and
-//! the pages served from a snapshot.
+//! The merged view of every upstream's tools, prompts, resources and templates, shaped by each
+//! server's `tools`/`prompts`/`resources`/`rename`/`descriptions` and swapped atomically on
+//! change; exposed-name and URI resolution; mcpmux's own opaque list cursors and the pages
+//! served from a snapshot.
 
 pub mod cursor;
 pub mod freshness;
 pub mod pages;
 pub mod results;
+pub mod shape;
 pub mod uri;
 
-use crate::config::UpstreamId;
+use crate::config::{Shaping, UpstreamId};
 use crate::protocol::RawObject;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -146,14 +148,25 @@ pub struct Shadowed {
     pub loser: UpstreamId,
 }
 
-/// How an upstream's names are exposed.
+/// How an upstream's names are exposed: its namespace, and its shaping (which items, which
+/// tool names).
 #[derive(Debug, Clone)]
 pub struct Naming {
     pub namespace: String,
     pub separator: String,
+    pub shaping: Arc<Shaping>,
 }
 
 impl Naming {
+    /// A naming that shapes nothing.
+    pub fn new(namespace: impl Into<String>, separator: impl Into<String>) -> Self {
+        Naming {
+            namespace: namespace.into(),
+            separator: separator.into(),
+            shaping: Arc::default(),
+        }
+    }
+
     /// The name hosts see for an upstream tool or prompt.
     pub fn expose_name(&self, name: &str) -> String {
         if self.namespace.is_empty() {
@@ -202,7 +215,21 @@ impl Catalog {
     /// matching template, else the one upstream with a matching template, else the only
     /// unprefixed upstream. Several namespaced owners and no unprefixed one is
     /// [`UriMiss::Ambiguous`], with the `mcpmux://` forms that name each.
+    ///
+    /// A URI its upstream's `resources` shaping leaves out is [`UriMiss::Unknown`].
     pub fn resolve_uri(&self, exposed: &str) -> Result<(UpstreamId, String), UriMiss> {
+        let (upstream, original) = self.route_uri(exposed)?;
+        let admitted = self
+            .naming(&upstream)
+            .is_none_or(|n| n.shaping.resources.admits(&original));
+        if !admitted {
+            return Err(UriMiss::Unknown);
+        }
+        Ok((upstream, original))
+    }
+
+    /// [`Catalog::resolve_uri`] before the shaping's word.
+    fn route_uri(&self, exposed: &str) -> Result<(UpstreamId, String), UriMiss> {
         if let Some((ns, original)) = uri::split(exposed) {
             if let Some((id, _)) = self.namings.iter().find(|(_, n)| n.namespace == ns) {
                 return Ok((id.clone(), original.to_string()));
@@ -262,11 +289,20 @@ impl Catalog {
     }
 }
 
+/// One upstream's lists as it sent them, and the shaping problems last logged for them.
+#[derive(Default)]
+struct Part {
+    lists: [Vec<RawObject>; 4],
+    /// The `rename`/`descriptions` keys naming no tool and the rename collisions of the last
+    /// tools list (logged when they change, not on every list).
+    noted: Vec<String>,
+}
+
 /// Owns the per-upstream lists and publishes merged snapshots.
 pub struct CatalogStore {
     current: ArcSwap<Catalog>,
     /// Each upstream's lists, in the order of `namings`.
-    parts: Mutex<Vec<[Vec<RawObject>; 4]>>,
+    parts: Mutex<Vec<Part>>,
     namings: Arc<[(UpstreamId, Naming)]>,
 }
 
@@ -289,8 +325,14 @@ impl CatalogStore {
         self.current.load_full()
     }
 
-    /// Replace one upstream's list of one kind; returns whether what hosts see changed.
+    /// Replace one upstream's list of one kind (a list it sent); returns whether what hosts see
+    /// changed. A tools list that leaves a `rename` or `descriptions` key of its server without a
+    /// tool, or makes a rename collide, is logged (once, until that changes).
     pub fn replace(&self, upstream: &UpstreamId, kind: ListKind, items: Vec<RawObject>) -> bool {
+        self.put(upstream, kind, items, true)
+    }
+
+    fn put(&self, upstream: &UpstreamId, kind: ListKind, items: Vec<RawObject>, arrived: bool) -> bool {
         let Some(position) = self.namings.iter().position(|(id, _)| id == upstream) else {
             return false;
         };
@@ -298,7 +340,11 @@ impl CatalogStore {
         let Some(slot) = parts.get_mut(position) else {
             return false;
         };
-        slot[kind as usize] = items;
+        if arrived && kind == ListKind::Tools {
+            let naming = &self.namings[position].1;
+            shape::note_problems(upstream, &naming.shaping, &items, &mut slot.noted);
+        }
+        slot.lists[kind as usize] = items;
         let before = self.snapshot();
         let after = self.rebuild(&parts, before.epoch + 1);
         let old: Vec<&str> = before.list(kind).items.iter().map(|i| i.json.get()).collect();
@@ -310,13 +356,13 @@ impl CatalogStore {
     pub fn clear(&self, upstream: &UpstreamId) -> Vec<ListKind> {
         ListKind::ALL
             .into_iter()
-            .filter(|&k| self.replace(upstream, k, Vec::new()))
+            .filter(|&k| self.put(upstream, k, Vec::new(), false))
             .collect()
     }
 
     /// Merge `parts` into a new snapshot and publish it; a clash of names not seen in the
     /// previous snapshot is logged once, naming both upstreams.
-    fn rebuild(&self, parts: &[[Vec<RawObject>; 4]], epoch: u64) -> Arc<Catalog> {
+    fn rebuild(&self, parts: &[Part], epoch: u64) -> Arc<Catalog> {
         let lists = ListKind::ALL.map(|kind| self.merge(parts, kind));
         let before = self.current.load();
         for kind in ListKind::ALL {
@@ -340,16 +386,14 @@ impl CatalogStore {
         catalog
     }
 
-    fn merge(&self, parts: &[[Vec<RawObject>; 4]], kind: ListKind) -> ItemList {
+    fn merge(&self, parts: &[Part], kind: ListKind) -> ItemList {
         let mut list = ItemList::default();
-        for ((upstream, naming), lists) in self.namings.iter().zip(parts) {
-            for item in &lists[kind as usize] {
-                let Some(original) = item.get_str(kind.key_field()) else {
-                    continue;
-                };
+        for ((upstream, naming), part) in self.namings.iter().zip(parts) {
+            let shaped = shape::shape(&naming.shaping, kind, &part.lists[kind as usize]);
+            for shape::ShapedItem { original, name, item } in shaped.items {
                 let exposed = match kind {
-                    ListKind::Tools | ListKind::Prompts => naming.expose_name(&original),
-                    ListKind::Resources | ListKind::Templates => naming.expose_uri(&original),
+                    ListKind::Tools | ListKind::Prompts => naming.expose_name(&name),
+                    ListKind::Resources | ListKind::Templates => naming.expose_uri(&name),
                 };
                 if let Some(&winner) = list.index.get(&exposed) {
                     let winner = list.items[winner].upstream.clone();
@@ -360,7 +404,7 @@ impl CatalogStore {
                     });
                     continue;
                 }
-                let mut edited = item.clone();
+                let mut edited = item.into_owned();
                 edited.set_str(kind.key_field(), &exposed);
                 list.items.push(ExposedItem {
                     upstream: upstream.clone(),
@@ -389,20 +433,8 @@ mod tests {
 
     fn store() -> CatalogStore {
         CatalogStore::new(vec![
-            (
-                id(0),
-                Naming {
-                    namespace: "a".into(),
-                    separator: "__".into(),
-                },
-            ),
-            (
-                id(1),
-                Naming {
-                    namespace: "".into(),
-                    separator: "__".into(),
-                },
-            ),
+            (id(0), Naming::new("a", "__")),
+            (id(1), Naming::new("", "__")),
         ])
     }
 
@@ -435,10 +467,7 @@ mod tests {
 
     fn namespaced(names: &[&str]) -> CatalogStore {
         let namings = names.iter().enumerate().map(|(n, ns)| {
-            let naming = Naming {
-                namespace: ns.to_string(),
-                separator: "__".into(),
-            };
+            let naming = Naming::new(ns.to_string(), "__");
             (id(n), naming)
         });
         CatalogStore::new(namings.collect())
@@ -490,20 +519,8 @@ mod tests {
     #[test]
     fn a_clash_hides_the_later_item_and_is_new_only_once() {
         let s = CatalogStore::new(vec![
-            (
-                id(0),
-                Naming {
-                    namespace: "".into(),
-                    separator: "__".into(),
-                },
-            ),
-            (
-                id(1),
-                Naming {
-                    namespace: "".into(),
-                    separator: "__".into(),
-                },
-            ),
+            (id(0), Naming::new("", "__")),
+            (id(1), Naming::new("", "__")),
         ]);
         s.replace(
             &id(1),

@@ -154,10 +154,7 @@ mod tests {
     }
 
     fn store(tools: &[&str]) -> CatalogStore {
-        let naming = Naming {
-            namespace: "a".into(),
-            separator: "__".into(),
-        };
+        let naming = Naming::new("a", "__");
         let store = CatalogStore::new(vec![(UpstreamId::new("a"), naming)]);
         let items = tools.iter().map(|t| RawObject::parse(t).unwrap()).collect();
         store.replace(&UpstreamId::new("a"), ListKind::Tools, items);

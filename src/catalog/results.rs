@@ -103,10 +103,7 @@ mod tests {
     use crate::protocol::message::raw;
 
     fn naming(ns: &str) -> Naming {
-        Naming {
-            namespace: ns.into(),
-            separator: "__".into(),
-        }
+        Naming::new(ns, "__")
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod policy;
 mod preflight;
 mod raw;
 mod server;
+mod shaping;
 mod transport;
 mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
@@ -29,6 +30,7 @@ pub use policy::{PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
 use raw::{line_col, parse_error, RawConfig, RawGateway};
 use server::build_server;
+pub use shaping::{Filter, Shaping};
 pub use transport::HttpMode;
 pub use validate::Problem;
 
@@ -72,8 +74,11 @@ pub enum ConfigError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub gateway: GatewayConfig,
-    /// In file order; the gateway merges upstream lists in this order.
+    /// In file order; the gateway merges upstream lists in this order. Only the enabled ones.
     pub servers: Vec<ServerConfig>,
+    /// The servers with `enabled = false`, in file order: validated like the others (so turning
+    /// one on cannot surprise), never started, named by `/status`.
+    pub disabled: Vec<ServerConfig>,
     /// The `[[policy]]` rules in file order; empty when there is none (everything is allowed).
     pub policy: Vec<PolicyRule>,
     /// `[auth]`; `None` authenticates nobody (only on loopback, or with
@@ -182,6 +187,8 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     pub max_line_bytes: usize,
     pub transport: TransportConfig,
+    /// Which of its tools, prompts and resources hosts see, and under which tool names.
+    pub shaping: std::sync::Arc<Shaping>,
 }
 
 impl ServerConfig {
@@ -283,8 +290,14 @@ impl Config {
         }
         let mut servers: Vec<ServerConfig> = Vec::with_capacity(raw.servers.0.len());
         let mut spans = Vec::with_capacity(raw.servers.0.len());
+        let mut disabled = Vec::new();
         for (key, raw_server) in raw.servers.0 {
+            let enabled = raw_server.enabled.as_ref().is_none_or(|v| *v.get_ref());
             let server = build_server(&ctx, &key, raw_server, &gateway)?;
+            if !enabled {
+                disabled.push(server);
+                continue;
+            }
             spans.push((server.id.clone(), key.span()));
             if !server.namespace.is_empty() && server.namespace.contains(&gateway.separator) {
                 tracing::warn!(
@@ -318,6 +331,7 @@ impl Config {
         let config = Config {
             gateway,
             servers,
+            disabled,
             policy,
             auth,
             audit,
@@ -543,5 +557,7 @@ fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayConfig, Confi
     Ok(gw)
 }
 
+#[cfg(test)]
+mod shaping_tests;
 #[cfg(test)]
 mod tests;

@@ -83,9 +83,13 @@ impl Config {
             error(format!("audit.path: {why}"));
         }
         if self.servers.is_empty() {
+            let message = match self.disabled.len() {
+                0 => "no [servers.NAME] table: the gateway would serve an empty catalog",
+                _ => "every server has enabled = false: the gateway would serve an empty catalog",
+            };
             found.push(Finding {
                 severity: Severity::Warning,
-                message: "no [servers.NAME] table: the gateway would serve an empty catalog".into(),
+                message: message.into(),
             });
         }
         let listen = self.gateway.listen;

@@ -65,6 +65,20 @@ pub(super) struct RawServer {
     pub(super) health_check_timeout_secs: Option<Spanned<u64>>,
     pub(super) handshake_timeout_secs: Option<Spanned<u64>>,
     pub(super) max_line_bytes: Option<Spanned<usize>>,
+    pub(super) enabled: Option<Spanned<bool>>,
+    pub(super) tools: Option<RawFilter>,
+    pub(super) prompts: Option<RawFilter>,
+    pub(super) resources: Option<RawFilter>,
+    pub(super) rename: Option<Ordered<Spanned<String>>>,
+    pub(super) descriptions: Option<Ordered<Spanned<String>>>,
+}
+
+/// `tools`, `prompts` or `resources` of a server: `{ include = [...], exclude = [...] }`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFilter {
+    pub(super) include: Option<Vec<Spanned<String>>>,
+    pub(super) exclude: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -161,6 +175,10 @@ pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> Co
         .replacen("unknown field", "unknown key", 1)
         .replace("struct RawServer", "a server table")
         .replace("struct RawGateway", "a table")
+        .replace(
+            "struct RawFilter",
+            "a tools/prompts/resources table (include, exclude)",
+        )
         .replace("struct RawPolicy", "a [[policy]] table")
         .replace("struct RawAuth", "the [auth] table")
         .replace("struct RawAudit", "the [audit] table")

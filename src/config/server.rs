@@ -1,7 +1,8 @@
 //! One `[servers.NAME]` table: its transport (stdio `command` or HTTP `url`), namespace,
-//! isolation, era, limits and timeouts, validated with errors that name the key and line.
+//! isolation, era, limits, timeouts and shaping, validated with errors that name the key and line.
 
 use super::raw::{Ordered, RawServer};
+use super::shaping::RawShaping;
 use super::validate::{valid_namespace, NS_RULE};
 use super::{
     ConfigError, Ctx, Era, GatewayConfig, Isolation, Secret, ServerConfig, TransportConfig, UpstreamId,
@@ -53,7 +54,7 @@ impl ServerCtx<'_> {
         self.ctx.invalid(span, format!("server {:?}: {msg}", self.name))
     }
 
-    fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+    pub(super) fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
         self.ctx.expand(value, &format!("{}.{key}", self.path))
     }
 
@@ -274,6 +275,13 @@ pub(super) fn build_server(
         .map(|v| ctx.nonzero(v, &key("max_line_bytes")))
         .transpose()?
         .unwrap_or(MIB_16);
+    let shaping = sc.shaping(RawShaping {
+        tools: &raw.tools,
+        prompts: &raw.prompts,
+        resources: &raw.resources,
+        rename: &raw.rename,
+        descriptions: &raw.descriptions,
+    })?;
     Ok(ServerConfig {
         id: UpstreamId::new(&name),
         name,
@@ -288,5 +296,6 @@ pub(super) fn build_server(
         handshake_timeout,
         max_line_bytes,
         transport,
+        shaping: std::sync::Arc::new(shaping),
     })
 }

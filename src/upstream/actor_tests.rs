@@ -40,10 +40,7 @@ impl Harness {
         let ctx = ConnectionContext {
             server: Arc::new(config.servers[0].clone()),
             id: UpstreamId::new("t"),
-            naming: Naming {
-                namespace: "t".into(),
-                separator: "__".into(),
-            },
+            naming: Naming::new("t", "__"),
             hosts: Arc::new(NoHosts),
             ties: ties.clone(),
             events,

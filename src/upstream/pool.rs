@@ -83,6 +83,7 @@ impl Upstreams {
         let naming = |server: &ServerConfig| Naming {
             namespace: server.namespace.clone(),
             separator: config.gateway.separator.clone(),
+            shaping: server.shaping.clone(),
         };
         let mut events = Vec::new();
         let slots = (config.servers.iter())

@@ -22,6 +22,12 @@ Scenarios:
                    list tools (all pages), then call each TOOL (full exposed name, --prefix is not
                    applied) with the JSON object as arguments; every call must succeed. Observed:
                    "tools" and "calls": [{"tool", "text"}] in order.
+    shaped TOOL JSON [UNKNOWN ...]
+                   list tools (all pages, with descriptions), prompts, resources and templates;
+                   call TOOL (full exposed name) with the JSON arguments (must succeed); call each
+                   UNKNOWN tool and read each UNKNOWN `mcpmux://` URI (each must fail). Observed:
+                   "tools": [{"name", "description"}], "prompts", "resources", "templates",
+                   "text" (TOOL's) and "refusals": {UNKNOWN: {"code", "message"}}.
 
 Environment: MCPMUX_TEST_BEARER=TOKEN sends `Authorization: Bearer TOKEN` on every request.
 
@@ -46,6 +52,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import Client, MCPDeprecationWarning
+from mcp.shared.exceptions import MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -393,11 +400,39 @@ async def scenario_call(url: str, mode: str, _prefix: str, args: list[str], obs:
             obs["calls"].append({"tool": name, "text": text})
 
 
+async def scenario_shaped(url: str, mode: str, _prefix: str, args: list[str], obs: dict[str, Any]) -> None:
+    check(len(args) >= 2, "usage: shaped TOOL JSON [UNKNOWN ...]")
+    tool, arguments, unknown = args[0], json.loads(args[1]), args[2:]
+    async with Client(server(url), mode=mode, cache=None) as client:
+        obs.update(conn_info(client))
+        obs["tools"] = [{"name": t.name, "description": t.description} for t in await list_all_tools(client)]
+        obs["prompts"] = [p.name for p in await list_all_prompts(client)]
+        obs["resources"] = [str(r.uri) for r in await list_all_resources(client)]
+        templates = await client.list_resource_templates()
+        obs["templates"] = [t.uri_template for t in templates.resource_templates]
+        obs["text"] = text_of(await call_ok(client, tool, arguments))
+        obs["refusals"] = {}
+        for name in unknown:
+            try:
+                if name.startswith("mcpmux://"):
+                    await client.read_resource(name)
+                else:
+                    result = await client.call_tool(name, {})
+                    check(result.is_error, f"{name}: answered {text_of(result)[:200]!r}")
+                    obs["refusals"][name] = {"code": None, "message": text_of(result)}
+                    continue
+            except MCPError as exc:
+                obs["refusals"][name] = {"code": exc.code, "message": exc.message}
+                continue
+            raise CheckFailed(f"{name}: read succeeded")
+
+
 SCENARIOS = {
     "smoke": scenario_smoke,
     "everything": scenario_everything,
     "concurrent": scenario_concurrent,
     "call": scenario_call,
+    "shaped": scenario_shaped,
 }
 
 

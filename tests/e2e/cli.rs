@@ -57,6 +57,28 @@ fn check_config_refuses_what_cannot_start_and_warns_about_what_surprises() {
         "{run}"
     );
 
+    // A disabled server is validated but never started: its command is not looked for; a
+    // shaping mistake is reported at its line.
+    let run = check(
+        &dir,
+        "[servers.on]\ncommand = \"sh\"\n\n[servers.off]\nenabled = false\ncommand = \"mcpmux-surely-not-installed\"\n",
+    );
+    assert!(run.status.success(), "{run}");
+    assert!(
+        run.stdout
+            .contains("configuration OK: 1 server(s) (1 more with enabled = false), 0 warning(s)"),
+        "{run}"
+    );
+    let run = check(
+        &dir,
+        "[servers.on]\ncommand = \"sh\"\nrename = { echo = \"say\", add = \"say\" }\n",
+    );
+    assert!(!run.status.success(), "{run}");
+    assert!(
+        run.stderr.contains("mcpmux.toml:3: server \"on\": rename: tools \"echo\" and \"add\" would both be exposed as \"say\""),
+        "{run}"
+    );
+
     // A network listen address without [auth] is refused, unless allowed explicitly.
     let run = check(&dir, "[gateway]\nlisten = \"0.0.0.0:8080\"\n");
     assert!(!run.status.success(), "{run}");

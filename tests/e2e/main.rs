@@ -37,4 +37,5 @@ mod real_clients;
 mod replicas;
 mod resumption;
 mod routing;
+mod shaping;
 mod stdio_setup;

@@ -1,0 +1,148 @@
+//! Tests for `enabled` and the shaping keys of a server table: what they parse to, and the
+//! errors (with their lines) for what can be known before a server lists its tools.
+
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml_str(text, "shape.toml", &|var| {
+        (var == "TOOL").then(|| "echo".to_string())
+    })
+}
+
+fn err(text: &str) -> String {
+    match parse(text) {
+        Ok(c) => panic!("expected an error, got {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const ISSUE_EXAMPLE: &str = r#"
+[servers.github]
+enabled = false                          # kept in the file, not started
+command = "github-mcp"
+[servers.everything]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-everything@2026.8.31"]
+tools = { include = ["echo", "get-*"], exclude = ["get-env"] }   # globs over the server's own names
+rename = { echo = "say" }                # exposed as everything__say
+descriptions = { say = "Repeat a message back." }
+prompts = { exclude = ["*-secret"] }
+resources = { include = ["demo://resource/static/*"] }
+"#;
+
+#[test]
+fn the_issue_example_parses_into_a_shaping_and_a_disabled_server() {
+    let config = parse(ISSUE_EXAMPLE).unwrap();
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["everything"]);
+    let disabled: Vec<&str> = config.disabled.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(disabled, ["github"]);
+    let shaping = &config.servers[0].shaping;
+    assert!(shaping.tools.admits("echo") && shaping.tools.admits("get-sum"));
+    assert!(!shaping.tools.admits("get-env") && !shaping.tools.admits("add"));
+    assert!(shaping.prompts.admits("p") && !shaping.prompts.admits("p-secret"));
+    assert!(shaping.resources.admits("demo://resource/static/1"));
+    assert!(!shaping.resources.admits("demo://resource/dynamic/1"));
+    assert_eq!(shaping.renamed("echo"), Some("say"));
+    assert_eq!(shaping.description("say"), Some("Repeat a message back."));
+    assert!(!shaping.is_identity());
+    // Without the keys nothing is shaped; `enabled = true` is the default.
+    let plain = parse("[servers.a]\ncommand = \"x\"\nenabled = true\n").unwrap();
+    assert!(plain.servers[0].shaping.is_identity());
+    assert!(plain.disabled.is_empty());
+    // Values are interpolated like any other string.
+    let interpolated = parse("[servers.a]\ncommand = \"x\"\nrename = { echo = \"${TOOL}2\" }\n").unwrap();
+    assert_eq!(interpolated.servers[0].shaping.renamed("echo"), Some("echo2"));
+}
+
+#[test]
+fn a_disabled_server_is_validated_but_may_share_a_namespace_with_an_enabled_one() {
+    let e = err("[servers.off]\nenabled = false\n\n[servers.on]\ncommand = \"x\"\n");
+    assert!(e.starts_with("shape.toml:1:"), "{e}");
+    assert!(e.contains("missing `command`"), "{e}");
+    // Two definitions of one server, one of them off: a usual way to keep an alternative.
+    let text = "[servers.local]\nnamespace = \"gh\"\ncommand = \"x\"\n\n\
+                [servers.remote]\nnamespace = \"gh\"\nenabled = false\nurl = \"https://example.com/mcp\"\n";
+    let config = parse(text).unwrap();
+    assert_eq!((config.servers.len(), config.disabled.len()), (1, 1));
+    // Never started, so never looked for: only the empty catalog is worth a word.
+    let only_off =
+        parse("[servers.off]\nenabled = false\ncommand = \"mcpmux-surely-not-installed\"\n").unwrap();
+    let found = only_off.preflight(None, std::path::Path::new("/"));
+    let messages: Vec<String> = found.iter().map(|f| f.to_string()).collect();
+    assert_eq!(
+        messages,
+        ["warning: every server has enabled = false: the gateway would serve an empty catalog"]
+    );
+    // Its shaping is checked too.
+    let e = err("[servers.a]\nenabled = false\ncommand = \"x\"\ntools = { include = [\"[a]\"] }\n");
+    assert!(
+        e.starts_with("shape.toml:4:") && e.contains("tools.include[0]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn shaping_errors_name_the_key_and_line() {
+    let server = "[servers.everything]\ncommand = \"npx\"\n";
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "tools = { include = [\"echo\", \"\"] }\n",
+            "shape.toml:3:",
+            &["tools.include[1]", "must not be empty"],
+        ),
+        (
+            "prompts = { exclude = [\"a{b,c}\"] }\n",
+            "shape.toml:3:",
+            &["prompts.exclude[0]", "alternatives"],
+        ),
+        (
+            "rename = { echo = \"say\", add = \"say\" }\n",
+            "shape.toml:3:",
+            &["\"echo\" and \"add\"", "\"say\""],
+        ),
+        (
+            "tools = { exclude = [\"ec*\"] }\n\nrename = { echo = \"say\" }\n",
+            "shape.toml:5:",
+            &["rename.echo", "left out by `tools`"],
+        ),
+        (
+            "tools = { include = [\"echo\", \"say\"] }\nrename = { echo = \"say\" }\n",
+            "shape.toml:4:",
+            &["\"echo\"", "\"say\"", "kept by `tools.include`"],
+        ),
+        (
+            "rename = { echo = \"say\" }\ndescriptions = { echo = \"Repeat.\" }\n",
+            "shape.toml:4:",
+            &["descriptions.echo", "renamed to \"say\"", "keyed by the new name"],
+        ),
+        (
+            "rename = { echo = \"two words\" }\n",
+            "shape.toml:3:",
+            &["rename.echo", "whitespace"],
+        ),
+        (
+            "tools = { include = [\"a\"], only = [\"b\"] }\n",
+            "shape.toml:3:",
+            &["unknown key `only`"],
+        ),
+        ("enabled = \"no\"\n", "shape.toml:3:", &["invalid type"]),
+    ];
+    for (keys, at, words) in cases {
+        let e = err(&format!("{server}{keys}"));
+        assert!(e.starts_with(at), "{keys}: {e}");
+        for word in *words {
+            assert!(e.contains(word), "{keys}: {e} lacks {word}");
+        }
+    }
+    // What is fine: a swap, a rename onto a name only a wildcard keeps (known at run time), a
+    // description of a tool that is not renamed.
+    let fine = [
+        "rename = { echo = \"add\", add = \"echo\" }\n",
+        "tools = { include = [\"*\"] }\nrename = { echo = \"add\" }\n",
+        "descriptions = { add = \"Add.\" }\nrename = { echo = \"say\" }\n",
+    ];
+    for keys in fine {
+        parse(&format!("{server}{keys}")).unwrap_or_else(|e| panic!("{keys}: {e}"));
+    }
+}
