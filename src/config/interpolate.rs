@@ -62,12 +62,23 @@ fn valid_name(name: &str) -> bool {
 
 /// The text of a `${NAME:-default}` default: `$$` is a `$`; a nested `${` is refused.
 fn expand_default(default: &str) -> Result<String, InterpError> {
-    if default.contains("${") {
-        return Err(InterpError::Syntax(format!(
-            "the default {default:?} holds \"${{\": defaults are plain text (write \"$$\" for a literal \"$\")"
-        )));
+    let mut out = String::with_capacity(default.len());
+    let mut chars = default.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('$', Some('$')) => {
+                chars.next();
+                out.push('$');
+            }
+            ('$', Some('{')) => {
+                return Err(InterpError::Syntax(format!(
+                    "the default {default:?} holds \"${{\": defaults are plain text (write \"$$\" for a literal \"$\")"
+                )))
+            }
+            (c, _) => out.push(c),
+        }
     }
-    Ok(default.replace("$$", "$"))
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -101,6 +112,7 @@ mod tests {
         assert_eq!(ok("${UNSET:-a:-b}"), "a:-b");
         assert_eq!(ok("${UNSET:-$$5}"), "$5");
         assert_eq!(ok("${UNSET:-$x}"), "$x");
+        assert_eq!(ok("${UNSET:-$${B}"), "${B");
         assert_eq!(ok("$${UNSET:-d}"), "${UNSET:-d}");
     }
 

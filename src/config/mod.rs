@@ -503,4 +503,6 @@ fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayConfig, Confi
 }
 
 #[cfg(test)]
+mod import_tests;
+#[cfg(test)]
 mod tests;
