@@ -105,9 +105,9 @@ pub fn env_file_names(text: &str) -> Vec<String> {
     names
 }
 
-/// A stdio server's `envFile` read at import: each variable it sets that `env` does not becomes
+/// A stdio server's `envFile` read (file I/O): each variable it sets that `env` does not becomes
 /// `NAME = "${NAME}"` (values stay out of the TOML; mcpmux reads them from its environment).
-fn read_env_file(server: &mut ImportedServer) {
+pub fn read_env_file(server: &mut ImportedServer) {
     let Transport::Stdio {
         env,
         env_file: Some(file),
