@@ -70,6 +70,12 @@ pub(super) fn detect(path: &Path, root: &Map<String, Value>) -> Result<(Format, 
     if in_folder(".cursor") {
         return Ok((Format::Cursor, None));
     }
+    if in_folder(".vscode") {
+        return Ok((
+            Format::VsCode,
+            Some("read as VS Code's mcp.json (its folder is .vscode)".into()),
+        ));
+    }
     if file_name == ".mcp.json" {
         return Ok((Format::ClaudeCode, None));
     }

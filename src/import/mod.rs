@@ -185,11 +185,16 @@ pub fn parse_in(path: &Path, text: &str, home: Option<&str>) -> Result<SourceFil
                 workspace,
                 inputs,
             };
-            let servers = object(holder, "servers").map_err(|m| fail(None, m))?;
+            // The `mcpServers` of other clients, in a `.vscode` folder, is read as `servers`.
+            let key = match holder.contains_key("servers") {
+                true => "servers",
+                false => "mcpServers",
+            };
+            let servers = object(holder, key).map_err(|m| fail(None, m))?;
             convert_all(&vars, servers, None, &mut file.servers);
             uncarried_keys(
                 holder,
-                &["servers", "inputs"],
+                &[key, "inputs"],
                 &mut file.notes,
                 std::ptr::eq(holder, root),
             );

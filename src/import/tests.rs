@@ -240,6 +240,16 @@ fn vs_code_inputs_types_and_env_file() {
 }
 
 #[test]
+fn an_mcp_servers_file_in_a_vscode_folder_is_vs_codes() {
+    let file = parse_at(
+        "/home/u/proj/.vscode/mcp.json",
+        r#"{"mcpServers": {"t": {"command": "x", "env": {"K": "${input:k}"}}}}"#,
+    );
+    assert_eq!(file.format, Format::VsCode);
+    assert_eq!(stdio(only(&file)).2, pairs(&[("K", "${K}")]));
+}
+
+#[test]
 fn vs_code_settings_json_holds_servers_under_mcp() {
     let file = parse_at(
         "/home/u/.config/Code/User/settings.json",
