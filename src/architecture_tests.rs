@@ -12,6 +12,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("status_doc", 0),
     // Pure (keys and the AEAD); config parses its keys, catalog, core and session seal with it.
     ("seal", 0),
+    // Pure (a client's JSON text in, servers out); config will read `mcp_json` files with it.
+    ("import", 0),
     ("config", 1),
     ("error", 2),
     ("catalog", 2),

@@ -23,6 +23,8 @@
 //!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain,
 //!                the rate limit token buckets
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
+//!  import        the clients' mcpServers JSON files (Claude Desktop, Claude Code, Cursor, VS Code)
+//!                read into servers, and `mcpmux import` (pure parser; no config types)
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
 //!  seal          cluster keys and the sealer: what hosts carry (cursors, requestState), encrypted
 //!                and authenticated so any replica with the key opens it (no I/O)
@@ -42,6 +44,7 @@ pub mod config;
 pub mod core;
 pub mod error;
 pub mod http;
+pub mod import;
 pub mod middleware;
 pub mod policy;
 pub mod protocol;

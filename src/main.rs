@@ -58,6 +58,21 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Convert MCP clients' server lists (Claude Desktop `claude_desktop_config.json`, Claude
+    /// Code `.mcp.json` and `~/.claude.json`, Cursor and VS Code `mcp.json`) into an mcpmux
+    /// configuration (exit status 0 written, 1 a file that does not parse, 2 a file that cannot
+    /// be read or an output that cannot be written).
+    Import {
+        /// The clients' JSON files; the format of each is told from its name, folder and keys.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write the TOML here instead of to stdout (an existing file is not overwritten).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Overwrite an existing `--out` file.
+        #[arg(long, requires = "out")]
+        force: bool,
+    },
     /// Print a new `[cluster]` key (base64 of 32 bytes from the operating system's random
     /// generator), the same on every replica.
     Keygen,
@@ -125,6 +140,9 @@ fn main() -> ExitCode {
         Command::Audit {
             command: AuditCommand::Verify { file },
         } => return ExitCode::from(mcpmux::audit::verify::command(file)),
+        Command::Import { files, out, force } => {
+            return ExitCode::from(mcpmux::import::command(files, out.as_deref(), *force));
+        }
         Command::Keygen => {
             println!("{}", mcpmux::seal::ClusterKey::generate().to_base64());
             return ExitCode::SUCCESS;

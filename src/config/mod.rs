@@ -14,6 +14,7 @@ mod audit;
 mod auth;
 mod cluster;
 mod id;
+mod interpolate;
 mod paths;
 mod policy;
 mod preflight;
@@ -26,6 +27,7 @@ pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEU
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use cluster::ClusterConfig;
 pub use id::{IdMap, UpstreamId};
+use interpolate::{interpolate, InterpError};
 pub use policy::{PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
 use raw::{line_col, parse_error, RawConfig, RawGateway};
@@ -255,8 +257,9 @@ impl Config {
     /// paths are left as written (they follow the process's working directory).
     ///
     /// Interpolation runs after TOML parsing on every string value: `${NAME}` is replaced by
-    /// the variable `NAME` (unset is an error), `$$` is a literal `$`, and any other `$` is
-    /// kept as is. An unterminated `${` is an error; substituted values are not expanded again.
+    /// the variable `NAME` (unset is an error), `${NAME:-default}` by `default` when `NAME` is
+    /// unset or empty, `$$` is a literal `$`, and any other `$` is kept as is. An unterminated
+    /// `${` is an error; substituted values are not expanded again (see [`interpolate`]).
     pub fn from_toml_str(
         text: &str,
         source_name: &str,
@@ -397,50 +400,6 @@ impl Ctx<'_> {
     }
 }
 
-enum InterpError {
-    Missing(String),
-    Syntax(String),
-}
-
-/// Expands `${NAME}` and `$$` in `input`; see [`Config::from_toml_str`].
-fn interpolate(input: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, InterpError> {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(pos) = rest.find('$') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(tail) = after.strip_prefix('{') {
-            let end = tail.find('}').ok_or_else(|| {
-                InterpError::Syntax(
-                    "unterminated \"${\" (missing \"}\"; write \"$$\" for a literal \"$\")".to_string(),
-                )
-            })?;
-            let name = &tail[..end];
-            let valid = name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                return Err(InterpError::Syntax(format!(
-                    "invalid variable name {name:?} in \"${{...}}\" (expected letters, digits and '_')"
-                )));
-            }
-            let value = env(name).ok_or_else(|| InterpError::Missing(name.to_string()))?;
-            out.push_str(&value);
-            rest = &tail[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 // ---- validation ----
 
 fn path_problem(path: &str) -> Option<&'static str> {
@@ -557,6 +516,8 @@ fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayConfig, Confi
     Ok(gw)
 }
 
+#[cfg(test)]
+mod import_tests;
 #[cfg(test)]
 mod shaping_tests;
 #[cfg(test)]

@@ -25,6 +25,7 @@ mod graceful_stop;
 mod host_mistakes;
 mod http_status;
 mod http_upstream;
+mod import;
 mod legacy_sse;
 mod lifecycle;
 mod modern;
