@@ -2,6 +2,9 @@
 //! registry opens the sealed id ([`crate::session::sealed_id`]) and, when another process (another
 //! replica, or this one before a restart) issued it to the same principal, restores the session
 //! from its claims, binds its owner and registers it under the same id; no new `initialize`.
+//! While the session's home replica lives, the request does not get here: `cluster::send`
+//! forwards it there; a takeover is for a home that is gone, stopping, or cannot open this
+//! replica's passport.
 //!
 //! Carried: the negotiated version, client capabilities, `clientInfo` (name, title, version), the
 //! log level as it was at `initialize`, and the owner. Not carried: a log level set later with
