@@ -29,7 +29,7 @@ Scenarios:
                    written (every session then has exactly that one call in flight). Each call is bounded
                    by --call-timeout (a call that takes longer is a failure "hang"). Observed: per
                    session its calls ok/failed, how many `initialize` it sent and the session ids it
-                   used (the session era), and the tools/list_changed notifications it got; every
+                   used (the session era), and when (Unix seconds) it got tools/list_changed; every
                    failure with its start and end (Unix seconds) and error. Failures are data: the
                    scenario itself fails only when it cannot run.
     call TOOL JSON [TOOL JSON ...]
@@ -441,12 +441,11 @@ async def scenario_soak(url: str, mode: str, prefix: str, args: list[str], obs: 
 
     async def session(i: int) -> dict[str, Any]:
         trace = SessionTrace()
-        changed = 0
+        changed: list[float] = []
 
         async def on_message(message: Any) -> None:
-            nonlocal changed
             if isinstance(message, types.ToolListChangedNotification):
-                changed += 1
+                changed.append(time.time())
 
         http = create_mcp_http_client()
         http.event_hooks = {"request": [trace.on_request], "response": []}
@@ -478,7 +477,7 @@ async def scenario_soak(url: str, mode: str, prefix: str, args: list[str], obs: 
                 ok, failed = ok + done, failed + (not done)
                 await anyio.sleep(0.05)
         return {"session": i, "ok": ok, "failed": failed, "initializes": trace.initializes,
-                "session_ids": len(trace.session_ids), "list_changed": changed,
+                "session_ids": len(trace.session_ids), "list_changed_at": changed,
                 "protocol_version": version}
 
     results: list[dict[str, Any]] = [{} for _ in range(n)]

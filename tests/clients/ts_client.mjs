@@ -19,7 +19,7 @@
 //   concurrent N   N concurrent sessions, 20 echo calls each with per-session unique messages
 //   soak N         N sessions calling in a loop until --stop-file appears or --duration passes, as
 //                  py_client.py's soak (same options and the same JSON: per session its calls
-//                  ok/failed, initializes sent, session ids used, tools/list_changed received;
+//                  ok/failed, initializes sent, session ids used, when tools/list_changed came;
 //                  every failure with start, end (Unix seconds) and error)
 //
 // --cancel-prefix P (everything only): also a cancellation round trip through the in-repo test
@@ -362,9 +362,9 @@ async function soak(sdk, url, prefix, args, obs, o) {
       return fetch(input, init);
     };
     const client = new sdk.Client({ name: "mcpmux-ts-soak", version: "0.1.0" }, { capabilities: {} });
-    let changed = 0;
+    const changed = [];
     client.setNotificationHandler(T.ToolListChangedNotificationSchema, () => {
-      changed++;
+      changed.push(Date.now() / 1000);
     });
     const transport = new sdk.StreamableHTTPClientTransport(new URL(url), { fetch: tracingFetch });
     await client.connect(transport);
@@ -397,7 +397,7 @@ async function soak(sdk, url, prefix, args, obs, o) {
       }
       return {
         session: i, ok, failed, initializes: trace.initializes, session_ids: trace.ids.size,
-        list_changed: changed, protocol_version: transport.protocolVersion ?? null,
+        list_changed_at: changed, protocol_version: transport.protocolVersion ?? null,
       };
     } finally {
       await client.close();

@@ -306,9 +306,10 @@ fn failures(runs: &[(&'static str, ClientRun)]) -> Vec<(&'static str, Value)> {
 }
 
 /// Every session continued without a new `initialize` (the session era: one `initialize`, one
-/// session id; 2026-07-28: none), and each session-era session got a `tools/list_changed`.
+/// session id; 2026-07-28: none), and each session-era session got a `tools/list_changed` after
+/// `changed_at` (Unix seconds).
 #[track_caller]
-fn assert_sessions_kept(runs: &[(&'static str, ClientRun)], cluster: &Cluster) {
+fn assert_sessions_kept(runs: &[(&'static str, ClientRun)], cluster: &Cluster, changed_at: f64) {
     let all = sessions(runs);
     assert_eq!(all.len(), CLIENTS.len() * SESSIONS, "{all:?}");
     for (who, s) in &all {
@@ -325,8 +326,9 @@ fn assert_sessions_kept(runs: &[(&'static str, ClientRun)], cluster: &Cluster) {
             "{who}: a session re-initialized or changed its id: {s}{}",
             cluster.logs()
         );
+        let times = s["list_changed_at"].as_array().cloned().unwrap_or_default();
         assert!(
-            count(s, "list_changed") >= 1,
+            times.iter().any(|t| t.as_f64() > Some(changed_at)),
             "{who}: tools/list_changed did not reach the session: {s}{}",
             cluster.logs()
         );
@@ -335,8 +337,8 @@ fn assert_sessions_kept(runs: &[(&'static str, ClientRun)], cluster: &Cluster) {
 
 /// Wait until every session-era session of the load has its GET stream open again on a live
 /// replica, then change the tool list of every live replica's test server (called on each
-/// replica directly): each session's home notifies it.
-async fn list_changed_on_every_replica(cluster: &Cluster, live: &[usize], tag: &str) {
+/// replica directly): each session's home notifies it. Returns when the changes began (Unix s).
+async fn list_changed_on_every_replica(cluster: &Cluster, live: &[usize], tag: &str) -> f64 {
     let want = 2 * SESSIONS;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -352,6 +354,7 @@ async fn list_changed_on_every_replica(cluster: &Cluster, live: &[usize], tag: &
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let http = reqwest::Client::new();
+    let changed_at = unix_now();
     for &i in live {
         let name = format!("{tag}_{i}");
         let url = cluster.replicas[i].url();
@@ -362,6 +365,7 @@ async fn list_changed_on_every_replica(cluster: &Cluster, live: &[usize], tag: &
     }
     // Let the notifications (debounced) arrive before the clients stop.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    changed_at
 }
 
 /// One 2026-07-28 `tools/call` straight to `url`: its result, or what went wrong.
@@ -434,7 +438,7 @@ async fn kill9_under_real_clients_of_both_eras_fails_only_the_calls_on_the_kille
     let killed_at = unix_now();
     let expected = in_flight[victim];
     let live: Vec<usize> = (0..REPLICAS).filter(|&i| i != victim).collect();
-    list_changed_on_every_replica(&cluster, &live, "after_kill").await;
+    let changed_at = list_changed_on_every_replica(&cluster, &live, "after_kill").await;
     // The park calls that survived have ended by now, and the load went on after them.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let runs = load.stop(&cluster).await;
@@ -467,7 +471,7 @@ async fn kill9_under_real_clients_of_both_eras_fails_only_the_calls_on_the_kille
         "{expected} calls were in flight on the killed replica; failures: {failed:#?}{}",
         cluster.logs()
     );
-    assert_sessions_kept(&runs, &cluster);
+    assert_sessions_kept(&runs, &cluster, changed_at);
     for (who, run) in &runs {
         assert!(
             count(&run.json, "ok_calls") > 5,
@@ -495,7 +499,7 @@ async fn rolling_restart_under_real_clients_of_both_eras_fails_no_call() {
         cluster.restart(i).await;
     }
     let all: Vec<usize> = (0..REPLICAS).collect();
-    list_changed_on_every_replica(&cluster, &all, "after_restart").await;
+    let changed_at = list_changed_on_every_replica(&cluster, &all, "after_restart").await;
     let runs = load.stop(&cluster).await;
     let failed = failures(&runs);
     assert!(
@@ -504,7 +508,7 @@ async fn rolling_restart_under_real_clients_of_both_eras_fails_no_call() {
         failed.len(),
         cluster.logs()
     );
-    assert_sessions_kept(&runs, &cluster);
+    assert_sessions_kept(&runs, &cluster, changed_at);
     for (who, run) in &runs {
         assert!(
             count(&run.json, "ok_calls") > 10,
