@@ -13,6 +13,12 @@ pub struct StatusDocument {
     pub sessions: u64,
     pub listen_streams: u64,
     pub calls_waiting_for_input: u64,
+    /// Calls this replica runs for hosts now, both eras (what a `kill -9` of it would fail); a
+    /// request it relays to another replica counts there.
+    pub calls_in_flight: u64,
+    /// Requests this replica relays to another replica now (`[cluster]`): session-era requests
+    /// and GET streams of sessions homed there, input-required retries of calls parked there.
+    pub relayed_in_flight: u64,
     /// One entry per configured upstream, in the order of the configuration.
     pub upstreams: Vec<UpstreamStatus>,
     /// The servers configured with `enabled = false` (never started, nothing in the catalog), in
@@ -152,6 +158,8 @@ mod tests {
             sessions: 2,
             listen_streams: 1,
             calls_waiting_for_input: 0,
+            calls_in_flight: 3,
+            relayed_in_flight: 1,
             upstreams: vec![UpstreamStatus {
                 name: "time".into(),
                 namespace: "time".into(),
@@ -198,7 +206,8 @@ mod tests {
             text,
             concat!(
                 r#"{"server":{"name":"mcpmux","version":"0.1.0"},"uptime_secs":5,"sessions":2,"#,
-                r#""listen_streams":1,"calls_waiting_for_input":0,"upstreams":[{"name":"time","#,
+                r#""listen_streams":1,"calls_waiting_for_input":0,"calls_in_flight":3,"#,
+                r#""relayed_in_flight":1,"upstreams":[{"name":"time","#,
                 r#""namespace":"time","transport":"stdio","isolation":"per-session","#,
                 r#""phase":"crash-loop","for_secs":3,"restarts":7,"last_error":"exit 1","#,
                 r#""protocol_version":null,"era":null,"tools":1,"prompts":2,"resources":3,"#,

@@ -8,7 +8,7 @@ use crate::catalog::ListKind;
 use crate::config::{HttpMode, Isolation, ReadyWhen, TransportConfig, UpstreamId};
 use crate::core::hub::Hub;
 use crate::session::Session;
-use crate::status_doc::{Phase, ServerInfo, SessionStatus, StatusDocument, UpstreamStatus};
+use crate::status_doc::{ServerInfo, SessionStatus, StatusDocument, UpstreamStatus};
 use crate::upstream::UpstreamSlot;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -65,14 +65,11 @@ async fn ready(State(op): State<Arc<Operator>>) -> Response {
         )
             .into_response();
     }
-    let total = hub.upstreams.len();
-    let ready = (hub.upstreams.iter())
-        .filter(|slot| slot.state.report().phase == Phase::Ready)
-        .count();
-    let (is_ready, rule) = match hub.config().gateway.ready_when {
-        ReadyWhen::All => (ready == total, "all"),
-        ReadyWhen::Any => (ready > 0 || total == 0, "any"),
-        ReadyWhen::Attempted => (hub.started_all(), "attempted"),
+    let (is_ready, ready, total) = hub.upstreams_ready();
+    let rule = match hub.config().gateway.ready_when {
+        ReadyWhen::All => "all",
+        ReadyWhen::Any => "any",
+        ReadyWhen::Attempted => "attempted",
     };
     let (status, verdict) = match is_ready {
         true => (StatusCode::OK, "ready"),
@@ -121,6 +118,8 @@ pub fn report(hub: &Hub) -> StatusDocument {
         sessions: hub.sessions.len() as u64,
         listen_streams: hub.sessions.listeners.len() as u64,
         calls_waiting_for_input: hub.parked.len() as u64,
+        calls_in_flight: hub.calls.len().saturating_sub(hub.relays.len()) as u64,
+        relayed_in_flight: hub.relays.len() as u64,
         upstreams,
         disabled: (hub.config().disabled.iter()).map(|s| s.name.clone()).collect(),
         session_list: sessions.iter().map(|s| session_entry(s)).collect(),

@@ -5,11 +5,13 @@
 //! [`send::ForwardLayer`] (inside authentication) forwards a session-era request for a session
 //! homed on another live replica; [`receive::PassportLayer`] (outside it) accepts a request
 //! another replica forwarded, with the host's principal from its [`passport::Passport`];
-//! [`peer::Peers`] is the client between them. Without `[cluster]` none of this is installed.
+//! [`peer::Peers`] is the client between them; [`relay`] streams the answer back. Without
+//! `[cluster]` none of this is installed.
 
 pub mod passport;
 pub mod peer;
 pub mod receive;
+pub mod relay;
 pub mod send;
 
 pub use peer::{PeerError, Peers};

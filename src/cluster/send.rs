@@ -9,6 +9,7 @@
 //! (`retry_where_parked`). A request that another replica forwarded is never forwarded again.
 
 use super::peer::{PeerError, Peers};
+use super::relay::{call_id, relayed};
 use super::{Forwarded, DECLINED_HEADER, SESSION_HEADER};
 use crate::auth::Principal;
 use crate::core::hub::Hub;
@@ -19,7 +20,6 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use futures_util::StreamExt;
 use http::request::Parts;
 use http::{Method, Request};
 use std::sync::Arc;
@@ -127,12 +127,13 @@ where
                     Ok(body) => body,
                     Err(refusal) => return Ok(refusal),
                 };
+                let call = call_id(&parts.method, &body);
                 match peers
                     .forward(&home, &parts, body.clone(), principal.as_deref())
                     .await
                 {
                     Ok(answer) if !answer.headers().contains_key(DECLINED_HEADER) => {
-                        Ok(relayed(&hub, &parts.method, answer))
+                        Ok(relayed(&hub, &parts.method, call, answer))
                     }
                     Ok(declined) => {
                         let why = declined
@@ -213,8 +214,9 @@ where
     let Some(ParkedElsewhere(home)) = here.extensions().get::<ParkedElsewhere>().cloned() else {
         return Ok(here);
     };
+    let call = call_id(&copy.method, &body);
     match peers.forward(&home, &copy, body, principal.as_deref()).await {
-        Ok(answer) => Ok(relayed(&hub, &copy.method, answer)),
+        Ok(answer) => Ok(relayed(&hub, &copy.method, call, answer)),
         Err(PeerError::Unreachable(why)) => {
             tracing::info!(%home, %why, "a retry's call was parked on a replica that is gone");
             Ok(here)
@@ -224,33 +226,6 @@ where
             Ok(failed(err))
         }
     }
-}
-
-/// The home's answer as this replica's: its body streams through while this replica runs, and
-/// counts as a call in flight (a stop waits for it, as for its own calls); a GET stream ends
-/// when this replica starts stopping (the host reopens it on another), anything else when the
-/// drain is over.
-fn relayed(hub: &Hub, method: &Method, answer: Response) -> Response {
-    let stop = match *method {
-        Method::GET => hub.shutdown.clone(),
-        _ => hub.drain_expired.clone(),
-    };
-    let in_flight = hub.calls.token();
-    let (head, body) = answer.into_parts();
-    let mut data = body.into_data_stream();
-    let frames = async_stream::stream! {
-        let _in_flight = in_flight;
-        loop {
-            tokio::select! {
-                chunk = data.next() => match chunk {
-                    Some(chunk) => yield chunk,
-                    None => break,
-                },
-                _ = stop.cancelled() => break,
-            }
-        }
-    };
-    Response::from_parts(head, Body::from_stream(frames))
 }
 
 /// DELETE of a session held here: ended here, and, when it was taken over from another replica,

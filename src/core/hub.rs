@@ -2,7 +2,7 @@
 //! upstreams, the session registry, the modern calls parked for their retry, and the sealer.
 
 use crate::catalog::CatalogStore;
-use crate::config::{Config, UpstreamId};
+use crate::config::{Config, ReadyWhen, UpstreamId};
 use crate::core::input_required::ParkedCalls;
 use crate::error::UpstreamError;
 use crate::policy::rate_limit::RateLimiter;
@@ -35,6 +35,8 @@ pub struct Hub {
     pub shutdown: CancellationToken,
     /// Every forwarded call while it runs (a stop waits for them to drain).
     pub calls: TaskTracker,
+    /// Of `calls`, the requests relayed to another replica (`cluster::send`), for `/status`.
+    pub relays: TaskTracker,
     /// The stop's drain time is over: calls still in flight end with an error now.
     pub drain_expired: CancellationToken,
     /// Modern hosts' calls waiting for their retry with input.
@@ -98,6 +100,7 @@ impl Hub {
             not_ready: CancellationToken::new(),
             shutdown,
             calls: TaskTracker::new(),
+            relays: TaskTracker::new(),
             drain_expired: CancellationToken::new(),
             parked,
             sealer,
@@ -152,6 +155,21 @@ impl Hub {
     /// Whether every upstream finished its first start attempt.
     pub fn started_all(&self) -> bool {
         self.upstreams.started_all()
+    }
+
+    /// Whether the upstreams are ready by `gateway.ready_when` (what `/readyz` answers before a
+    /// stop), and how many of how many are.
+    pub fn upstreams_ready(&self) -> (bool, usize, usize) {
+        let total = self.upstreams.len();
+        let ready = (self.upstreams.iter())
+            .filter(|slot| slot.state.report().phase == crate::status_doc::Phase::Ready)
+            .count();
+        let is_ready = match self.config().gateway.ready_when {
+            ReadyWhen::All => ready == total,
+            ReadyWhen::Any => ready > 0 || total == 0,
+            ReadyWhen::Attempted => self.started_all(),
+        };
+        (is_ready, ready, total)
     }
 
     /// How long the gateway has been running.

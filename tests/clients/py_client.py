@@ -9,6 +9,10 @@ Usage:
            then the SSE endpoint (e.g. http://127.0.0.1:8080/sse). Default: Streamable HTTP.
 --resource-prefix P (everything only): read the first listed resource whose URI starts with P
            (default: the first one listed).
+--cancel-prefix P (everything only): also a cancellation round trip through the in-repo test server
+           exposed with prefix P: P+"slow" {"ms": 30000} is cancelled by the client after 0.5 s,
+           the cancellation must reach the upstream (P+"cancellations" lists one more id), then
+           P+"echo" must answer.
 --no-roots (everything only): still call get-roots-list, but do not require the roots round trip
            (a shared upstream caches roots per its own session, so behind a gateway with shared
            isolation they come back empty).
@@ -18,6 +22,16 @@ Scenarios:
     everything     sampling / elicitation / roots / progress / prompts / resources / logging
                    against server-everything (directly, or behind the gateway with --prefix everything__)
     concurrent N   N concurrent sessions, 20 echo calls each with per-session unique messages
+    soak N         N sessions (--mode legacy or 2026-07-28) calling in a loop until --stop-file appears or
+                   --duration passes: echoes and, every third call, {PREFIX}trigger-long-running-operation
+                   running --long-secs with progress. When --park-file appears, each session makes one
+                   call of --park-secs; once every session has seen its first progress, --parked-file is
+                   written (every session then has exactly that one call in flight). Each call is bounded
+                   by --call-timeout (a call that takes longer is a failure "hang"). Observed: per
+                   session its calls ok/failed, how many `initialize` it sent and the session ids it
+                   used (the session era), and when (Unix seconds) it got tools/list_changed; every
+                   failure with its start and end (Unix seconds) and error. Failures are data: the
+                   scenario itself fails only when it cannot run.
     call TOOL JSON [TOOL JSON ...]
                    list tools (all pages), then call each TOOL (full exposed name, --prefix is not
                    applied) with the JSON object as arguments; every call must succeed. Observed:
@@ -70,6 +84,7 @@ class CheckFailed(Exception):
 
 
 TRANSPORT = "http"
+SOAK: Any = None
 
 
 def server(url: str) -> Any:
@@ -312,6 +327,10 @@ async def scenario_everything(url: str, mode: str, prefix: str, _args: list[str]
         check(len(progress) >= 3, f"expected >=3 progress notifications, got {progress}")
         check("completed" in text_of(r), f"long-running op result unexpected: {text_of(r)!r}")
 
+        # cancellation: a long call cancelled by the client reaches the upstream as cancelled
+        if obs.get("cancel_prefix"):
+            await cancel_round_trip(client, obs["cancel_prefix"], obs)
+
         # get-sum
         r = await call_ok(client, f"{prefix}get-sum", {"a": 2, "b": 40})
         obs["sum_text"] = text_of(r)
@@ -345,6 +364,142 @@ async def scenario_everything(url: str, mode: str, prefix: str, _args: list[str]
         # Let any late log notifications arrive (e.g. roots-updated log) before closing.
         await anyio.sleep(0.2)
         obs["logs"] = seen["logs"]
+
+
+async def cancellations(client: Client, prefix: str) -> list[Any]:
+    """The request ids the test server saw cancelled (one list per upstream connection)."""
+    return json.loads(text_of(await call_ok(client, f"{prefix}cancellations", {})))
+
+
+async def cancel_round_trip(client: Client, prefix: str, obs: dict[str, Any]) -> None:
+    """Cancel a 30 s call after 0.5 s; the upstream must see the cancellation, then a call works."""
+    before = len(await cancellations(client, prefix))
+    t0 = time.monotonic()
+    with anyio.move_on_after(0.5):
+        await client.call_tool(f"{prefix}slow", {"ms": 30000})
+        raise CheckFailed(f"{prefix}slow answered before it was cancelled")
+    seen = before
+    deadline = time.monotonic() + 10
+    while seen <= before and time.monotonic() < deadline:
+        await anyio.sleep(0.2)
+        seen = len(await cancellations(client, prefix))
+    obs["cancel_reached_upstream"] = seen > before
+    obs["cancel_ms"] = round((time.monotonic() - t0) * 1000)
+    check(seen > before, f"the cancellation did not reach the upstream within 10 s ({before} -> {seen})")
+    r = await call_ok(client, f"{prefix}echo", {"message": "after cancel"})
+    obs["after_cancel_text"] = text_of(r)
+    check("after cancel" in obs["after_cancel_text"], f"call after the cancellation: {obs['after_cancel_text']!r}")
+
+
+class SessionTrace:
+    """What one soak session sent, from its HTTP client's request hook: `initialize` requests and
+    the `Mcp-Session-Id` values it carried."""
+
+    def __init__(self) -> None:
+        self.initializes = 0
+        self.session_ids: set[str] = set()
+
+    async def on_request(self, request: Any) -> None:
+        sid = request.headers.get("mcp-session-id")
+        if sid:
+            self.session_ids.add(sid)
+        if request.method == "POST" and b'"initialize"' in (request.content or b""):
+            try:
+                body = json.loads(request.content)
+            except ValueError:
+                return
+            for msg in body if isinstance(body, list) else [body]:
+                if isinstance(msg, dict) and msg.get("method") == "initialize":
+                    self.initializes += 1
+
+
+async def scenario_soak(url: str, mode: str, prefix: str, args: list[str], obs: dict[str, Any]) -> None:
+    check(len(args) == 1 and args[0].isdigit() and int(args[0]) > 0, "usage: soak N (N > 0)")
+    n = int(args[0])
+    o = SOAK
+    check(o.stop_file or o.duration, "soak needs --stop-file or --duration")
+    echo, long_tool = f"{prefix}echo", f"{prefix}trigger-long-running-operation"
+    t_end = time.monotonic() + o.duration if o.duration else None
+    failures: list[dict[str, Any]] = []
+    parked: set[int] = set()
+
+    def stopping() -> bool:
+        return (t_end is not None and time.monotonic() > t_end) or bool(
+            o.stop_file and os.path.exists(o.stop_file))
+
+    async def one_call(client: Client, i: int, k: int, tool: str, args: dict[str, Any], expect: str,
+                       on_progress: Any = None) -> bool:
+        started = time.time()
+        try:
+            with anyio.fail_after(o.call_timeout):
+                r = await client.call_tool(tool, args, progress_callback=on_progress)
+            t = text_of(r)
+            if r.is_error or expect not in t:
+                raise CheckFailed(f"unexpected answer: {t[:300]!r}")
+            return True
+        except TimeoutError:
+            error = f"hang: no answer within {o.call_timeout} s"
+        except Exception as exc:  # noqa: BLE001 - every failure is data
+            error = describe(exc)
+        failures.append({"session": i, "call": k, "tool": tool, "started": started,
+                         "ended": time.time(), "error": error})
+        log(f"session {i} call {k} ({tool}) failed: {error}")
+        return False
+
+    async def session(i: int) -> dict[str, Any]:
+        trace = SessionTrace()
+        changed: list[float] = []
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                changed.append(time.time())
+
+        http = create_mcp_http_client()
+        http.event_hooks = {"request": [trace.on_request], "response": []}
+        ok = failed = 0
+        async with http, Client(streamable_http_client(url, http_client=http), mode=mode, cache=None,
+                                message_handler=on_message) as client:
+            version = client.protocol_version
+            k = 0
+            while not stopping():
+                k += 1
+                if o.park_file and i not in parked and os.path.exists(o.park_file):
+                    async def first_progress(p: float, total: float | None, message: str | None) -> None:
+                        if i not in parked:
+                            parked.add(i)
+                            if len(parked) == n and o.parked_file:
+                                with open(o.parked_file, "w") as f:
+                                    json.dump({"parked": n, "at": time.time()}, f)
+                    secs = o.park_secs
+                    done = await one_call(client, i, k, long_tool, {"duration": secs, "steps": secs},
+                                          "completed", first_progress)
+                    parked.add(i)  # also when it failed before its first progress
+                elif k % 3 == 0:
+                    secs = o.long_secs
+                    done = await one_call(client, i, k, long_tool, {"duration": secs, "steps": secs},
+                                          "completed")
+                else:
+                    msg = f"py-{i}-{k}"
+                    done = await one_call(client, i, k, echo, {"message": msg}, f"Echo: {msg}")
+                ok, failed = ok + done, failed + (not done)
+                await anyio.sleep(0.05)
+        return {"session": i, "ok": ok, "failed": failed, "initializes": trace.initializes,
+                "session_ids": len(trace.session_ids), "list_changed_at": changed,
+                "protocol_version": version}
+
+    results: list[dict[str, Any]] = [{} for _ in range(n)]
+
+    async def run(i: int) -> None:
+        results[i] = await session(i)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(run, i)
+    obs["sessions"] = results
+    obs["ok_calls"] = sum(r["ok"] for r in results)
+    obs["failed_calls"] = sum(r["failed"] for r in results)
+    obs["failures"] = failures
+    obs["protocol_version"] = results[0]["protocol_version"] if results else None
 
 
 async def scenario_concurrent(url: str, mode: str, prefix: str, args: list[str], obs: dict[str, Any]) -> None:
@@ -433,6 +588,7 @@ SCENARIOS = {
     "concurrent": scenario_concurrent,
     "call": scenario_call,
     "shaped": scenario_shaped,
+    "soak": scenario_soak,
 }
 
 
@@ -461,9 +617,19 @@ def main() -> int:
     ap.add_argument("--no-roots", action="store_true", help="everything: do not require the roots round trip")
     ap.add_argument("--resource-prefix", default="",
                     help="everything: read the first listed resource whose URI starts with this")
+    ap.add_argument("--cancel-prefix", default="",
+                    help="everything: cancellation round trip through the test server with this prefix")
+    ap.add_argument("--stop-file", default="", help="soak: stop once this file exists")
+    ap.add_argument("--duration", type=float, default=0.0, help="soak: stop after this many seconds")
+    ap.add_argument("--park-file", default="", help="soak: once this file exists, one call of --park-secs")
+    ap.add_argument("--parked-file", default="", help="soak: written once every session's park call runs")
+    ap.add_argument("--long-secs", type=int, default=2, help="soak: duration of the long calls")
+    ap.add_argument("--park-secs", type=int, default=12, help="soak: duration of the park call")
+    ap.add_argument("--call-timeout", type=float, default=30.0, help="soak: a call taking longer hangs")
     opts = ap.parse_intermixed_args()
-    global TRANSPORT
+    global TRANSPORT, SOAK
     TRANSPORT = opts.transport
+    SOAK = opts
 
     obs: dict[str, Any] = {"scenario": opts.scenario, "mode": opts.mode, "transport": opts.transport,
                            "prefix": opts.prefix, "client": "python-mcp-2.3.0"}
@@ -471,6 +637,8 @@ def main() -> int:
         obs["no_roots"] = True
     if opts.resource_prefix:
         obs["resource_prefix"] = opts.resource_prefix
+    if opts.cancel_prefix:
+        obs["cancel_prefix"] = opts.cancel_prefix
     t0 = time.monotonic()
 
     async def run() -> None:

@@ -17,6 +17,14 @@
 //   everything     sampling / elicitation / roots / progress / prompts / resources / logging
 //                  against server-everything (directly, or behind the gateway with --prefix everything__)
 //   concurrent N   N concurrent sessions, 20 echo calls each with per-session unique messages
+//   soak N         N sessions calling in a loop until --stop-file appears or --duration passes, as
+//                  py_client.py's soak (same options and the same JSON: per session its calls
+//                  ok/failed, initializes sent, session ids used, when tools/list_changed came;
+//                  every failure with start, end (Unix seconds) and error)
+//
+// --cancel-prefix P (everything only): also a cancellation round trip through the in-repo test
+//            server exposed with prefix P (P+"slow" cancelled after 0.5 s must reach the upstream:
+//            P+"cancellations" lists one more id; then P+"echo" must answer).
 //
 // The SDK is found by ./sdk_require.mjs (env MCPMUX_PEERS_NPM, else <repo>/target/peers/npm/node_modules).
 //
@@ -239,6 +247,8 @@ async function everything(sdk, url, prefix, _args, obs) {
     check(progress.length >= 3, `expected >=3 progress notifications, got ${JSON.stringify(progress)}`);
     check(textOf(r).includes("completed"), `long-running op result unexpected: ${textOf(r)}`);
 
+    if (obs.cancel_prefix) await cancelRoundTrip(client, obs.cancel_prefix, obs);
+
     r = await callOk(client, `${prefix}get-sum`, { a: 2, b: 40 });
     obs.sum_text = textOf(r);
     check(obs.sum_text.includes("42"), `get-sum result lacks 42: ${obs.sum_text}`);
@@ -269,6 +279,137 @@ async function everything(sdk, url, prefix, _args, obs) {
   } finally {
     await client.close();
   }
+}
+
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+async function cancellations(client, prefix) {
+  return JSON.parse(textOf(await callOk(client, `${prefix}cancellations`, {})));
+}
+
+// Cancel a 30 s call after 0.5 s; the upstream must see the cancellation, then a call works.
+async function cancelRoundTrip(client, prefix, obs) {
+  const before = (await cancellations(client, prefix)).length;
+  const t0 = Date.now();
+  const abort = new AbortController();
+  const call = client.callTool({ name: `${prefix}slow`, arguments: { ms: 30000 } }, undefined, {
+    signal: abort.signal,
+  });
+  await sleep(500);
+  abort.abort("cancelled by the test client");
+  const outcome = await call.then(() => "answered", () => "rejected");
+  check(outcome === "rejected", `${prefix}slow answered although it was cancelled`);
+  let seen = before;
+  const deadline = Date.now() + 10000;
+  while (seen <= before && Date.now() < deadline) {
+    await sleep(200);
+    seen = (await cancellations(client, prefix)).length;
+  }
+  obs.cancel_reached_upstream = seen > before;
+  obs.cancel_ms = Date.now() - t0;
+  check(seen > before, `the cancellation did not reach the upstream within 10 s (${before} -> ${seen})`);
+  const r = await callOk(client, `${prefix}echo`, { message: "after cancel" });
+  obs.after_cancel_text = textOf(r);
+  check(obs.after_cancel_text.includes("after cancel"), `call after the cancellation: ${obs.after_cancel_text}`);
+}
+
+// N sessions calling in a loop (see the usage at the top).
+async function soak(sdk, url, prefix, args, obs, o) {
+  check(args.length === 1 && /^[1-9][0-9]*$/.test(args[0]), "usage: soak N (N > 0)");
+  check(o.stopFile || o.duration > 0, "soak needs --stop-file or --duration");
+  const { existsSync, writeFileSync } = await import("node:fs");
+  const n = Number(args[0]);
+  const T = sdk.types;
+  const echo = `${prefix}echo`;
+  const longTool = `${prefix}trigger-long-running-operation`;
+  const tEnd = o.duration > 0 ? Date.now() + o.duration * 1000 : null;
+  const stopping = () => (tEnd !== null && Date.now() > tEnd) || (o.stopFile && existsSync(o.stopFile));
+  const failures = [];
+  const parked = new Set();
+
+  const oneCall = async (client, i, k, tool, args, expect, onprogress) => {
+    const started = Date.now() / 1000;
+    let error;
+    try {
+      const r = await client.callTool({ name: tool, arguments: args }, undefined, {
+        timeout: o.callTimeout * 1000,
+        ...(onprogress ? { onprogress } : {}),
+      });
+      const t = textOf(r);
+      if (!r.isError && t.includes(expect)) return true;
+      error = `unexpected answer: ${t.slice(0, 300)}`;
+    } catch (e) {
+      const msg = `${e?.constructor?.name ?? "Error"}: ${e?.message ?? e}`;
+      error = /timed out|timeout/i.test(msg) ? `hang: no answer within ${o.callTimeout} s (${msg})` : msg;
+    }
+    failures.push({ session: i, call: k, tool, started, ended: Date.now() / 1000, error });
+    log(`session ${i} call ${k} (${tool}) failed: ${error}`);
+    return false;
+  };
+
+  const session = async (i) => {
+    const trace = { initializes: 0, ids: new Set() };
+    const tracingFetch = async (input, init) => {
+      const headers = new Headers(init?.headers ?? {});
+      const sid = headers.get("mcp-session-id");
+      if (sid) trace.ids.add(sid);
+      if (init?.method === "POST" && typeof init.body === "string" && init.body.includes('"initialize"')) {
+        try {
+          const body = JSON.parse(init.body);
+          for (const m of Array.isArray(body) ? body : [body]) if (m?.method === "initialize") trace.initializes++;
+        } catch {}
+      }
+      return fetch(input, init);
+    };
+    const client = new sdk.Client({ name: "mcpmux-ts-soak", version: "0.1.0" }, { capabilities: {} });
+    const changed = [];
+    client.setNotificationHandler(T.ToolListChangedNotificationSchema, () => {
+      changed.push(Date.now() / 1000);
+    });
+    const transport = new sdk.StreamableHTTPClientTransport(new URL(url), { fetch: tracingFetch });
+    await client.connect(transport);
+    let ok = 0;
+    let failed = 0;
+    try {
+      for (let k = 1; !stopping(); k++) {
+        let done;
+        if (o.parkFile && !parked.has(i) && existsSync(o.parkFile)) {
+          const secs = o.parkSecs;
+          const first = () => {
+            if (parked.has(i)) return;
+            parked.add(i);
+            if (parked.size === n && o.parkedFile) {
+              writeFileSync(o.parkedFile, JSON.stringify({ parked: n, at: Date.now() / 1000 }));
+            }
+          };
+          done = await oneCall(client, i, k, longTool, { duration: secs, steps: secs }, "completed", first);
+          parked.add(i);
+        } else if (k % 3 === 0) {
+          const secs = o.longSecs;
+          done = await oneCall(client, i, k, longTool, { duration: secs, steps: secs }, "completed");
+        } else {
+          const msg = `ts-${i}-${k}`;
+          done = await oneCall(client, i, k, echo, { message: msg }, `Echo: ${msg}`);
+        }
+        if (done) ok++;
+        else failed++;
+        await sleep(50);
+      }
+      return {
+        session: i, ok, failed, initializes: trace.initializes, session_ids: trace.ids.size,
+        list_changed_at: changed, protocol_version: transport.protocolVersion ?? null,
+      };
+    } finally {
+      await client.close();
+    }
+  };
+
+  const results = await Promise.all(Array.from({ length: n }, (_, i) => session(i)));
+  obs.sessions = results;
+  obs.ok_calls = results.reduce((a, r) => a + r.ok, 0);
+  obs.failed_calls = results.reduce((a, r) => a + r.failed, 0);
+  obs.failures = failures;
+  obs.protocol_version = results[0]?.protocol_version ?? null;
 }
 
 async function concurrent(sdk, url, prefix, args, obs) {
@@ -305,16 +446,28 @@ async function concurrent(sdk, url, prefix, args, obs) {
   check(obs.ok_calls === n * calls, `only ${obs.ok_calls} of ${n * calls} calls succeeded`);
 }
 
-const SCENARIOS = { smoke, everything, concurrent };
+const SCENARIOS = { smoke, everything, concurrent, soak };
 
 // ------------------------------------------------------------------ main
 
 function parseArgs(argv) {
   const pos = [];
-  const opts = { prefix: "", timeout: 90, noRoots: false, resourcePrefix: "" };
+  const opts = {
+    prefix: "", timeout: 90, noRoots: false, resourcePrefix: "", cancelPrefix: "",
+    stopFile: "", duration: 0, parkFile: "", parkedFile: "", longSecs: 2, parkSecs: 12, callTimeout: 30,
+  };
+  const valued = {
+    "--cancel-prefix": "cancelPrefix", "--stop-file": "stopFile", "--duration": "duration",
+    "--park-file": "parkFile", "--parked-file": "parkedFile", "--long-secs": "longSecs",
+    "--park-secs": "parkSecs", "--call-timeout": "callTimeout",
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === "--no-roots") opts.noRoots = true;
+    if (valued[a]) {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      const v = argv[++i];
+      opts[valued[a]] = typeof opts[valued[a]] === "number" ? Number(v) : v;
+    } else if (a === "--no-roots") opts.noRoots = true;
     else if (a === "--resource-prefix") {
       if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
       opts.resourcePrefix = argv[++i];
@@ -346,6 +499,7 @@ async function main() {
   const obs = { scenario: o.scenario, prefix: o.prefix, client: "typescript-sdk" };
   if (o.noRoots) obs.no_roots = true;
   if (o.resourcePrefix) obs.resource_prefix = o.resourcePrefix;
+  if (o.cancelPrefix) obs.cancel_prefix = o.cancelPrefix;
   const t0 = Date.now();
   let code = 0;
   const finish = () => {
@@ -362,7 +516,7 @@ async function main() {
   try {
     const sdk = loadSdk();
     obs.client = `typescript-sdk-${sdk.sdkVersion}`;
-    await SCENARIOS[o.scenario](sdk, o.url, o.prefix, o.args, obs);
+    await SCENARIOS[o.scenario](sdk, o.url, o.prefix, o.args, obs, o);
     obs.ok = true;
   } catch (e) {
     code = 1;

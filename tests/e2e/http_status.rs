@@ -349,7 +349,7 @@ async fn status_document_keeps_its_shape() {
     let expected = json!({
         "server": {"name": "string", "version": "string"},
         "uptime_secs": "u64", "sessions": "u64", "listen_streams": "u64",
-        "calls_waiting_for_input": "u64",
+        "calls_waiting_for_input": "u64", "calls_in_flight": "u64", "relayed_in_flight": "u64",
         "upstreams": [{
             "name": "string", "namespace": "string", "transport": "string",
             "isolation": "string", "phase": "string", "for_secs": "u64", "restarts": "u64",

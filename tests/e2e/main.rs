@@ -36,6 +36,7 @@ mod policy_property;
 mod rate_limit;
 mod real_clients;
 mod replicas;
+mod replicas_clients;
 mod resumption;
 mod routing;
 mod shaping;
