@@ -4,7 +4,10 @@
 //! without it); a standalone (GET) stream reconnecting with its last event id on another replica
 //! brings the session's resource subscriptions (re-made upstream there) and its log level; an
 //! answer to a sampling request under an id mcpmux did not seal for the session is refused
-//! with 400 and never reaches the upstream.
+//! with 400 and never reaches the upstream. The real TypeScript SDK 1.32.2 and Python mcp 2.3.0
+//! clients, moved from one replica to the other by a stand-in balancer that breaks their
+//! connections, reconnect their GET stream with its last event id and keep their subscription
+//! and log level.
 
 use crate::support::mcp::*;
 use crate::support::*;
@@ -13,7 +16,12 @@ use base64::Engine;
 use mcpmux::protocol::sse::SseEvent;
 use mcpmux::seal::{ClusterKey, Purpose, Sealer};
 use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 const KEY_A: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
 const KEY_B: &str = "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
@@ -226,4 +234,94 @@ async fn a_sampling_answer_under_an_id_not_sealed_for_the_session_is_refused_wit
         "only the host's answer reached the upstream: {done}"
     );
     home.stop().await;
+}
+
+/// A stand-in for a balancer: every connection goes to the replica it points at; moving it
+/// breaks every open connection (as that replica's death would) and sends new ones elsewhere.
+struct Switch {
+    addr: SocketAddr,
+    target: Arc<Mutex<(SocketAddr, CancellationToken)>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Switch {
+    async fn start(to: SocketAddr) -> Switch {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let target = Arc::new(Mutex::new((to, CancellationToken::new())));
+        let current = target.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let (to, cut) = current.lock().expect("switch").clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(to).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.cancelled() => {}
+                    }
+                });
+            }
+        });
+        Switch { addr, target, task }
+    }
+
+    /// Break every connection and send the next ones to `to`.
+    fn move_to(&self, to: SocketAddr) {
+        let mut target = self.target.lock().expect("switch");
+        target.1.cancel();
+        *target = (to, CancellationToken::new());
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_clients_reconnect_their_get_stream_on_another_replica_and_keep_their_subscription() {
+    let _suite = crate::suite::enter(module_path!());
+    let (one, two) = (replica(KEY_A).await, replica(KEY_A).await);
+    let dir = scratch_dir("cluster-events");
+    for client in ["typescript", "python"] {
+        let switch = Switch::start(one.local_addr()).await;
+        let url = format!("http://{}/mcp", switch.addr);
+        let marker = dir.join(format!("{client}.subscribed"));
+        let mut args: Vec<String> = vec![
+            EXPOSED.into(),
+            RESOURCE.into(),
+            path_str(&marker),
+            "--prefix".into(),
+            "t__".into(),
+        ];
+        if client == "python" {
+            args.extend(["--mode".into(), "legacy".into()]);
+        }
+        let run = tokio::spawn(async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            match client {
+                "typescript" => run_ts_client_async(&url, "resubscribe", &args).await,
+                _ => run_py_client_async(&url, "resubscribe", &args).await,
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !marker.exists() && !run.is_finished() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The session's replica goes away: its connections break, the next ones reach the other.
+        switch.move_to(two.local_addr());
+        let run = run.await.expect("the client's task");
+        assert!(run.success(), "{client}:\n{run}");
+        assert!(
+            run.json["touches"].as_u64().is_some_and(|n| n >= 1),
+            "{client}: {}",
+            run.json
+        );
+        assert_eq!(run.json["logs"], json!(["error", "error"]), "{client}");
+    }
+    one.stop().await;
+    two.stop().await;
 }
