@@ -31,7 +31,15 @@ const EXPOSED: &str = "mcpmux://t/test://static/3";
 
 /// A gateway in front of the test server, sealing with `key`.
 async fn replica(key: &str) -> mcpmux::Gateway {
-    let servers = format!("{}\n[cluster]\nkey = {key:?}\n", test_server_toml("t", &[], None));
+    replica_with(key, "").await
+}
+
+/// [`replica`] with more configuration (`[auth]`, `[[policy]]`).
+async fn replica_with(key: &str, extra: &str) -> mcpmux::Gateway {
+    let servers = format!(
+        "{}\n[cluster]\nkey = {key:?}\n{extra}",
+        test_server_toml("t", &[], None)
+    );
     boot_gateway(&servers, "").await
 }
 
@@ -180,6 +188,54 @@ async fn a_get_stream_reconnecting_on_another_replica_brings_its_subscriptions_a
         .count();
     assert_eq!(logged, 2, "{before:?}");
     drop(events);
+    two.stop().await;
+}
+
+/// Alice's API key, and a policy letting her use the test server's tools and `resources`.
+fn alice_may_read(resources: &str) -> String {
+    format!(
+        "[auth]\n[[auth.api_keys]]\nname = \"alice\"\nkey = \"alice-key-0123456789\"\ngroups = [\"eng\"]\n\
+         [[policy]]\ngroups = [\"eng\"]\nallow = [\"t__*\", {resources:?}]\n"
+    )
+}
+
+/// The subscriptions are made again through the pipeline: a URI the policy of the replica
+/// taking the session over no longer lets the principal read is not subscribed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_the_policy_no_longer_allows_is_not_made_again() {
+    let _suite = crate::suite::enter(module_path!());
+    let one = replica_with(KEY_A, &alice_may_read("mcpmux://t/*")).await;
+    let two = replica_with(KEY_A, &alice_may_read("mcpmux://t/test://static/1")).await;
+    let s = RawSession::open_as(&one.url(), "alice-key-0123456789").await;
+    for uri in ["mcpmux://t/test://static/1", EXPOSED] {
+        let subscribed = s.call("resources/subscribe", json!({ "uri": uri })).await;
+        assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    }
+    let resp = s.get(None).await;
+    assert_eq!(resp.status(), 200);
+    let mut events = sse_events(resp);
+    assert_eq!(s.tool_text("t__touch", json!({"uri": RESOURCE})).await, "touched");
+    let updated = event_where(&mut events, |m| m["method"] == "notifications/resources/updated").await;
+    let last = updated.id.expect("an event id");
+    drop(events);
+    one.stop().await;
+
+    let moved = s.at(&two.url());
+    let resp = moved.get(Some(&last)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        moved
+            .tool_text("t__touch", json!({"uri": "test://static/1"}))
+            .await,
+        "touched",
+        "the URI still allowed is subscribed again"
+    );
+    assert_eq!(
+        moved.tool_text("t__touch", json!({"uri": RESOURCE})).await,
+        "not subscribed",
+        "the URI no longer allowed is not"
+    );
+    drop(resp);
     two.stop().await;
 }
 
