@@ -5,7 +5,7 @@
 //! each subscription upstream through the pipeline, as the host's own requests would be
 //! (`logging/setLevel`, `resources/subscribe`): policy still applies, so a URI the principal may
 //! no longer read is not subscribed again. Once per session, and not after the host changed
-//! either here itself (its newer word wins).
+//! either here itself (its newer word wins). The GET waits for it at most [`RESTORE_WAIT`].
 
 use super::context::RequestCtx;
 use super::forward::Frame;
@@ -19,10 +19,16 @@ use crate::session::host_tokens::StandaloneClaims;
 use crate::session::Session;
 use futures_util::StreamExt;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a reconnecting GET waits for the restore before its stream opens (a slow upstream
+/// does not hold the host's stream back; the restore goes on behind it).
+pub const RESTORE_WAIT: Duration = Duration::from_secs(5);
 
 /// Put `claims` in force on `session` for a GET by `principal`, when the session was taken over
 /// here and nothing was restored or changed here yet. Returns when every request has been
-/// answered (so the host's stream opens with its subscriptions in place).
+/// answered (so the host's stream opens with its subscriptions in place), or after
+/// [`RESTORE_WAIT`], the rest still going on.
 pub async fn restore(
     hub: &Arc<Hub>,
     session: &Arc<Session>,
@@ -32,6 +38,22 @@ pub async fn restore(
     if session.taken_over_from().is_none() || !session.begin_restore() {
         return;
     }
+    let work = tokio::spawn(restore_now(hub.clone(), session.clone(), principal, claims));
+    if tokio::time::timeout(RESTORE_WAIT, work).await.is_err() {
+        tracing::info!(
+            session = %session.id,
+            "restoring the session's subscriptions takes a while: its GET stream opens meanwhile"
+        );
+    }
+}
+
+async fn restore_now(
+    hub: Arc<Hub>,
+    session: Arc<Session>,
+    principal: Option<Arc<Principal>>,
+    claims: StandaloneClaims,
+) {
+    let (hub, session) = (&hub, &session);
     if claims.subscriptions_dropped {
         tracing::warn!(
             session = %session.id,

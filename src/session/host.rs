@@ -502,6 +502,27 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_happens_once_and_not_after_the_host_changed_its_state_here() {
+        let session = || {
+            Session::new(
+                "s".into(),
+                "2025-11-25".into(),
+                ClientCaps::ALL,
+                Arc::new(HostTies::new()),
+            )
+        };
+        let fresh = session();
+        assert!(fresh.begin_restore());
+        assert!(!fresh.begin_restore(), "once");
+        let subscribed = session();
+        subscribed.subscribe("test://a");
+        assert!(!subscribed.begin_restore(), "the host subscribed here");
+        let leveled = session();
+        leveled.set_log_level(2);
+        assert!(!leveled.begin_restore(), "the host set its level here");
+    }
+
+    #[test]
     fn a_session_is_used_only_by_its_owner() {
         let ties = Arc::new(HostTies::new());
         let owned = Session::new("o".into(), "2025-11-25".into(), ClientCaps::ALL, ties.clone());
