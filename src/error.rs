@@ -390,7 +390,7 @@ impl DownstreamError {
     }
 
     /// The JSON-RPC error response to `id` (`None`: the refusal is not about one request).
-    fn response(&self, id: Option<crate::protocol::RequestId>) -> crate::protocol::Message {
+    pub fn response(&self, id: Option<crate::protocol::RequestId>) -> crate::protocol::Message {
         crate::protocol::Message::Response {
             id,
             payload: crate::protocol::ResponsePayload::Error(crate::protocol::message::error_object(

@@ -9,7 +9,7 @@ use crate::policy::rate_limit::RateLimiter;
 use crate::policy::Policy;
 use crate::protocol::ClientCaps;
 use crate::seal::Sealer;
-use crate::session::{Session, SessionIds, SessionRegistry, SessionState};
+use crate::session::{HostTokens, Session, SessionIds, SessionRegistry, SessionState};
 use crate::upstream::pool::SupervisorInputs;
 use crate::upstream::ties::HostTies;
 use crate::upstream::{UpstreamHandle, Upstreams};
@@ -54,6 +54,8 @@ pub struct Hub {
     pub sealer: Arc<Sealer>,
     /// Issues and opens session-era session ids (sealed with `sealer`, homed here).
     pub session_ids: SessionIds,
+    /// Seals the SSE event ids and server-to-client request ids sessions hand their hosts.
+    tokens: Arc<HostTokens>,
     ties: Arc<HostTies>,
     born: std::time::Instant,
 }
@@ -93,6 +95,7 @@ impl Hub {
         };
         let parked = Arc::new(ParkedCalls::new(sealer.clone(), advertise.clone()));
         let session_ids = SessionIds::new(sealer.clone(), advertise);
+        let tokens = Arc::new(HostTokens::new(sealer.clone()));
         let hub = Arc::new(Hub {
             catalog: upstreams.catalog.clone(),
             sessions,
@@ -105,6 +108,7 @@ impl Hub {
             parked,
             sealer,
             session_ids,
+            tokens,
             auth: crate::auth::Authenticator::from_config(&config),
             audit,
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),
@@ -144,7 +148,7 @@ impl Hub {
 
     /// A host session with `state` (not yet registered).
     pub fn open_session(&self, id: String, state: SessionState) -> Arc<Session> {
-        Session::restore(id, state, self.ties.clone())
+        Session::restore(id, state, self.ties.clone(), self.tokens.clone())
     }
 
     /// Wait (bounded) until every upstream finished its first start attempt.

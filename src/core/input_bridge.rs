@@ -162,10 +162,15 @@ mod tests {
             asked,
         } = ask(&session, &result).unwrap();
         assert_eq!(frames.len(), 1);
-        assert!(
-            frames[0].contains(r#""method":"sampling/createMessage""#) && frames[0].contains(r#""id":1"#)
-        );
-        assert!(session.answer_server_request(1, ResponsePayload::Result(value(r#"{"role":"assistant"}"#))));
+        let Ok(crate::protocol::Message::Request { id, method, .. }) =
+            crate::protocol::message::parse_message(&frames[0])
+        else {
+            panic!("a request: {}", frames[0])
+        };
+        assert_eq!(method, "sampling/createMessage");
+        assert!(id.as_string().is_some(), "sealed for the session: {id}");
+        let answer = ResponsePayload::Result(value(r#"{"role":"assistant"}"#));
+        assert_eq!(session.answer_host_response(&id, answer), Ok(true));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -14,4 +14,5 @@ pub mod input_required;
 pub mod methods;
 pub mod rate_limit;
 pub mod request_state;
+pub mod restore;
 pub mod takeover;

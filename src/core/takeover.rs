@@ -6,12 +6,15 @@
 //! forwards it there; a takeover is for a home that is gone, stopping, or cannot open this
 //! replica's passport.
 //!
-//! Carried: the negotiated version, client capabilities, `clientInfo` (name, title, version), the
-//! log level as it was at `initialize`, and the owner. Not carried: a log level set later with
-//! `logging/setLevel` (the id is fixed at `initialize`, so it cannot be re-sealed), resource
-//! subscriptions (the replica taking over does not know them; the host subscribes again),
-//! streams and calls in flight on the old home, server-to-client requests waiting there, and
-//! `isolation = "per-session"` connections (they start fresh here).
+//! Carried by the session id: the negotiated version, client capabilities, `clientInfo` (name,
+//! title, version), the log level as it was at `initialize`, and the owner. Carried by the
+//! standalone (GET) stream's event ids, and restored when the host reconnects that stream here
+//! with its `Last-Event-ID` (`core::restore`, once): the current log level (`logging/setLevel`)
+//! and the resource subscriptions, each re-made upstream through the pipeline, so policy applies
+//! again (when they are too many for an event id, over 4 KiB sealed, only the level). Not carried:
+//! streams and calls in flight on the old home (a `Last-Event-ID` of one of its call streams gets
+//! the standalone stream here), server-to-client requests waiting there (an answer to one opens
+//! here but reaches nothing), and `isolation = "per-session"` connections (they start fresh here).
 
 use crate::core::hub::Hub;
 use crate::error::DownstreamError;

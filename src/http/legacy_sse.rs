@@ -333,6 +333,9 @@ async fn dispatch(legacy: &Arc<Legacy>, link: &Arc<Link>, session: &Arc<Session>
         Outcome::Denied { id, refusal } => {
             legacy.push(link, refusal.reply(id).to_json().into());
         }
+        Outcome::Refused(refusal) => {
+            legacy.push(link, refusal.response(None).to_json().into());
+        }
         Outcome::Reply(reply) => {
             legacy.push(link, reply.to_json().into());
         }

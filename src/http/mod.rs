@@ -5,6 +5,7 @@ pub mod legacy_sse;
 pub mod listen;
 pub mod modern;
 pub mod resume;
+pub mod standalone;
 pub mod streamable;
 
 pub use streamable::router;

@@ -285,6 +285,10 @@ async fn call(
             session.close();
             refusal.into_http_for(Some(id))
         }
+        Outcome::Refused(refusal) => {
+            session.close();
+            refusal.into_http()
+        }
         Outcome::Forward(forwarded) => {
             let mut call = ModernCall {
                 frames: forwarded.into_frames().boxed(),

@@ -1,7 +1,8 @@
 //! The SSE side of resumable POST streams (SEP-1699): a forwarded call's frames go into its
-//! session's kept stream (`session::streams`) and out to the host as events with ids
-//! `{stream}-{seq}`, so a host whose stream broke continues it with a GET carrying
-//! `Last-Event-ID`, and the call is not lost with the connection. When an upstream polls (ends
+//! session's kept stream (`session::streams`) and out to the host as events whose ids seal the
+//! stream and the sequence number for the session (`session::host_tokens`: one AEAD seal per
+//! event), so a host whose stream broke continues it with a GET carrying `Last-Event-ID`, and
+//! the call is not lost with the connection. When an upstream polls (ends
 //! its stream before the response), a host of protocol 2025-11-25 or later is asked to poll too:
 //! its stream ends after an event carrying the upstream's `retry` delay, and the rest arrives on
 //! its resuming GET.
@@ -26,7 +27,7 @@ pub const ANNOUNCED_RETRY_MS: u64 = 1000;
 pub const JSON_REPLY_WINDOW: Duration = Duration::from_millis(100);
 
 /// Whether a host of this protocol version understands priming events and being asked to poll.
-fn may_poll(version: &str) -> bool {
+pub(super) fn may_poll(version: &str) -> bool {
     version >= "2025-11-25"
 }
 
@@ -146,7 +147,7 @@ fn frames_after(
 ) -> BoxStream<'static, Bytes> {
     let polls = may_poll(&session.protocol_version);
     let frames = async_stream::stream! {
-        let event_id = |seq: u64| format!("{}-{seq}", stream.id);
+        let event_id = |seq: u64| session.call_event_id(stream.id, seq);
         if priming {
             yield event_bytes(Some(&event_id(0)), Some(ANNOUNCED_RETRY_MS), "");
         }

@@ -1,22 +1,25 @@
 //! The Streamable HTTP endpoint: POST (JSON or resumable SSE replies, 202 for notifications and
-//! responses), GET (the session's standalone stream, or the continuation of a POST stream named
-//! by `Last-Event-ID`), DELETE (end the session), with the status codes of the 2025-11-25
-//! transport.
+//! responses, 400 for an answer to a request mcpmux never sent), GET (the session's standalone
+//! stream, or the continuation of a POST stream named by `Last-Event-ID`: [`super::standalone`]),
+//! DELETE (end the session), with the status codes of the 2025-11-25 transport.
 
 use super::modern;
 use super::resume;
+use super::standalone;
 use super::SHUTTING_DOWN;
 use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
 use crate::core::rate_limit;
+use crate::core::restore::restore;
 use crate::core::takeover::take_over;
 use crate::error::{codes, json_text, DownstreamError};
 use crate::protocol::message::error_reply;
 use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, version, Body, Message, RawObject};
 use crate::session::host::Session;
+use crate::session::host_tokens::EventPosition;
 use axum::body::Body as HttpBody;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -70,7 +73,7 @@ async fn handle(
             Ok(body) => post(&ep.hub, &headers, who, body).await,
             Err(refusal) => Err(refusal),
         },
-        Method::GET => get(&ep.hub, &headers, who.as_ref()),
+        Method::GET => get(&ep.hub, &headers, who.as_ref()).await,
         Method::DELETE => delete(&ep.hub, &headers, who.as_ref()),
         _ => Err(DownstreamError::MethodNotAllowed),
     };
@@ -313,6 +316,7 @@ async fn answer(outcome: Outcome) -> Response {
     match outcome {
         Outcome::Accepted => StatusCode::ACCEPTED.into_response(),
         Outcome::Denied { id, refusal } => refusal.into_http_for(Some(id)),
+        Outcome::Refused(refusal) => refusal.into_http(),
         Outcome::Reply(reply) => json_reply(&reply, None),
         Outcome::Forward(call) => {
             let session = call.session.clone();
@@ -363,6 +367,7 @@ async fn batch(
             Outcome::Reply(reply) => immediate.push(reply),
             // One reply of many cannot set the HTTP status: the refusal is its JSON-RPC error.
             Outcome::Denied { id, refusal } => immediate.push(refusal.reply(id)),
+            Outcome::Refused(refusal) => immediate.push(refusal.response(None)),
             Outcome::Forward(call) => streams.push(
                 // A pause is dropped: mcpmux resumes the upstream and a batch's one stream stays open.
                 call.into_frames()
@@ -379,7 +384,7 @@ async fn batch(
     sse_response(stream::iter(first).chain(rest).boxed())
 }
 
-fn get(
+async fn get(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
     who: Option<&Arc<Principal>>,
@@ -391,38 +396,27 @@ fn get(
     }
     claimed_version(headers)?;
     let session = find_session(hub, headers, who)?;
-    let resuming = headers
-        .get(LAST_EVENT_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|id| session.streams.find(id));
-    if let Some((stream, after)) = resuming {
-        session.touch();
-        let frames = resume::read(stream, after, session);
-        return Ok(sse_response(frames));
+    let last_event_id = headers.get(LAST_EVENT_ID_HEADER).and_then(|v| v.to_str().ok());
+    let position = standalone::position(&session, last_event_id);
+    if let Some(EventPosition::Call { stream, seq }) = position {
+        if let Some(stream) = session.streams.get(stream) {
+            session.touch();
+            return Ok(sse_response(resume::read(stream, seq, session)));
+        }
     }
     // No Last-Event-ID, or one naming no stream kept here: the standalone stream.
     if hub.shutdown.is_cancelled() {
         return Err(DownstreamError::Unavailable(SHUTTING_DOWN));
     }
-    let mut queue = session.open_get_stream().ok_or(DownstreamError::Conflict(
+    let queue = session.open_get_stream().ok_or(DownstreamError::Conflict(
         "this session already has an open GET stream",
     ))?;
     session.touch();
-    let closed = session.closed.clone();
-    let shutdown = hub.shutdown.clone();
-    let frames = async_stream::stream! {
-        loop {
-            tokio::select! {
-                msg = queue.recv() => match msg {
-                    Some(json) => yield sse_frame(&json),
-                    None => break,
-                },
-                _ = closed.cancelled() => break,
-                _ = shutdown.cancelled() => break,
-            }
-        }
-    };
-    Ok(sse_response(with_keepalive(frames.boxed())))
+    if let Some(EventPosition::Standalone(claims)) = position {
+        restore(hub, &session, who.cloned(), claims).await;
+    }
+    let events = standalone::events(queue, session, hub.shutdown.clone());
+    Ok(sse_response(with_keepalive(events)))
 }
 
 fn delete(

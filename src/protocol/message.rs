@@ -26,6 +26,19 @@ impl RequestId {
         RequestId(n.to_string().into())
     }
 
+    /// A string id (`text` as a JSON string).
+    pub fn string(text: &str) -> Self {
+        RequestId(json_string(text).into())
+    }
+
+    /// The id's text when it is a string.
+    pub fn as_string(&self) -> Option<String> {
+        match self.0.starts_with('"') {
+            true => serde_json::from_str(&self.0).ok(),
+            false => None,
+        }
+    }
+
     /// The id's JSON text, as it goes on the wire.
     pub fn as_json(&self) -> &str {
         &self.0

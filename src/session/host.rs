@@ -1,8 +1,10 @@
 //! One host session (session era, or a modern request's throwaway one): negotiated version and
-//! capabilities, its GET stream, its in-flight calls, its subscriptions and log level. It is a
-//! [`HostLink`] to upstream connections; the server-to-client requests routed to it and its own
-//! connections are kept in the shared [`HostTies`], which it unties when it ends.
+//! capabilities, its GET stream, its in-flight calls, its subscriptions and log level, and the
+//! sealed ids it hands its host (SSE event ids, server-to-client request ids: [`HostTokens`]).
+//! It is a [`HostLink`] to upstream connections; the server-to-client requests routed to it and
+//! its own connections are kept in the shared [`HostTies`], which it unties when it ends.
 
+use super::host_tokens::{EventPosition, HostTokens, RequestRoute, StandaloneClaims, TokenRefusal};
 use super::state::SessionState;
 use super::streams::CallStreams;
 use crate::config::UpstreamId;
@@ -15,10 +17,10 @@ use crate::upstream::UpstreamHandle;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 /// Capacity of a session's standalone GET stream queue.
@@ -54,6 +56,16 @@ pub struct Session {
     owner: std::sync::OnceLock<String>,
     /// The home (advertise URL) of the process this session was taken over from, if it was.
     taken_over_from: std::sync::OnceLock<String>,
+    /// Seals the event ids and server-to-client request ids this session hands its host.
+    tokens: Arc<HostTokens>,
+    /// The plaintext of the standalone stream's event ids (the subscriptions and log level they
+    /// carry); made again after either changes.
+    standalone_claims: Mutex<Option<Arc<[u8]>>>,
+    /// The subscriptions or the log level changed: the standalone stream sends a fresh event id.
+    pub claims_changed: Notify,
+    /// The subscriptions and log level here are the session's own: restored from a standalone
+    /// event id, or changed by the host here (a restore happens at most once, before either).
+    settled: AtomicBool,
 }
 
 impl Session {
@@ -65,11 +77,18 @@ impl Session {
         caps: ClientCaps,
         ties: Arc<HostTies>,
     ) -> Arc<Self> {
-        Session::restore(id, SessionState::new(protocol_version, caps), ties)
+        let tokens = Arc::new(HostTokens::random());
+        Session::restore(id, SessionState::new(protocol_version, caps), ties, tokens)
     }
 
-    /// A session with `state` (new, or opened from a sealed token).
-    pub fn restore(id: String, state: SessionState, ties: Arc<HostTies>) -> Arc<Self> {
+    /// A session with `state` (new, or opened from a sealed token), handing its host ids sealed
+    /// by `tokens`.
+    pub fn restore(
+        id: String,
+        state: SessionState,
+        ties: Arc<HostTies>,
+        tokens: Arc<HostTokens>,
+    ) -> Arc<Self> {
         Arc::new(Session {
             id,
             key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
@@ -87,6 +106,10 @@ impl Session {
             ties,
             owner: std::sync::OnceLock::new(),
             taken_over_from: std::sync::OnceLock::new(),
+            tokens,
+            standalone_claims: Mutex::new(None),
+            claims_changed: Notify::new(),
+            settled: AtomicBool::new(false),
         })
     }
 
@@ -174,6 +197,7 @@ impl Session {
 
     pub fn set_log_level(&self, rank: usize) {
         *self.log_level.lock() = Some(rank);
+        self.claims_changed();
     }
 
     pub fn log_level(&self) -> Option<usize> {
@@ -255,29 +279,39 @@ impl Session {
         self.inflight.lock().contains_key(client_id)
     }
 
-    /// Route a server-to-client request to this session: the id it carries towards the host,
-    /// and the request as the host receives it.
+    /// Route a server-to-client request to this session: its route, and the request as the
+    /// host receives it (under the id [`HostLink::request_id`] gives the route).
     pub fn address_server_request(
         self: &Arc<Self>,
         answer_to: AnswerTo,
         method: String,
         params: Option<Box<RawValue>>,
     ) -> Result<(u64, Arc<str>), RoutesFull> {
-        let id = self.ties.routes.open(&self.link(), answer_to, None)?;
-        let json = Message::Request {
-            id: RequestId::number(id),
-            method,
-            params,
-        }
-        .to_json()
-        .into();
-        Ok((id, json))
+        let (route, id) = self.ties.routes.open(&self.link(), answer_to, None)?;
+        let json = Message::Request { id, method, params }.to_json().into();
+        Ok((route, json))
     }
 
-    /// The host answered server-to-client request `id`: deliver it where it goes. False when no
+    /// Deliver an answer to server-to-client request route `route` where it goes. False when no
     /// such request waits for this session.
-    pub fn answer_server_request(&self, id: u64, payload: ResponsePayload) -> bool {
-        self.ties.routes.answer(self.key, id, payload)
+    pub fn answer_server_request(&self, route: u64, payload: ResponsePayload) -> bool {
+        self.ties.routes.answer(self.key, route, payload)
+    }
+
+    /// The host answered a server-to-client request with `id`: deliver it where it goes. Refused
+    /// when the id is not one this session's host was sent (not sealed by mcpmux for it); false
+    /// when it was, but nothing here waits for it any more (answered, given up, or sent by the
+    /// process that held the session before).
+    pub fn answer_host_response(
+        &self,
+        id: &RequestId,
+        payload: ResponsePayload,
+    ) -> Result<bool, TokenRefusal> {
+        let token = id.as_string().ok_or(TokenRefusal::Contents)?;
+        match self.tokens.open_request_id(&self.id, &token)? {
+            RequestRoute::Here(route) => Ok(self.answer_server_request(route, payload)),
+            RequestRoute::Elsewhere => Ok(false),
+        }
     }
 
     /// Take the route of a server-to-client request sent to this session.
@@ -287,10 +321,60 @@ impl Session {
 
     pub fn subscribe(&self, uri: &str) {
         self.subscriptions.lock().insert(uri.to_string());
+        self.claims_changed();
     }
 
     pub fn unsubscribe(&self, uri: &str) {
         self.subscriptions.lock().remove(uri);
+        self.claims_changed();
+    }
+
+    /// The subscriptions or log level changed here: what the standalone stream's event ids
+    /// carry is made again, the stream sends a fresh id, and no restore overrides the change.
+    fn claims_changed(&self) {
+        self.settled.store(true, Ordering::Release);
+        self.standalone_claims.lock().take();
+        self.claims_changed.notify_one();
+    }
+
+    /// Whether a restore of the subscriptions and log level from a standalone event id may
+    /// go ahead: the first time only, and only while the host changed neither here.
+    pub fn begin_restore(&self) -> bool {
+        !self.settled.swap(true, Ordering::AcqRel)
+    }
+
+    /// The id of event `seq` of this session's call stream `stream`.
+    pub fn call_event_id(&self, stream: u64, seq: u64) -> String {
+        self.tokens.call_event_id(&self.id, stream, seq)
+    }
+
+    /// A fresh event id for the standalone stream, carrying the subscriptions and log level.
+    pub fn standalone_event_id(&self) -> String {
+        let plaintext = self.standalone_plaintext();
+        self.tokens.standalone_event_id(&self.id, &plaintext)
+    }
+
+    /// Made under the lock a change clears it under, so a change never leaves a stale one.
+    fn standalone_plaintext(&self) -> Arc<[u8]> {
+        let mut cached = self.standalone_claims.lock();
+        if let Some(plaintext) = cached.as_ref() {
+            return plaintext.clone();
+        }
+        let mut subscriptions: Vec<String> = self.subscriptions.lock().iter().cloned().collect();
+        subscriptions.sort_unstable();
+        let claims = StandaloneClaims {
+            log_level: self.log_level(),
+            subscriptions,
+            subscriptions_dropped: false,
+        };
+        let plaintext: Arc<[u8]> = self.tokens.standalone_plaintext(&claims).into();
+        *cached = Some(plaintext.clone());
+        plaintext
+    }
+
+    /// Where a host's `Last-Event-ID` points, if it opens for this session.
+    pub fn open_event_id(&self, token: &str) -> Result<EventPosition, TokenRefusal> {
+        self.tokens.open_event_id(&self.id, token)
     }
 
     /// Whether an update of `uri` concerns this session (the URI or a sub-resource of one it watches).
@@ -347,6 +431,15 @@ impl HostLink for Session {
         Session::log_level_name(self)
     }
 
+    /// Sealed for this session (a modern request's throwaway session keeps the route: its
+    /// requests become input requests, and their ids never reach a host).
+    fn request_id(&self, route: u64) -> RequestId {
+        match self.is_modern() {
+            true => RequestId::number(route),
+            false => RequestId::string(&self.tokens.request_id(&self.id, route)),
+        }
+    }
+
     fn wants_log(&self, level: Option<&str>) -> bool {
         Session::wants_log(self, level)
     }
@@ -398,13 +491,35 @@ mod tests {
         let ties = Arc::new(HostTies::new());
         let state = SessionState::new("2025-11-25", ClientCaps::ALL)
             .with_client_info(Some(serde_json::json!({"name": "c", "version": "1"})));
-        let first = Session::restore("a".into(), state, ties.clone());
+        let tokens = Arc::new(HostTokens::random());
+        let first = Session::restore("a".into(), state, ties.clone(), tokens.clone());
         first.set_log_level(log_level_rank("error").unwrap());
         let sealed = serde_json::to_string(&first.state()).unwrap();
-        let moved = Session::restore("a".into(), serde_json::from_str(&sealed).unwrap(), ties);
+        let moved = Session::restore("a".into(), serde_json::from_str(&sealed).unwrap(), ties, tokens);
         assert_eq!(moved.state(), first.state());
         assert!(!moved.wants_log(Some("info")) && moved.wants_log(Some("critical")));
         assert_eq!(moved.caps, ClientCaps::ALL);
+    }
+
+    #[test]
+    fn a_restore_happens_once_and_not_after_the_host_changed_its_state_here() {
+        let session = || {
+            Session::new(
+                "s".into(),
+                "2025-11-25".into(),
+                ClientCaps::ALL,
+                Arc::new(HostTies::new()),
+            )
+        };
+        let fresh = session();
+        assert!(fresh.begin_restore());
+        assert!(!fresh.begin_restore(), "once");
+        let subscribed = session();
+        subscribed.subscribe("test://a");
+        assert!(!subscribed.begin_restore(), "the host subscribed here");
+        let leveled = session();
+        leveled.set_log_level(2);
+        assert!(!leveled.begin_restore(), "the host set its level here");
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Host sessions: one session's state ([`host`]), the registry of live sessions, the resumable
-//! streams of forwarded calls, and the modern hosts' listen streams. This is the host side as
-//! upstream connections see it, through the traits `upstream` owns.
+//! streams of forwarded calls, the sealed ids a session hands its host, and the modern hosts'
+//! listen streams. This is the host side as upstream connections see it, through the traits
+//! `upstream` owns.
 
 pub mod ended;
 pub mod host;
+pub mod host_tokens;
 pub mod listeners;
 pub mod registry;
 pub mod sealed_id;
@@ -11,6 +13,7 @@ pub mod state;
 pub mod streams;
 
 pub use host::Session;
+pub use host_tokens::HostTokens;
 pub use registry::SessionRegistry;
 pub use sealed_id::{SessionClaims, SessionIds};
 pub use state::SessionState;

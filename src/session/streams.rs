@@ -1,6 +1,7 @@
 //! The resumable streams of one session's forwarded calls (SSE resumability, SEP-1699): each
 //! call's frames, numbered and kept until a host has been sent them all, so a host whose stream
-//! broke continues it with a GET carrying `Last-Event-ID`. Bounded: a session keeps at most
+//! broke continues it with a GET carrying `Last-Event-ID` (a sealed id naming the stream and the
+//! sequence number: `host_tokens`). Bounded: a session keeps at most
 //! [`MAX_STREAMS`] streams (the oldest is dropped first), a finished one at most
 //! [`KEEP_FINISHED`], and a stream at most [`MAX_KEPT_BYTES`] of frames (the oldest go first; the
 //! newest is always kept). The HTTP side that writes them out is `http::resume`.
@@ -133,12 +134,9 @@ impl CallStreams {
         self.streams.lock().remove(&id);
     }
 
-    /// The stream a `Last-Event-ID` points into, and the sequence number to continue after.
-    pub fn find(&self, last_event_id: &str) -> Option<(Arc<CallStream>, u64)> {
-        let (stream, seq) = last_event_id.trim().split_once('-')?;
-        let (stream, seq) = (stream.parse::<u64>().ok()?, seq.parse::<u64>().ok()?);
-        let found = self.streams.lock().get(&stream).cloned()?;
-        Some((found, seq))
+    /// Stream `id`, while it is kept.
+    pub fn get(&self, id: u64) -> Option<Arc<CallStream>> {
+        self.streams.lock().get(&id).cloned()
     }
 
     pub fn clear(&self) {
@@ -169,14 +167,13 @@ mod tests {
         s.push(Entry::Frame("a".into()));
         s.push(Entry::Pause(Some(500)));
         s.push(Entry::Frame("b".into()));
-        let id = format!("{}-2", s.id);
-        let (found, after) = streams.find(&id).unwrap();
+        let (found, after) = (streams.get(s.id).unwrap(), 2);
         assert_eq!(frames(&found, after + 1), vec![(3, "b".to_string())]);
         // Reading drops nothing (another connection may still be reading); acknowledging does.
         assert_eq!(frames(&found, 1).len(), 3);
         found.acknowledge(after);
         assert_eq!(frames(&found, 1), vec![(3, "b".to_string())]);
-        assert!(streams.find("nope").is_none() && streams.find(&format!("{}-x", s.id)).is_none());
+        assert!(streams.get(s.id + 1).is_none());
     }
 
     #[test]
@@ -186,7 +183,7 @@ mod tests {
         for _ in 0..MAX_STREAMS {
             streams.open();
         }
-        assert!(streams.find(&format!("{}-0", first.id)).is_none());
+        assert!(streams.get(first.id).is_none());
         assert_eq!(streams.streams.lock().len(), MAX_STREAMS);
     }
 

@@ -3,7 +3,7 @@
 //! log messages no call claims) is a [`HostEvent`] handed to [`HostEvents`].
 
 use crate::catalog::ListKind;
-use crate::protocol::{ClientCaps, RawObject};
+use crate::protocol::{ClientCaps, RawObject, RequestId};
 use std::sync::Arc;
 
 /// Identifies one host session for as long as the process runs (never reused).
@@ -19,6 +19,8 @@ pub trait HostLink: Send + Sync {
     fn log_level_name(&self) -> Option<&'static str>;
     /// Whether a `notifications/message` at `level` should reach it.
     fn wants_log(&self, level: Option<&str>) -> bool;
+    /// The id the server-to-client request of route `route` carries towards it.
+    fn request_id(&self, route: u64) -> RequestId;
     /// Queue a message on its standalone stream; false when it has none or it is full.
     fn push(&self, json: Arc<str>) -> bool;
     /// Whether the session ended.
@@ -79,6 +81,9 @@ impl HostLink for TestHost {
     }
     fn wants_log(&self, _level: Option<&str>) -> bool {
         true
+    }
+    fn request_id(&self, route: u64) -> RequestId {
+        RequestId::number(route)
     }
     fn push(&self, json: Arc<str>) -> bool {
         self.pushed.lock().push(json);

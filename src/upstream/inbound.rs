@@ -64,12 +64,12 @@ impl Actor {
             connection: self.handle.clone(),
             upstream_id: id.clone(),
         };
-        let downstream_id = match routes.open(&host, answer_to, None) {
-            Ok(downstream_id) => downstream_id,
+        let (downstream_id, host_id) = match routes.open(&host, answer_to, None) {
+            Ok(opened) => opened,
             Err(full) => return refuse(transport, codes::OVERLOADED, &format!("mcpmux: {full}")),
         };
         let json: Arc<str> = Message::Request {
-            id: RequestId::number(downstream_id),
+            id: host_id,
             method,
             params,
         }
@@ -116,8 +116,7 @@ impl Actor {
                     .as_ref()
                     .and_then(|p| p.get("requestId"))
                     .and_then(RequestId::from_raw);
-                let Some((downstream_id, route)) =
-                    request.and_then(|id| self.ctx.ties.routes.withdraw(&self.handle, &id))
+                let Some(route) = request.and_then(|id| self.ctx.ties.routes.withdraw(&self.handle, &id))
                 else {
                     return;
                 };
@@ -128,7 +127,7 @@ impl Actor {
                     .as_ref()
                     .and_then(|p| p.get_str("reason"))
                     .unwrap_or_default();
-                let msg = cancelled_notification(&downstream_id.to_string(), &reason);
+                let msg = cancelled_notification(route.host_id.as_json(), &reason);
                 deliver_or_push(host.as_ref(), route.sink.as_ref(), msg);
             }
             // mcpmux's own listen stream on a modern upstream was opened.

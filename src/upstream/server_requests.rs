@@ -1,6 +1,8 @@
 //! The one table of server-to-client requests on their way to hosts (sampling, elicitation,
-//! roots, and mcpmux's own questions for a modern upstream's input): the id a host sees, the host
-//! it went to, where its answer goes, and the call stream it rode. Hosts answer through it,
+//! roots, and mcpmux's own questions for a modern upstream's input): each request's route (a
+//! number of this table), the id the host sees (the host makes it from the route:
+//! [`HostLink::request_id`]), the host it went to, where its answer goes, and the call stream it
+//! rode. Hosts answer through it,
 //! upstreams withdraw through it, and a host or connection that ends clears its routes here.
 //! Bounded: [`MAX_PER_HOST`] routes per host, [`MAX_ROUTES`] in all.
 
@@ -12,6 +14,7 @@ use crate::protocol::message::error_object;
 use crate::protocol::{RequestId, ResponsePayload};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use tokio::sync::oneshot;
 
@@ -49,6 +52,8 @@ impl AnswerTo {
 /// One request on its way to a host.
 pub struct Route {
     pub host: Weak<dyn HostLink>,
+    /// The id the host knows the request by.
+    pub host_id: RequestId,
     pub answer_to: AnswerTo,
     /// The call stream it was sent on (else it went on the host's standalone stream).
     pub sink: Option<CallSink>,
@@ -65,7 +70,6 @@ pub enum RoutesFull {
 
 #[derive(Default)]
 struct Table {
-    next_id: u64,
     routes: HashMap<(HostKey, u64), Route>,
     /// Routes answered by an upstream, by (connection, the upstream's id).
     by_upstream: HashMap<(u64, RequestId), (HostKey, u64)>,
@@ -96,6 +100,8 @@ impl Table {
 /// The route table (one per gateway).
 #[derive(Default)]
 pub struct ServerRequests {
+    /// The last route number given out.
+    last_route: AtomicU64,
     table: Mutex<Table>,
 }
 
@@ -104,14 +110,17 @@ impl ServerRequests {
         Self::default()
     }
 
-    /// Record a request for `host` and return the id it carries towards the host.
+    /// Record a request for `host`: its route, and the id it carries towards the host (made
+    /// before the table is locked: the host may seal it).
     pub fn open(
         &self,
         host: &Arc<dyn HostLink>,
         answer_to: AnswerTo,
         sink: Option<CallSink>,
-    ) -> Result<u64, RoutesFull> {
+    ) -> Result<(u64, RequestId), RoutesFull> {
         let key = host.key();
+        let id = self.last_route.fetch_add(1, Ordering::Relaxed) + 1;
+        let host_id = host.request_id(id);
         let mut table = self.table.lock();
         if table.routes.len() >= MAX_ROUTES {
             return Err(RoutesFull::Gateway);
@@ -119,8 +128,6 @@ impl ServerRequests {
         if table.per_host.get(&key).copied().unwrap_or(0) >= MAX_PER_HOST {
             return Err(RoutesFull::Host);
         }
-        table.next_id += 1;
-        let id = table.next_id;
         if let AnswerTo::Upstream {
             connection,
             upstream_id,
@@ -133,12 +140,13 @@ impl ServerRequests {
             (key, id),
             Route {
                 host: Arc::downgrade(host),
+                host_id: host_id.clone(),
                 answer_to,
                 sink,
             },
         );
         *table.per_host.entry(key).or_default() += 1;
-        Ok(id)
+        Ok((id, host_id))
     }
 
     /// Note the call stream request `id` went out on (notifications about it follow it there).
@@ -164,15 +172,15 @@ impl ServerRequests {
         }
     }
 
-    /// The upstream behind `connection` withdrew its request `upstream_id`: the route, and the
-    /// id the host knows it by.
-    pub fn withdraw(&self, connection: &UpstreamHandle, upstream_id: &RequestId) -> Option<(u64, Route)> {
+    /// The upstream behind `connection` withdrew its request `upstream_id`: its route (which
+    /// names the id the host knows it by).
+    pub fn withdraw(&self, connection: &UpstreamHandle, upstream_id: &RequestId) -> Option<Route> {
         let mut table = self.table.lock();
         let (host, id) = table
             .by_upstream
             .get(&(connection.connection_id(), upstream_id.clone()))
             .copied()?;
-        table.remove((host, id)).map(|route| (id, route))
+        table.remove((host, id))
     }
 
     /// A connection ended: its requests can no longer be answered.
@@ -235,7 +243,8 @@ mod tests {
         let table = ServerRequests::new();
         let (a, b) = (host(1), host(2));
         let (to, mut rx) = local();
-        let id = table.open(&a, to, None).unwrap();
+        let (id, host_id) = table.open(&a, to, None).unwrap();
+        assert_eq!(host_id, RequestId::number(id), "as the host names it");
         let ok = ResponsePayload::Result(crate::protocol::message::raw("{}".into()));
         assert!(!table.answer(b.key(), id, ok), "another host cannot answer it");
         let ok = ResponsePayload::Result(crate::protocol::message::raw("{}".into()));

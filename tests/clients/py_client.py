@@ -42,6 +42,13 @@ Scenarios:
                    UNKNOWN tool and read each UNKNOWN `mcpmux://` URI (each must fail). Observed:
                    "tools": [{"name", "description"}], "prompts", "resources", "templates",
                    "text" (TOOL's) and "refusals": {UNKNOWN: {"code", "message"}}.
+    resubscribe URI RESOURCE MARKER
+                   against the test server behind mcpmux (--mode legacy --prefix t__): subscribe to
+                   URI (as mcpmux exposes it), set the log level to warning, write the file MARKER
+                   (the test then moves the session to another replica, breaking every connection),
+                   then call {PREFIX}touch {"uri": RESOURCE} until a resources/updated for URI
+                   arrives (the GET stream came back and the subscription was re-made), then
+                   {PREFIX}log at info and at error: only the error messages may arrive.
 
 Environment: MCPMUX_TEST_BEARER=TOKEN sends `Authorization: Bearer TOKEN` on every request.
 
@@ -582,6 +589,44 @@ async def scenario_shaped(url: str, mode: str, _prefix: str, args: list[str], ob
             raise CheckFailed(f"{name}: read succeeded")
 
 
+async def scenario_resubscribe(url: str, mode: str, prefix: str, args: list[str], obs: dict[str, Any]) -> None:
+    check(len(args) == 3, "usage: resubscribe URI RESOURCE MARKER")
+    uri, resource, marker = args
+    seen: dict[str, Any] = {"updated": 0, "logs": []}
+
+    async def on_message(message: Any) -> None:
+        message = getattr(message, "root", message)
+        if isinstance(message, types.ResourceUpdatedNotification) and str(message.params.uri) == uri:
+            seen["updated"] += 1
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        seen["logs"].append(params.level)
+
+    async with Client(server(url), mode=mode, cache=None, message_handler=on_message, logging_callback=on_log) as client:
+        obs.update(conn_info(client))
+        await client.subscribe_resource(uri)
+        await client.set_logging_level("warning")
+        # The changes reach the GET stream as fresh event ids (priming events) right away.
+        await anyio.sleep(1)
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write("subscribed\n")
+        touches = 0
+        deadline = time.monotonic() + 45
+        while seen["updated"] == 0:
+            check(time.monotonic() < deadline, f"no resources/updated after {touches} touches")
+            await anyio.sleep(0.3)
+            touches += 1
+            try:
+                await client.call_tool(f"{prefix}touch", {"uri": resource})
+            except Exception as exc:  # noqa: BLE001 - a call cut by the move is retried
+                log(f"touch {touches}: {describe(exc)}")
+        obs["touches"] = touches
+        await call_ok(client, f"{prefix}log", {"count": 2, "level": "info"})
+        await call_ok(client, f"{prefix}log", {"count": 2, "level": "error"})
+        obs["logs"] = seen["logs"]
+        check(seen["logs"] == ["error", "error"], f"the log level did not come back: {seen['logs']}")
+
+
 SCENARIOS = {
     "smoke": scenario_smoke,
     "everything": scenario_everything,
@@ -589,6 +634,7 @@ SCENARIOS = {
     "call": scenario_call,
     "shaped": scenario_shaped,
     "soak": scenario_soak,
+    "resubscribe": scenario_resubscribe,
 }
 
 

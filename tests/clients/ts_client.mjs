@@ -25,6 +25,13 @@
 // --cancel-prefix P (everything only): also a cancellation round trip through the in-repo test
 //            server exposed with prefix P (P+"slow" cancelled after 0.5 s must reach the upstream:
 //            P+"cancellations" lists one more id; then P+"echo" must answer).
+//   resubscribe URI RESOURCE MARKER
+//                  against the test server behind mcpmux (--prefix t__): subscribe to URI (as
+//                  mcpmux exposes it), set the log level to warning, write the file MARKER (the
+//                  test then moves the session to another replica, breaking every connection),
+//                  then call {PREFIX}touch {"uri": RESOURCE} until a resources/updated for URI
+//                  arrives (the GET stream came back and the subscription was re-made), then
+//                  {PREFIX}log at info and at error: only the error messages may arrive.
 //
 // The SDK is found by ./sdk_require.mjs (env MCPMUX_PEERS_NPM, else <repo>/target/peers/npm/node_modules).
 //
@@ -32,7 +39,7 @@
 // "ok", "scenario", "error" (on failure) and what was observed. Exit 0 on success, 1 on a failed
 // check, 2 on a usage error.
 
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 import { sdkRequire } from "./sdk_require.mjs";
@@ -446,7 +453,52 @@ async function concurrent(sdk, url, prefix, args, obs) {
   check(obs.ok_calls === n * calls, `only ${obs.ok_calls} of ${n * calls} calls succeeded`);
 }
 
-const SCENARIOS = { smoke, everything, concurrent, soak };
+async function resubscribe(sdk, url, prefix, args, obs) {
+  const [uri, resource, marker] = args;
+  check(uri && resource && marker, "resubscribe needs URI RESOURCE MARKER");
+  const T = sdk.types;
+  const seen = { updated: 0, logs: [] };
+  const { client, transport } = await connect(sdk, url);
+  client.setNotificationHandler(T.ResourceUpdatedNotificationSchema, (n) => {
+    if (n.params.uri === uri) seen.updated++;
+  });
+  client.setNotificationHandler(T.LoggingMessageNotificationSchema, (n) => {
+    seen.logs.push(n.params.level);
+  });
+  await client.connect(transport);
+  try {
+    Object.assign(obs, connInfo(client));
+    await client.subscribeResource({ uri });
+    await client.setLoggingLevel("warning");
+    // The changes reach the GET stream as fresh event ids (priming events) right away.
+    await new Promise((r) => setTimeout(r, 1000));
+    writeFileSync(marker, "subscribed\n");
+    let touches = 0;
+    const deadline = Date.now() + 45000;
+    while (seen.updated === 0) {
+      check(Date.now() < deadline, `no resources/updated after ${touches} touches`);
+      await new Promise((r) => setTimeout(r, 300));
+      try {
+        touches++;
+        await client.callTool({ name: `${prefix}touch`, arguments: { uri: resource } });
+      } catch (e) {
+        log(`touch ${touches}: ${e?.message ?? e}`);
+      }
+    }
+    obs.touches = touches;
+    await callOk(client, `${prefix}log`, { count: 2, level: "info" });
+    await callOk(client, `${prefix}log`, { count: 2, level: "error" });
+    obs.logs = seen.logs;
+    check(
+      seen.logs.length === 2 && seen.logs.every((l) => l === "error"),
+      `the log level did not come back: ${JSON.stringify(seen.logs)}`,
+    );
+  } finally {
+    await client.close();
+  }
+}
+
+const SCENARIOS = { smoke, everything, concurrent, soak, resubscribe };
 
 // ------------------------------------------------------------------ main
 

@@ -109,13 +109,24 @@ async fn post_statuses() {
     .await;
     assert_eq!(r.status(), 202);
     assert!(r.text().await.unwrap().is_empty());
+    // A response to a request mcpmux never sent this session (its ids are sealed for it): 400,
+    // with a JSON-RPC error that has no id.
     let r = send(
         &url,
         &[("mcp-session-id", &sid)],
         r#"{"jsonrpc":"2.0","id":99,"result":{}}"#,
     )
     .await;
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 400);
+    let body: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(body["id"], Value::Null, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("99"),
+        "{body}"
+    );
     // Unknown method: -32601.
     let r = send(
         &url,

@@ -17,6 +17,7 @@ mod auth;
 mod canary;
 mod cli;
 mod cluster;
+mod cluster_events;
 mod drain;
 mod example_config;
 mod faults;

@@ -49,6 +49,9 @@ pub enum Outcome {
         id: RequestId,
         refusal: crate::error::DownstreamError,
     },
+    /// A notification or response mcpmux cannot accept (an answer under an id it never sent
+    /// the session): an HTTP error whose JSON-RPC error has no id.
+    Refused(crate::error::DownstreamError),
 }
 
 /// Route one session-era message from a host session.
@@ -68,8 +71,10 @@ pub async fn dispatch(hub: &Arc<Hub>, ctx: &RequestCtx, msg: Message) -> Outcome
         }
         Message::Response { id, payload } => {
             ctx.touch();
-            notify::response(ctx, id, payload);
-            Outcome::Accepted
+            match notify::response(ctx, id, payload) {
+                Ok(()) => Outcome::Accepted,
+                Err(refusal) => Outcome::Refused(refusal),
+            }
         }
     }
 }

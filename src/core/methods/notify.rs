@@ -1,8 +1,10 @@
 //! What a host sends that needs no answer: `notifications/cancelled` (cancels exactly the
 //! upstream request behind it), `notifications/roots/list_changed` (to the session's own
-//! connections), and its answers to server-to-client requests (back where they came from).
+//! connections), and its answers to server-to-client requests (back where they came from; an
+//! answer under an id mcpmux did not seal for the session is refused and goes nowhere).
 
 use crate::core::context::RequestCtx;
+use crate::error::DownstreamError;
 use crate::protocol::{RawObject, RequestId, ResponsePayload};
 
 pub fn notification(ctx: &RequestCtx, method: &str, params: Option<RawObject>) {
@@ -35,15 +37,33 @@ pub fn notification(ctx: &RequestCtx, method: &str, params: Option<RawObject>) {
     }
 }
 
-/// A host's answer to a server-to-client request.
-pub fn response(ctx: &RequestCtx, id: Option<RequestId>, payload: ResponsePayload) {
+/// A host's answer to a server-to-client request: refused (HTTP 400) when its id is not one
+/// mcpmux sealed for this session (forged, altered, another session's or another key's); an
+/// answer without an id (an error about a message the host could not read) has nowhere to go.
+pub fn response(
+    ctx: &RequestCtx,
+    id: Option<RequestId>,
+    payload: ResponsePayload,
+) -> Result<(), DownstreamError> {
     let Some(session) = ctx.session.as_ref() else {
-        return;
+        return Ok(());
     };
-    let answered =
-        (id.as_ref().and_then(RequestId::as_u64)).is_some_and(|i| session.answer_server_request(i, payload));
-    if !answered {
-        let id = id.map_or_else(|| "null".to_string(), |id| id.to_string());
-        tracing::debug!(session = %session.id, %id, "response to an unknown request");
+    let Some(id) = id else {
+        tracing::debug!(session = %session.id, "a response without an id");
+        return Ok(());
+    };
+    match session.answer_host_response(&id, payload) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            tracing::debug!(session = %session.id, %id, "response to a request nothing here waits for");
+            Ok(())
+        }
+        Err(why) => {
+            tracing::debug!(session = %session.id, %id, %why, "response refused");
+            Err(DownstreamError::BadRequest(format!(
+                "the response's id {} names no request mcpmux sent this session",
+                crate::util::text::clip(id.as_json())
+            )))
+        }
     }
 }

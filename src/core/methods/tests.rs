@@ -41,7 +41,7 @@ async fn reply(hub: &Arc<Hub>, ctx: &RequestCtx, method: &str, json: &str) -> se
         Outcome::Reply(msg) => serde_json::from_str(&msg.to_json()).unwrap(),
         Outcome::Accepted => panic!("{method}: accepted"),
         Outcome::Forward(_) => panic!("{method}: forwarded"),
-        Outcome::Denied { refusal, .. } => panic!("{method}: denied: {refusal}"),
+        Outcome::Denied { refusal, .. } | Outcome::Refused(refusal) => panic!("{method}: refused: {refusal}"),
     }
 }
 
@@ -134,11 +134,6 @@ async fn messages_that_need_no_answer_are_accepted() {
         parse_message(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}"#)
             .unwrap();
     assert!(matches!(dispatch(&hub, &ctx, cancel).await, Outcome::Accepted));
-    let stray = Message::Response {
-        id: Some(RequestId::number(12345)),
-        payload: crate::protocol::ResponsePayload::Result(raw("{}".into())),
-    };
-    assert!(matches!(dispatch(&hub, &ctx, stray).await, Outcome::Accepted));
 }
 
 #[tokio::test]
@@ -206,4 +201,60 @@ async fn a_name_of_a_server_that_is_down_says_so_and_why() {
     slot.state.ready();
     let ready = reply(&hub, &ctx, "tools/call", r#"{"name":"t__gone"}"#).await;
     assert_eq!(ready["error"]["message"], "Unknown tool: t__gone");
+}
+
+/// A host's answer under an id mcpmux sealed for its session reaches the request; under any
+/// other id (a number, forged, another session's) it is refused (HTTP 400) and reaches nothing.
+#[tokio::test]
+async fn answers_to_server_requests_need_an_id_sealed_for_the_session() {
+    use crate::protocol::ResponsePayload;
+    use crate::upstream::server_requests::AnswerTo;
+    let hub = hub();
+    let ctx = session_ctx(&hub);
+    let other = RequestCtx::on(hub.new_session("s2".into(), "2025-11-25".into(), ClientCaps::ALL));
+    let session = ctx.session.clone().unwrap();
+    let ask = |session: &Arc<crate::session::Session>| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (_, json) = session
+            .address_server_request(AnswerTo::Local(tx), "roots/list".into(), None)
+            .unwrap();
+        let Ok(Message::Request { id, .. }) = parse_message(&json) else {
+            panic!("a request: {json}")
+        };
+        (id, rx)
+    };
+    let answer = |id: Option<RequestId>| Message::Response {
+        id,
+        payload: ResponsePayload::Result(raw("{\"roots\":[]}".into())),
+    };
+    let (id, mut rx) = ask(&session);
+    assert!(id.as_string().is_some(), "a string id: {id}");
+    let (others_id, _other_rx) = ask(other.session.as_ref().unwrap());
+    let forged = {
+        let mut text = id.as_string().unwrap();
+        let last = if text.ends_with('A') { "B" } else { "A" };
+        text.replace_range(text.len() - 1.., last);
+        RequestId::string(&text)
+    };
+    for bad in [RequestId::number(1), forged, others_id, RequestId::string("1-1")] {
+        match dispatch(&hub, &ctx, answer(Some(bad.clone()))).await {
+            Outcome::Refused(refusal) => assert_eq!(refusal.status(), http::StatusCode::BAD_REQUEST),
+            _ => panic!("{bad} was not refused"),
+        }
+    }
+    assert!(rx.try_recv().is_err(), "nothing reached the request");
+    assert!(matches!(
+        dispatch(&hub, &ctx, answer(None)).await,
+        Outcome::Accepted
+    ));
+    assert!(matches!(
+        dispatch(&hub, &ctx, answer(Some(id.clone()))).await,
+        Outcome::Accepted
+    ));
+    assert!(matches!(rx.try_recv(), Ok(ResponsePayload::Result(_))));
+    // Answered: the same id again opens, but nothing waits for it any more.
+    assert!(matches!(
+        dispatch(&hub, &ctx, answer(Some(id))).await,
+        Outcome::Accepted
+    ));
 }
