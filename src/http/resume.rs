@@ -11,7 +11,10 @@
 //! JSON response instead: no stream to number, keep or frame (most tool calls are this fast).
 
 use crate::core::forward::{ForwardedCall, Frame};
+use crate::error::codes;
+use crate::protocol::message::error_reply;
 use crate::protocol::sse::event_bytes;
+use crate::protocol::RequestId;
 use crate::session::streams::{CallStream, Entry};
 use crate::session::Session;
 use bytes::Bytes;
@@ -108,7 +111,7 @@ pub enum Reply {
 /// Run `call` to its end whatever happens to the host's connection: its response if it came
 /// first and within [`JSON_REPLY_WINDOW`], else a stream of its frames.
 pub async fn start(call: ForwardedCall, session: Arc<Session>) -> Reply {
-    let stream = session.streams.open();
+    let stream = session.streams.open(Some(call.client_id.clone()));
     let mut driver = Driver {
         frames: Some(call.into_frames().boxed()),
         stream: stream.clone(),
@@ -130,6 +133,17 @@ pub async fn start(call: ForwardedCall, session: Arc<Session>) -> Reply {
     Reply::Stream(frames_after(stream, 0, priming, Some(driver), session))
 }
 
+/// What a host resuming the stream of its request `request` gets when the stream is not kept
+/// here (`why`): the request answered with an error, so the host does not wait for it to its own
+/// timeout. The call's outcome is unknown (it may have completed where it ran).
+pub fn lost(request: RequestId, why: &str) -> BoxStream<'static, Bytes> {
+    let message = format!(
+        "the stream of this request cannot be resumed here: {why}; the call may or may not have completed"
+    );
+    let reply = error_reply(request, codes::UPSTREAM_UNAVAILABLE, &message, None);
+    futures_util::stream::once(async move { event_bytes(None, None, &reply.to_json()) }).boxed()
+}
+
 /// The frames of `stream` after sequence number `after` (a host resuming it), live until the
 /// call ends (or, for a host that may poll, until the upstream polls) or the session ends.
 pub fn read(stream: Arc<CallStream>, after: u64, session: Arc<Session>) -> BoxStream<'static, Bytes> {
@@ -147,7 +161,7 @@ fn frames_after(
 ) -> BoxStream<'static, Bytes> {
     let polls = may_poll(&session.protocol_version);
     let frames = async_stream::stream! {
-        let event_id = |seq: u64| session.call_event_id(stream.id, seq);
+        let event_id = |seq: u64| session.call_event_id(&stream, seq);
         if priming {
             yield event_bytes(Some(&event_id(0)), Some(ANNOUNCED_RETRY_MS), "");
         }

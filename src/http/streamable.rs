@@ -398,11 +398,23 @@ async fn get(
     let session = find_session(hub, headers, who)?;
     let last_event_id = headers.get(LAST_EVENT_ID_HEADER).and_then(|v| v.to_str().ok());
     let position = standalone::position(&session, last_event_id);
-    if let Some(EventPosition::Call { stream, seq }) = position {
-        if let Some(stream) = session.streams.get(stream) {
-            session.touch();
-            return Ok(sse_response(resume::read(stream, seq, session)));
+    match &position {
+        Some(EventPosition::Call { stream, seq, request }) => {
+            if let Some(stream) = session.streams.get(*stream) {
+                session.touch();
+                return Ok(sse_response(resume::read(stream, *seq, session)));
+            }
+            if let Some(request) = request {
+                return Ok(sse_response(resume::lost(request.clone(), "it has ended")));
+            }
         }
+        Some(EventPosition::CallElsewhere {
+            request: Some(request),
+        }) => {
+            let why = "it ran on another replica, which no longer holds the session";
+            return Ok(sse_response(resume::lost(request.clone(), why)));
+        }
+        _ => {}
     }
     // No Last-Event-ID, or one naming no stream kept here: the standalone stream.
     if hub.shutdown.is_cancelled() {

@@ -6,7 +6,7 @@
 
 use super::host_tokens::{EventPosition, HostTokens, RequestRoute, StandaloneClaims, TokenRefusal};
 use super::state::SessionState;
-use super::streams::CallStreams;
+use super::streams::{CallStream, CallStreams};
 use crate::config::UpstreamId;
 use crate::protocol::logging::{log_level_rank, LOG_LEVELS};
 use crate::protocol::{ClientCaps, Message, RequestId, ResponsePayload};
@@ -344,8 +344,8 @@ impl Session {
     }
 
     /// The id of event `seq` of this session's call stream `stream`.
-    pub fn call_event_id(&self, stream: u64, seq: u64) -> String {
-        self.tokens.call_event_id(&self.id, stream, seq)
+    pub fn call_event_id(&self, stream: &CallStream, seq: u64) -> String {
+        (self.tokens).call_event_id(&self.id, stream.id, seq, stream.request.as_ref())
     }
 
     /// A fresh event id for the standalone stream, carrying the subscriptions and log level.

@@ -6,12 +6,16 @@
 //! process starts: one issued by another process (the session's earlier home) opens, but is never
 //! taken for one of here.
 //!
-//! A call stream's event id is its stream and sequence number; a standalone (GET) stream's event
+//! A call stream's event id is its stream and sequence number and the host's request id (so a
+//! replica that cannot resume the stream answers the request rather than leave it waiting); a
+//! standalone (GET) stream's event
 //! id carries the session's state as it was when the event was sent, its resource subscriptions
 //! and log level ([`StandaloneClaims`]), so a replica taking the session over restores them.
 
+use crate::protocol::RequestId;
 use crate::seal::{Purpose, SealError, Sealer};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// The longest standalone event id that carries the session's subscriptions: an event id goes
@@ -23,6 +27,10 @@ pub const MAX_STANDALONE_ID_CHARS: usize = 4096;
 const PROCESS_TAG: usize = 8;
 /// The first byte of an event id's plaintext: which stream it is an event of.
 const CALL_EVENT: u8 = 1;
+/// A call event's plaintext before the request id: kind, process tag, stream, sequence.
+const CALL_EVENT_BYTES: usize = 1 + PROCESS_TAG + 16;
+/// The longest host request id (as JSON) a call event id carries.
+pub const MAX_CARRIED_REQUEST_ID: usize = 256;
 const STANDALONE_EVENT: u8 = 2;
 
 /// The session's state as its standalone stream's event ids carry it.
@@ -43,10 +51,16 @@ pub struct StandaloneClaims {
 /// Where a `Last-Event-ID` that opened points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventPosition {
-    /// Event `seq` of call stream `stream`, kept by this process.
-    Call { stream: u64, seq: u64 },
-    /// An event of a call stream another process kept (the session's earlier home).
-    CallElsewhere,
+    /// Event `seq` of call stream `stream`, kept by this process, of the host's request
+    /// `request`.
+    Call {
+        stream: u64,
+        seq: u64,
+        request: Option<RequestId>,
+    },
+    /// An event of a call stream another process kept (the session's earlier home), of the
+    /// host's request `request`.
+    CallElsewhere { request: Option<RequestId> },
     /// An event of the session's standalone stream, with the state it carried.
     Standalone(StandaloneClaims),
 }
@@ -95,13 +109,19 @@ impl HostTokens {
         HostTokens::new(Arc::new(Sealer::random()))
     }
 
-    /// The id of event `seq` of call stream `stream` of `session`.
-    pub fn call_event_id(&self, session: &str, stream: u64, seq: u64) -> String {
-        let mut plain = [0u8; 1 + PROCESS_TAG + 16];
-        plain[0] = CALL_EVENT;
-        plain[1..=PROCESS_TAG].copy_from_slice(&self.process);
-        plain[1 + PROCESS_TAG..1 + PROCESS_TAG + 8].copy_from_slice(&stream.to_be_bytes());
-        plain[1 + PROCESS_TAG + 8..].copy_from_slice(&seq.to_be_bytes());
+    /// The id of event `seq` of call stream `stream` of `session`, for the host's request
+    /// `request` (carried when its JSON is at most [`MAX_CARRIED_REQUEST_ID`] bytes, so a replica
+    /// that cannot resume the stream can still answer the request).
+    pub fn call_event_id(&self, session: &str, stream: u64, seq: u64, request: Option<&RequestId>) -> String {
+        let request = request
+            .map(RequestId::as_json)
+            .filter(|id| id.len() <= MAX_CARRIED_REQUEST_ID);
+        let mut plain = Vec::with_capacity(CALL_EVENT_BYTES + request.map_or(0, str::len));
+        plain.push(CALL_EVENT);
+        plain.extend_from_slice(&self.process);
+        plain.extend_from_slice(&stream.to_be_bytes());
+        plain.extend_from_slice(&seq.to_be_bytes());
+        plain.extend_from_slice(request.unwrap_or_default().as_bytes());
         self.sealer.seal(Purpose::EventId, session.as_bytes(), &plain)
     }
 
@@ -136,15 +156,21 @@ impl HostTokens {
             .sealer
             .open(Purpose::EventId, session.as_bytes(), token.trim())?;
         match plain.split_first() {
-            Some((&CALL_EVENT, rest)) if rest.len() == PROCESS_TAG + 16 => {
-                let (process, numbers) = rest.split_at(PROCESS_TAG);
+            Some((&CALL_EVENT, rest)) if rest.len() >= PROCESS_TAG + 16 => {
+                let (process, rest) = rest.split_at(PROCESS_TAG);
+                let (numbers, request) = rest.split_at(16);
+                let request = std::str::from_utf8(request)
+                    .ok()
+                    .and_then(|id| serde_json::from_str::<&RawValue>(id).ok())
+                    .and_then(RequestId::from_raw);
                 if process != self.process {
-                    return Ok(EventPosition::CallElsewhere);
+                    return Ok(EventPosition::CallElsewhere { request });
                 }
                 let (stream, seq) = numbers.split_at(8);
                 Ok(EventPosition::Call {
                     stream: u64_of(stream),
                     seq: u64_of(seq),
+                    request,
                 })
             }
             Some((&STANDALONE_EVENT, json)) => serde_json::from_slice(json)
@@ -237,18 +263,48 @@ mod tests {
     #[test]
     fn event_ids_open_to_their_position_on_any_replica_with_the_key() {
         let here = HostTokens::new(sealer(1));
-        let id = here.call_event_id(S, 3, 17);
+        let request = RequestId::string("call-7");
+        let id = here.call_event_id(S, 3, 17, Some(&request));
         assert!(id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
-        assert_ne!(id, here.call_event_id(S, 3, 17), "every id is unique");
+        assert_ne!(
+            id,
+            here.call_event_id(S, 3, 17, Some(&request)),
+            "every id is unique"
+        );
         assert_eq!(
             here.open_event_id(S, &id),
-            Ok(EventPosition::Call { stream: 3, seq: 17 })
+            Ok(EventPosition::Call {
+                stream: 3,
+                seq: 17,
+                request: Some(request.clone())
+            })
         );
-        // Another process with the key opens it, but the stream is not one of its own.
+        // Another process with the key opens it, but the stream is not one of its own: it
+        // knows which request it answered.
         let replica = HostTokens::new(sealer(1));
-        assert_eq!(replica.open_event_id(S, &id), Ok(EventPosition::CallElsewhere));
+        assert_eq!(
+            replica.open_event_id(S, &id),
+            Ok(EventPosition::CallElsewhere {
+                request: Some(request)
+            })
+        );
+        // A number id, and one too long to carry.
+        let number = RequestId::number(42);
+        let id = here.call_event_id(S, 1, 1, Some(&number));
+        assert_eq!(
+            replica.open_event_id(S, &id),
+            Ok(EventPosition::CallElsewhere {
+                request: Some(number)
+            })
+        );
+        let long = RequestId::string(&"x".repeat(MAX_CARRIED_REQUEST_ID));
+        let id = here.call_event_id(S, 1, 1, Some(&long));
+        assert_eq!(
+            replica.open_event_id(S, &id),
+            Ok(EventPosition::CallElsewhere { request: None })
+        );
         let plain = here.standalone_plaintext(&claims());
         let standalone = here.standalone_event_id(S, &plain);
         assert_eq!(
@@ -261,7 +317,10 @@ mod tests {
     fn forged_truncated_other_key_and_other_session_event_ids_are_refused() {
         let here = HostTokens::new(sealer(1));
         let plain = here.standalone_plaintext(&claims());
-        for good in [here.call_event_id(S, 1, 2), here.standalone_event_id(S, &plain)] {
+        for good in [
+            here.call_event_id(S, 1, 2, None),
+            here.standalone_event_id(S, &plain),
+        ] {
             for (what, bad) in spoiled(&good) {
                 assert!(here.open_event_id(S, &bad).is_err(), "{what}");
             }
@@ -326,7 +385,7 @@ mod tests {
         }
         let other_key = HostTokens::new(sealer(2));
         assert!(other_key.open_request_id(S, &id).is_err());
-        let event = here.call_event_id(S, 1, 42);
+        let event = here.call_event_id(S, 1, 42, None);
         assert!(
             here.open_request_id(S, &event).is_err(),
             "an event id is no request id"

@@ -6,6 +6,7 @@
 //! [`KEEP_FINISHED`], and a stream at most [`MAX_KEPT_BYTES`] of frames (the oldest go first; the
 //! newest is always kept). The HTTP side that writes them out is `http::resume`.
 
+use crate::protocol::RequestId;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +51,8 @@ impl Buffer {
 /// connections (the POST response, then any resuming GETs) that read it.
 pub struct CallStream {
     pub id: u64,
+    /// The host's request the call answers.
+    pub request: Option<RequestId>,
     buffer: Mutex<Buffer>,
     pub changed: Notify,
 }
@@ -106,10 +109,11 @@ pub struct CallStreams {
 }
 
 impl CallStreams {
-    pub fn open(&self) -> Arc<CallStream> {
+    pub fn open(&self, request: Option<RequestId>) -> Arc<CallStream> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let stream = Arc::new(CallStream {
             id,
+            request,
             buffer: Mutex::new(Buffer {
                 first_seq: 1,
                 ..Buffer::default()
@@ -163,7 +167,7 @@ mod tests {
     #[test]
     fn entries_are_numbered_from_one_and_resumed_after_an_id() {
         let streams = CallStreams::default();
-        let s = streams.open();
+        let s = streams.open(None);
         s.push(Entry::Frame("a".into()));
         s.push(Entry::Pause(Some(500)));
         s.push(Entry::Frame("b".into()));
@@ -179,9 +183,9 @@ mod tests {
     #[test]
     fn a_session_keeps_a_bounded_number_of_streams() {
         let streams = CallStreams::default();
-        let first = streams.open();
+        let first = streams.open(None);
         for _ in 0..MAX_STREAMS {
-            streams.open();
+            streams.open(None);
         }
         assert!(streams.get(first.id).is_none());
         assert_eq!(streams.streams.lock().len(), MAX_STREAMS);
@@ -190,7 +194,7 @@ mod tests {
     #[test]
     fn finished_streams_expire() {
         let streams = CallStreams::default();
-        let s = streams.open();
+        let s = streams.open(None);
         assert!(!s.finished_before(Instant::now() + KEEP_FINISHED));
         s.finish();
         assert!(s.finished_before(Instant::now() + Duration::from_millis(1)));
@@ -199,7 +203,7 @@ mod tests {
 
     #[test]
     fn kept_frames_are_bounded() {
-        let s = CallStreams::default().open();
+        let s = CallStreams::default().open(None);
         let big: Arc<str> = "x".repeat(MAX_KEPT_BYTES / 2 + 1).into();
         for _ in 0..3 {
             s.push(Entry::Frame(big.clone()));

@@ -186,3 +186,42 @@ async fn a_session_whose_home_is_gone_is_taken_over_and_a_forged_passport_is_ref
     assert_eq!(via.delete().await, 200);
     other.stop().await;
 }
+
+/// A host whose call's stream broke when the call's replica went away resumes it with
+/// `Last-Event-ID` through another replica: that replica cannot resume a stream it never kept,
+/// so it answers the request with an error at once (the event id names the request) rather than
+/// leave the host waiting to its own timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_the_stream_of_a_call_whose_replica_is_gone_answers_the_call() {
+    let _suite = crate::suite::enter(module_path!());
+    let (home, other) = (replica().await, replica().await);
+    let session = open(&home.url(), ALICE).await;
+    let resp = session
+        .post(json!({"jsonrpc": "2.0", "id": "slow-9", "method": "tools/call",
+            "params": {"name": "t__slow", "arguments": {"ms": 30000}}}))
+        .await;
+    assert_eq!(resp.status(), 200);
+    let mut events = crate::support::mcp::sse_events(resp);
+    let primed = tokio::time::timeout(Duration::from_secs(20), events.recv())
+        .await
+        .expect("a priming event")
+        .expect("the stream");
+    let last = primed.id.expect("the priming event has an id");
+    // The call's replica goes away (its drain cut short): the stream is gone with it.
+    home.drain_cutter().cancel();
+    home.stop().await;
+    let via = session.at(&other.url());
+    let resumed = via.get(Some(&last)).await;
+    assert_eq!(resumed.status(), 200);
+    let mut answer = messages(resumed);
+    let reply = recv(&mut answer).await.expect("an answer for the call");
+    assert_eq!(reply["id"], "slow-9", "{reply}");
+    assert_eq!(reply["error"]["code"], -32000, "{reply}");
+    let why = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("cannot be resumed here"), "{why}");
+    assert!(
+        recv(&mut answer).await.is_none(),
+        "the stream ends after the answer"
+    );
+    other.stop().await;
+}
