@@ -26,7 +26,8 @@
 //!  import        the clients' mcpServers JSON files (Claude Desktop, Claude Code, Cursor, VS Code)
 //!                read into servers, and `mcpmux import` (pure parser; no config types)
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
-//!  seal          cluster keys and the sealer: what hosts carry (cursors, requestState), encrypted
+//!  seal          cluster keys and the sealer: what hosts carry (session ids, cursors,
+//!                requestState, event ids, server request ids) and replica passports, encrypted
 //!                and authenticated so any replica with the key opens it (no I/O)
 //! ```
 //!
