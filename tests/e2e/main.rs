@@ -35,6 +35,7 @@ mod policy_explain;
 mod policy_property;
 mod rate_limit;
 mod real_clients;
+mod reload;
 mod replicas;
 mod resumption;
 mod routing;
