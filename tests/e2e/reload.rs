@@ -148,8 +148,10 @@ async fn a_reload_adds_removes_and_restarts_only_what_changed_and_tells_hosts_on
     let (keep_log, gone_log) = (dir.join("keep.jsonl"), dir.join("gone.jsonl"));
     let keep = test_server_toml("keep", &[], Some(&keep_log));
     let gone = test_server_toml("gone", &[], Some(&gone_log));
-    let edit_before = test_server_toml("edit", &[], None);
-    let edit_after = test_server_toml("edit", &["--tools", "2"], None);
+    // Per session: the host's own connection to it must restart too.
+    let per_session = "isolation = \"per-session\"\n";
+    let edit_before = test_server_toml("edit", &[], None) + per_session;
+    let edit_after = test_server_toml("edit", &["--tools", "2"], None) + per_session;
     let fresh = test_server_toml("fresh", &[], None);
     let before = [everything_toml(), keep.clone(), gone, edit_before].join("\n");
     let mut gateway = ServeProcess::start(&dir, "", &before, &dir, &[]);
@@ -348,6 +350,47 @@ async fn a_reload_adds_removes_and_restarts_only_what_changed_and_tells_hosts_on
     let quiet = drain_for(&mut session_stream, Duration::from_millis(500)).await;
     assert_eq!(count(&quiet, "notifications/tools/list_changed"), 0, "{quiet:?}");
 
+    gateway.signal(libc::SIGTERM);
+    assert!(gateway.wait_exit(Duration::from_secs(30)).await.success());
+}
+
+/// The Python SDK in both eras, connected while a reload adds a server: each is told once, then
+/// lists and calls the new server's tool on the same connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_clients_of_both_eras_are_told_once_and_use_an_added_server() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("reload-sdk");
+    let first = test_server_toml("first", &[], None);
+    let mut gateway = ServeProcess::start(&dir, "", &first, &dir, &[]);
+    let url = gateway.url();
+    gateway.wait_tools(&["first__echo"]).await;
+    let markers = [dir.join("legacy.ready"), dir.join("modern.ready")];
+    let run = |mode: &'static str, marker: &std::path::Path| {
+        let (url, marker) = (url.clone(), path_str(marker));
+        tokio::spawn(async move {
+            let args = [marker.as_str(), "added__echo", "--mode", mode];
+            run_py_client_async(&url, "reload", &args).await
+        })
+    };
+    let legacy = run("legacy", &markers[0]);
+    let modern = run(MODERN, &markers[1]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !markers.iter().all(|m| m.exists()) {
+        assert!(Instant::now() < deadline, "the SDK clients did not connect");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let added = test_server_toml("added", &[], None);
+    std::fs::write(&gateway.config, config_text(gateway.port, &[first, added])).unwrap();
+    gateway.signal(libc::SIGHUP);
+    gateway.wait_reload("configuration reloaded").await;
+    for (run, mode) in [(legacy.await.unwrap(), "legacy"), (modern.await.unwrap(), MODERN)] {
+        run.assert_ok();
+        assert_eq!(run.json["list_changed"], 1, "{mode}: {run}");
+        if mode == MODERN {
+            assert_eq!(run.json["events"], json!(["ToolsListChanged"]), "{run}");
+        }
+        assert_eq!(run.json["text"], "echo: sdk", "{mode}: {run}");
+    }
     gateway.signal(libc::SIGTERM);
     assert!(gateway.wait_exit(Duration::from_secs(30)).await.success());
 }
