@@ -312,6 +312,7 @@ async fn reload_once(gateway: &mcpmux::Gateway, path: &std::path::Path) {
                 added = %names(&done.servers.added),
                 removed = %names(&done.servers.removed),
                 changed = %names(&done.servers.changed),
+                reshaped = %names(&done.servers.reshaped),
                 lists_changed = %lists.join(", "),
                 "configuration reloaded: in force from the next request"
             );

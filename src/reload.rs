@@ -147,10 +147,10 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     }
     let (in_force, needs_restart) = in_force(&old, new);
     let policy_changed = in_force.policy != old.policy;
-    drop(old);
     let hold = hub.upstreams.hold_lists();
     let before = hub.catalog.snapshot();
-    let (servers, started) = hub.upstreams.reconcile(&in_force.servers);
+    let (servers, started) = hub.upstreams.reconcile(&old.servers, &in_force.servers);
+    drop(old);
     hub.replace_config(Arc::new(in_force));
     let first_loads = started.iter().map(|slot| slot.first_start.cancelled());
     let all_loaded = futures_util::future::join_all(first_loads);

@@ -34,6 +34,8 @@ pub struct UpstreamSlot {
     pub server: Arc<ServerConfig>,
     /// Its identity (the config name), which survives a reload.
     pub id: UpstreamId,
+    /// How its names are exposed, with the shaping it started with (a reload that changes only
+    /// the shaping gives the catalog the new one and keeps the slot).
     pub naming: Naming,
     /// The connection serving every session (shared isolation).
     pub shared: ArcSwapOption<UpstreamHandle>,

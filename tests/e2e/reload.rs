@@ -1,6 +1,6 @@
 //! Reload by diff end to end (`mcpmux serve`, SIGHUP): a server added starts, one removed stops
 //! (its call in flight ends with an error naming the removal, its child is reaped), one changed
-//! restarts, and the untouched ones keep their process and their calls in flight, under load from
+//! restarts, one only reshaped and the untouched one keep their process and their calls in flight, under load from
 //! a session-era host and a 2026-07-28 host that keep working without re-initializing and are
 //! each told once that the tools changed; a broken edit leaves everything serving and `/status`
 //! shows it. Real server-everything (stdio, pinned) and the in-repo test server.
@@ -225,7 +225,9 @@ async fn a_reload_adds_removes_and_restarts_only_what_changed_and_tells_hosts_on
     wait_upstream_call(&gone_log, "slow").await;
 
     // One edit: `fresh` added, `gone` removed, `edit` changed, `everything` and `keep` untouched.
-    let after = [everything_toml(), keep, edit_after, fresh];
+    // `keep` is only reshaped: its generated tools go, the server runs on.
+    let keep_shaped = format!("{keep}tools = {{ exclude = [\"gen_*\"] }}\n");
+    let after = [everything_toml(), keep_shaped, edit_after, fresh];
     std::fs::write(&gateway.config, config_text(gateway.port, &after)).unwrap();
     gateway.signal(libc::SIGHUP);
     gateway.wait_reload("configuration reloaded").await;
@@ -280,6 +282,10 @@ async fn a_reload_adds_removes_and_restarts_only_what_changed_and_tells_hosts_on
         "{names:?}"
     );
     assert!(!names.iter().any(|n| n.starts_with("gone__")), "{names:?}");
+    assert!(
+        names.contains(&"keep__echo") && !names.contains(&"keep__gen_000"),
+        "{names:?}"
+    );
     assert_eq!(
         host.tool_text("fresh__echo", json!({"message": "hi"})).await,
         "echo: hi"
