@@ -372,3 +372,81 @@ impl Upstreams {
         all
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::ListKind;
+
+    /// Counts the list changes hosts were told of.
+    #[derive(Default)]
+    struct Counting(parking_lot::Mutex<Vec<ListKind>>);
+
+    impl HostEvents for Counting {
+        fn emit(&self, event: HostEvent<'_>) {
+            if let HostEvent::ListsChanged(kinds) = event {
+                self.0.lock().extend_from_slice(kinds);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hold_keeps_list_changes_from_hosts_until_it_drops() {
+        let config = Config::from_toml_str("", "t.toml", &|_| None).unwrap();
+        let hosts = Arc::new(Counting::default());
+        let (pool, _inputs) = Upstreams::new(
+            &config,
+            hosts.clone(),
+            Arc::new(HostTies::new()),
+            CancellationToken::new(),
+        );
+        pool.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
+        {
+            let _first = pool.hold_lists();
+            let second = pool.hold_lists();
+            pool.emit(HostEvent::ListsChanged(&[ListKind::Prompts]));
+            drop(second);
+            pool.emit(HostEvent::ListsChanged(&[ListKind::Resources]));
+        }
+        pool.emit(HostEvent::ListsChanged(&[ListKind::Templates]));
+        assert_eq!(*hosts.0.lock(), vec![ListKind::Tools, ListKind::Templates]);
+    }
+
+    #[tokio::test]
+    async fn a_retired_slot_refuses_calls_with_its_reason_and_its_sessions_connections_stop() {
+        let config = Config::from_toml_str(
+            "[servers.u]\ncommand = \"x\"\nisolation = \"per-session\"\n",
+            "t.toml",
+            &|_| None,
+        )
+        .unwrap();
+        let ties = Arc::new(HostTies::new());
+        let (pool, _inputs) = Upstreams::new(
+            &config,
+            Arc::new(super::super::host::NoHosts),
+            ties.clone(),
+            CancellationToken::new(),
+        );
+        let slot = pool.get(&UpstreamId::new("u")).unwrap();
+        let open = ties.connection_or_open(7, &slot.id, || UpstreamHandle::detached("u"));
+        slot.retire(&ties, "server \"u\" was removed");
+        assert!(slot.stop.is_cancelled() && open.is_stopping());
+        assert!(ties.connection(7, &slot.id).is_none());
+        let host = super::super::host::TestHost::link(7);
+        let refused = pool
+            .connection_to(&slot, &host)
+            .await
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("server \"u\" was removed")),
+            "{refused:?}"
+        );
+        assert!(
+            ties.connection(7, &slot.id).is_none(),
+            "no connection opened for it"
+        );
+    }
+}
