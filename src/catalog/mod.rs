@@ -356,11 +356,34 @@ impl CatalogStore {
     /// changed. A tools list that leaves a `rename` or `descriptions` key of its server without a
     /// tool, or makes a rename collide, is logged (once, until that changes).
     pub fn replace(&self, upstream: &UpstreamId, kind: ListKind, items: Vec<RawObject>) -> bool {
-        self.put(upstream, kind, items, true)
+        self.put(upstream, kind, items, true, &|| true)
     }
 
-    fn put(&self, upstream: &UpstreamId, kind: ListKind, items: Vec<RawObject>, arrived: bool) -> bool {
+    /// [`CatalogStore::replace`] only while `current()` holds, checked under the same lock as a
+    /// reload's [`CatalogStore::set_upstreams`]: an upstream a reload retired (whose id may be its
+    /// replacement's now) writes nothing once the reload has moved on.
+    pub fn replace_while(
+        &self,
+        upstream: &UpstreamId,
+        kind: ListKind,
+        items: Vec<RawObject>,
+        current: &dyn Fn() -> bool,
+    ) -> bool {
+        self.put(upstream, kind, items, true, current)
+    }
+
+    fn put(
+        &self,
+        upstream: &UpstreamId,
+        kind: ListKind,
+        items: Vec<RawObject>,
+        arrived: bool,
+        current: &dyn Fn() -> bool,
+    ) -> bool {
         let mut parts = self.parts.lock();
+        if !current() {
+            return false;
+        }
         let Some(position) = parts.namings.iter().position(|(id, _)| id == upstream) else {
             return false;
         };
@@ -379,9 +402,14 @@ impl CatalogStore {
 
     /// Drop everything an upstream offered (it went away); returns the kinds that changed.
     pub fn clear(&self, upstream: &UpstreamId) -> Vec<ListKind> {
+        self.clear_while(upstream, &|| true)
+    }
+
+    /// [`CatalogStore::clear`] only while `current()` holds (see [`CatalogStore::replace_while`]).
+    pub fn clear_while(&self, upstream: &UpstreamId, current: &dyn Fn() -> bool) -> Vec<ListKind> {
         ListKind::ALL
             .into_iter()
-            .filter(|&k| self.put(upstream, k, Vec::new(), false))
+            .filter(|&k| self.put(upstream, k, Vec::new(), false, current))
             .collect()
     }
 
@@ -525,6 +553,10 @@ mod tests {
             .map(|i| &*i.exposed)
             .collect();
         assert_eq!(names, vec!["plain", "b__t"], "in the new configuration order");
+        // A retired writer (the old slot of a restarted server) writes nothing, not even a clear.
+        assert!(!s.replace_while(&id(0), ListKind::Tools, Vec::new(), &|| false));
+        assert!(s.clear_while(&id(0), &|| false).is_empty());
+        assert!(s.snapshot().list(ListKind::Tools).lookup("b__t").is_some());
     }
 
     fn namespaced(names: &[&str]) -> CatalogStore {

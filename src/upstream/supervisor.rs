@@ -110,7 +110,7 @@ pub async fn supervise(
         slot.shared.store(None);
         slot.list_freshness.clear();
         pool.note_down();
-        let changed = pool.catalog.clear(&slot.id);
+        let changed = pool.catalog.clear_while(&slot.id, &|| !slot.stop.is_cancelled());
         pool.emit(HostEvent::ListsChanged(&changed));
         if up_since.elapsed() > STABLE_AFTER {
             backoff.reset();
@@ -193,7 +193,10 @@ async fn refetch(pool: &Arc<Upstreams>, slot: &UpstreamSlot, batch: Vec<Connecti
             Ok(FetchedList { items, hint }) => {
                 slot.list_freshness.record(kind, hint, Instant::now());
                 // A retired slot's id may belong to its replacement now: its lists are not ours.
-                if !slot.stop.is_cancelled() && pool.catalog.replace(&slot.id, kind, items) {
+                if pool
+                    .catalog
+                    .replace_while(&slot.id, kind, items, &|| !slot.stop.is_cancelled())
+                {
                     changed.push(kind);
                 }
             }
@@ -215,7 +218,7 @@ async fn refresh_all(
     let mut changed = Vec::new();
     // What the server no longer offers goes (a server restarted by a reload may offer less).
     let mut put = |kind: ListKind, items: Vec<RawObject>| {
-        if !slot.stop.is_cancelled() && pool.catalog.replace(&slot.id, kind, items) {
+        if (pool.catalog).replace_while(&slot.id, kind, items, &|| !slot.stop.is_cancelled()) {
             changed.push(kind);
         }
     };
