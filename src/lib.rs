@@ -104,9 +104,22 @@ impl Gateway {
         format!("http://{}{}", self.addr, self.hub.config().gateway.path)
     }
 
-    /// Put what can change live of a re-read configuration in force (see [`reload`]).
-    pub fn reload(&self, config: Config) -> Result<reload::Reloaded, String> {
-        reload::apply(&self.hub, config)
+    /// Put a re-read configuration in force (see [`reload`]); `/status` shows the outcome.
+    pub async fn reload(&self, config: Config) -> Result<reload::Reloaded, String> {
+        let result = reload::apply(&self.hub, config).await;
+        reload::record(&self.hub, &result, None);
+        result
+    }
+
+    /// Re-read the configuration file at `path` and put it in force (see [`reload`]); a file
+    /// that does not load changes nothing. `/status` shows the outcome and the file's digest.
+    pub async fn reload_file(&self, path: &std::path::Path) -> Result<reload::Reloaded, String> {
+        reload::reload_file(&self.hub, path).await
+    }
+
+    /// Say which file the configuration in force was read from (its digest is shown by `/status`).
+    pub fn loaded_from(&self, path: &std::path::Path) {
+        self.hub.config_status.lock().digest = reload::file_digest(path);
     }
 
     /// A token that ends the drain of a [`Gateway::stop`] early (an operator's second signal):
@@ -176,9 +189,17 @@ impl Gateway {
         {
             tracing::warn!("some upstreams did not stop in time");
         }
+        let supervisors = &self.hub.upstreams.supervisors;
+        supervisors.close();
+        if tokio::time::timeout(UPSTREAM_STOP_TIMEOUT, supervisors.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("a supervisor did not stop in time");
+        }
         for task in self.tasks {
             if tokio::time::timeout(UPSTREAM_STOP_TIMEOUT, task).await.is_err() {
-                tracing::warn!("a supervisor did not stop in time");
+                tracing::warn!("a task did not stop in time");
             }
         }
         // Every call has ended (and recorded how): what is queued for the audit log goes out.
@@ -217,14 +238,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         ),
     }
     let mut tasks = Vec::new();
-    for (id, events) in inputs.events {
-        tasks.push(tokio::spawn(upstream::supervisor::supervise(
-            hub.upstreams.clone(),
-            id,
-            events,
-            inputs.started.clone(),
-        )));
-    }
+    hub.upstreams.supervise(inputs);
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
     let (faces, operator) = routes(&hub, admin.as_ref().map(|(_, at)| *at));
     let close_listener = CancellationToken::new();
@@ -338,13 +352,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Gate
     Ok(())
 }
 
+/// End sessions idle longer than `gateway.session_idle_timeout` (read each round: a reload
+/// changes it).
 async fn reap_sessions(hub: Arc<Hub>) {
-    let idle = hub.config().gateway.session_idle_timeout;
-    let every = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
-    let mut tick = tokio::time::interval(every);
     loop {
+        let idle = hub.config().gateway.session_idle_timeout;
+        let every = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
         tokio::select! {
-            _ = tick.tick() => { hub.sessions.reap(idle); }
+            _ = tokio::time::sleep(every) => { hub.sessions.reap(idle); }
             _ = hub.shutdown.cancelled() => return,
         }
     }

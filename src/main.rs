@@ -193,21 +193,25 @@ async fn serve(config: mcpmux::Config, path: &std::path::Path) -> ExitCode {
         }
     };
     let watching = tokio_util::sync::CancellationToken::new();
+    gateway.loaded_from(path);
     let mut edits = mcpmux::reload::watch_file(
         path.to_path_buf(),
         mcpmux::reload::WATCH_INTERVAL,
         watching.clone(),
     );
     loop {
-        tokio::select! {
+        let stopped = tokio::select! {
             signal = signals.next() => match signal {
-                Signal::Reload => reload(&gateway, path),
-                Signal::Stop => break,
+                Signal::Reload => reload(&gateway, path, &mut signals).await,
+                Signal::Stop => true,
             },
             Some(()) = edits.recv() => {
                 tracing::info!(config = %path.display(), "the configuration file changed: reloading it");
-                reload(&gateway, path);
+                reload(&gateway, path, &mut signals).await
             }
+        };
+        if stopped {
+            break;
         }
     }
     watching.cancel();
@@ -271,20 +275,46 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
     ExitCode::from(mcpmux::status_command::command(&url, json))
 }
 
-/// Re-read the configuration file and put what can change live in force; a file that does not
-/// load changes nothing (the error is logged and the gateway serves on).
-fn reload(gateway: &mcpmux::Gateway, path: &std::path::Path) {
+/// Re-read the configuration file and put it in force; a file that does not load changes
+/// nothing (the error is logged and the gateway serves on). A SIGHUP meanwhile reloads once more
+/// after it; returns true when a stop signal came meanwhile (the reload is then given up).
+async fn reload(gateway: &mcpmux::Gateway, path: &std::path::Path, signals: &mut StopSignals) -> bool {
+    let mut again = true;
+    while again {
+        again = false;
+        let reloading = reload_once(gateway, path);
+        tokio::pin!(reloading);
+        loop {
+            tokio::select! {
+                () = &mut reloading => break,
+                signal = signals.next() => match signal {
+                    Signal::Stop => return true,
+                    Signal::Reload => again = true,
+                },
+            }
+        }
+    }
+    false
+}
+
+async fn reload_once(gateway: &mcpmux::Gateway, path: &std::path::Path) {
     let digest = mcpmux::reload::file_digest(path).unwrap_or_else(|| "unreadable".into());
-    let result = mcpmux::Config::load(path)
-        .map_err(|err| err.to_string())
-        .and_then(|config| gateway.reload(config));
-    match result {
+    match gateway.reload_file(path).await {
         Ok(done) => {
+            let names = |ids: &[mcpmux::config::UpstreamId]| {
+                ids.iter().map(|id| id.as_str()).collect::<Vec<_>>().join(", ")
+            };
+            let lists: Vec<&str> = (done.lists_changed.iter()).map(|k| k.method()).collect();
             tracing::info!(
                 config = %path.display(),
                 config_digest = %digest,
                 policy_changed = done.policy_changed,
-                "configuration reloaded: the [[policy]] rules in the file are in force"
+                added = %names(&done.servers.added),
+                removed = %names(&done.servers.removed),
+                changed = %names(&done.servers.changed),
+                reshaped = %names(&done.servers.reshaped),
+                lists_changed = %lists.join(", "),
+                "configuration reloaded: in force from the next request"
             );
             if !done.needs_restart.is_empty() {
                 tracing::warn!(

@@ -1,18 +1,26 @@
 //! Putting a re-read configuration in force while the gateway runs (SIGHUP, or an edit of the
 //! file seen by [`watch_file`]).
 //!
-//! What can change live changes for the next request: today the `[[policy]]` rules, so a removed
-//! `allow` takes effect at once, not at token expiry (and hosts are told their lists changed).
-//! Everything else keeps its running value and is named in the log as needing a restart (reload
-//! by diff of servers and gateway settings is issue 17's; until then the configuration in force is
-//! the old one with the new policy). `[cluster]` keys are among them: the sealer is built once at
-//! start, so a new key, or a new `previous_keys`, needs a restart (a rolling one, for a rotation).
+//! The new file is validated whole first: one that does not load, or asks what the running
+//! gateway cannot honour, changes nothing (the error is logged and shown by `/status`). Then
+//! `[servers]` is applied by diff (added ones start, removed ones stop, changed ones restart, the
+//! others are untouched: same process, connection and calls in flight), and the configuration
+//! is swapped, so what is read per request (`[[policy]]`, timeouts, limits, page size) applies to
+//! the next one. What is bound or built at start keeps its running value and is named in the log
+//! as needing a restart: `gateway.listen`, `admin_listen`, `path`, `separator`, `allowed_hosts`,
+//! `allowed_origins`, `public_url`, `allow_unauthenticated`, `[auth]`, `[audit]` and `[cluster]`
+//! (the sealer is built once, so a new key, or new `previous_keys`, needs a (rolling) restart).
+//! Hosts get one `list_changed` per list that changed, once the added and changed servers
+//! loaded their lists (or [`LIST_WAIT`] passed).
 
 use crate::catalog::ListKind;
 use crate::config::Config;
 use crate::core::hub::Hub;
+use crate::status_doc::ReloadStatus;
 use crate::upstream::host::{HostEvent, HostEvents};
-use std::path::PathBuf;
+use crate::upstream::reconcile::ServerDiff;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -78,18 +86,55 @@ pub fn watch_file(path: PathBuf, interval: Duration, stop: CancellationToken) ->
     rx
 }
 
+/// How long a reload waits for the servers it started to load their lists before it tells
+/// hosts what changed (a server slower than that announces its lists itself when they come).
+pub const LIST_WAIT: Duration = Duration::from_secs(10);
+
 /// What a reload did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reloaded {
     /// Whether the `[[policy]]` rules changed (they are in force either way).
     pub policy_changed: bool,
+    /// How `[servers]` changed (in force now).
+    pub servers: ServerDiff,
+    /// The lists hosts were told changed.
+    pub lists_changed: Vec<ListKind>,
     /// The parts of the file that changed but keep their running value until a restart.
     pub needs_restart: Vec<&'static str>,
 }
 
-/// Put what can change live of `new` in force on `hub`; refuse (changing nothing) rules the
+/// Re-read the file at `path` and put it in force ([`apply`]); the outcome is what `/status`
+/// shows as the last reload.
+pub async fn reload_file(hub: &Hub, path: &Path) -> Result<Reloaded, String> {
+    let digest = file_digest(path);
+    let result = match Config::load(path) {
+        Ok(config) => apply(hub, config).await,
+        Err(err) => Err(err.to_string()),
+    };
+    record(hub, &result, digest);
+    result
+}
+
+/// Note how a reload went, for `/status`: a good one is also the new last good load.
+pub fn record(hub: &Hub, result: &Result<Reloaded, String>, digest: Option<String>) {
+    let now = crate::core::hub::unix_seconds();
+    let mut status = hub.config_status.lock();
+    if result.is_ok() {
+        status.loaded_at_unix = now;
+        status.digest = digest.clone();
+    }
+    status.last_reload = Some(ReloadStatus {
+        outcome: if result.is_ok() { "ok" } else { "error" }.into(),
+        at_unix: now,
+        error: result.as_ref().err().cloned(),
+        digest,
+    });
+}
+
+/// Put `new` in force on `hub` (see the module doc); refuse, changing nothing, what the
 /// running gateway cannot honour: `audit_arguments` when it was started without `[audit]`.
-pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
+pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
+    let _one_at_a_time = hub.reloading.lock().await;
     let old = hub.config();
     if old.audit.is_none() {
         if let Some(rule) = new.policy.iter().find(|rule| rule.audit_arguments) {
@@ -100,37 +145,81 @@ pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
             ));
         }
     }
-    let mut needs_restart = Vec::new();
-    if new.gateway != old.gateway {
-        needs_restart.push("[gateway]");
-    }
-    if new.servers != old.servers || new.disabled != old.disabled {
-        needs_restart.push("[servers]");
-    }
-    if new.auth != old.auth {
-        needs_restart.push("[auth]");
-    }
-    if new.audit != old.audit {
-        needs_restart.push("[audit]");
-    }
-    if new.cluster != old.cluster {
-        needs_restart.push("[cluster]");
-    }
-    let policy_changed = new.policy != old.policy;
-    let in_force = Config {
-        policy: new.policy,
-        ..Config::clone(&old)
-    };
+    let (in_force, needs_restart) = in_force(&old, new);
+    let policy_changed = in_force.policy != old.policy;
+    let hold = hub.upstreams.hold_lists();
+    let before = hub.catalog.snapshot();
+    let (servers, started) = hub.upstreams.reconcile(&old.servers, &in_force.servers);
     drop(old);
-    hub.replace_config(std::sync::Arc::new(in_force));
-    if policy_changed {
-        // What a principal may see may have changed: every host re-lists.
-        hub.sessions.emit(HostEvent::ListsChanged(&ListKind::ALL));
+    hub.replace_config(Arc::new(in_force));
+    let first_loads = started.iter().map(|slot| slot.first_start.cancelled());
+    let all_loaded = futures_util::future::join_all(first_loads);
+    if tokio::time::timeout(LIST_WAIT, all_loaded).await.is_err() {
+        tracing::warn!(
+            wait_secs = LIST_WAIT.as_secs(),
+            "servers started by the reload are still loading their lists; hosts hear of them when they come"
+        );
     }
+    drop(hold);
+    let after = hub.catalog.snapshot();
+    let lists_changed: Vec<ListKind> = if policy_changed {
+        // What a principal may see may have changed: every host re-lists.
+        ListKind::ALL.to_vec()
+    } else {
+        (ListKind::ALL.into_iter())
+            .filter(|&kind| after.list(kind).differs_from(before.list(kind)))
+            .collect()
+    };
+    hub.sessions.emit(HostEvent::ListsChanged(&lists_changed));
     Ok(Reloaded {
         policy_changed,
+        servers,
+        lists_changed,
         needs_restart,
     })
+}
+
+/// The configuration to put in force: `new`, but for what keeps its running value until a
+/// restart (taken from `old`), which is named.
+fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
+    let mut needs_restart = Vec::new();
+    let (was, mut gateway) = (&old.gateway, new.gateway);
+    macro_rules! kept {
+        ($($field:ident),*) => {$(
+            if gateway.$field != was.$field {
+                needs_restart.push(concat!("gateway.", stringify!($field)));
+                gateway.$field = was.$field.clone();
+            }
+        )*};
+    }
+    kept!(
+        listen,
+        admin_listen,
+        path,
+        separator,
+        allowed_hosts,
+        allowed_origins,
+        public_url,
+        allow_unauthenticated
+    );
+    let mut keep = |name: &'static str, changed: bool| {
+        if changed {
+            needs_restart.push(name);
+        }
+    };
+    keep("[auth]", new.auth != old.auth);
+    keep("[audit]", new.audit != old.audit);
+    keep("[cluster]", new.cluster != old.cluster);
+    let config = Config {
+        gateway,
+        servers: new.servers,
+        disabled: new.disabled,
+        policy: new.policy,
+        auth: old.auth.clone(),
+        audit: old.audit.clone(),
+        cluster: old.cluster.clone(),
+    };
+    (config, needs_restart)
 }
 
 #[cfg(test)]
@@ -189,21 +278,27 @@ mod tests {
     const KEYS: &str = "[[auth.api_keys]]\nname = \"ci\"\nkey = \"k\"\n";
 
     #[tokio::test]
-    async fn the_policy_changes_live_and_the_rest_waits_for_a_restart() {
+    async fn the_policy_servers_and_per_request_settings_change_live_and_the_rest_waits() {
         let first = config(&format!("{KEYS}[[policy]]\nallow = [\"a__*\"]\n"));
         let (hub, _inputs) = Hub::new(Arc::new(first.clone()), CancellationToken::new(), None);
         let facts = crate::policy::PrincipalFacts::new("ci", [], []);
         assert!(hub.policy().decide(&facts, "a__x").allowed);
 
-        let second = config(&format!(
-            "[gateway]\npage_size = 7\n{KEYS}[[policy]]\nallow = [\"b__*\"]\n[servers.s]\ncommand = \"s\"\n"
-        ));
-        let done = apply(&hub, second).unwrap();
+        let second_text = format!(
+            "[gateway]\npage_size = 7\nseparator = \"_\"\n{KEYS}[[policy]]\nallow = [\"b__*\"]\n\
+             [servers.s]\ncommand = \"mcpmux-surely-not-installed\"\n"
+        );
+        let done = apply(&hub, config(&second_text)).await.unwrap();
         assert_eq!(
             done,
             Reloaded {
                 policy_changed: true,
-                needs_restart: vec!["[gateway]", "[servers]"],
+                servers: ServerDiff {
+                    added: vec!["s".into()],
+                    ..ServerDiff::default()
+                },
+                lists_changed: ListKind::ALL.to_vec(),
+                needs_restart: vec!["gateway.separator"],
             }
         );
         assert!(
@@ -212,28 +307,84 @@ mod tests {
         );
         assert!(hub.policy().decide(&facts, "b__x").allowed);
         let in_force = hub.config();
+        assert_eq!(in_force.gateway.page_size, 7, "read per request: in force");
         assert_eq!(
-            in_force.gateway, first.gateway,
-            "gateway settings keep their running value"
+            in_force.gateway.separator, first.gateway.separator,
+            "exposed names keep their running separator"
         );
-        assert!(in_force.servers.is_empty());
+        assert_eq!(in_force.servers.len(), 1);
+        let started = hub
+            .upstreams
+            .get(&"s".into())
+            .expect("the added server has a slot");
+        assert!(
+            started.first_start.is_cancelled(),
+            "its first attempt is over (it failed)"
+        );
 
         // Arguments to audit, but no audit log running: refused, nothing changes.
         let audited = config(&format!(
             "{KEYS}[[policy]]\nallow = [\"c__*\"]\naudit_arguments = true\n[audit]\npath = \"-\"\n"
         ));
-        let refused = apply(&hub, audited).unwrap_err();
+        let refused = apply(&hub, audited).await.unwrap_err();
         assert!(
             refused.starts_with("[[policy]] at line 4: audit_arguments needs the audit log"),
             "{refused}"
         );
         assert!(hub.policy().decide(&facts, "b__x").allowed);
+        assert_eq!(hub.upstreams.len(), 1);
 
-        // The same file again: nothing changed.
-        let again = config(&format!(
-            "[gateway]\npage_size = 7\n{KEYS}[[policy]]\nallow = [\"b__*\"]\n[servers.s]\ncommand = \"s\"\n"
-        ));
-        assert!(!apply(&hub, again).unwrap().policy_changed);
+        // The same file again: nothing changed, nobody is told anything.
+        let again = apply(&hub, config(&second_text)).await.unwrap();
+        assert!(!again.policy_changed && again.servers.is_empty());
+        assert!(again.lists_changed.is_empty());
+        assert!(
+            Arc::ptr_eq(&started, &hub.upstreams.get(&"s".into()).unwrap()),
+            "the same slot"
+        );
+
+        // Without the server: its slot is retired and gone.
+        let done = apply(&hub, config(&format!("{KEYS}[[policy]]\nallow = [\"b__*\"]\n")))
+            .await
+            .unwrap();
+        assert_eq!(done.servers.removed, vec![crate::config::UpstreamId::new("s")]);
+        assert!(hub.upstreams.is_empty());
+        assert!(started
+            .retired()
+            .is_some_and(|why| why.contains("removed from the configuration")));
+        assert!(started.stop.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_reload_is_recorded_for_status_with_the_error_or_the_new_last_good_load() {
+        let dir = std::env::temp_dir().join(format!("mcpmux-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("mcpmux.toml");
+        let (hub, _inputs) = Hub::new(Arc::new(config("")), CancellationToken::new(), None);
+        std::fs::write(&file, "[gateway]\npage_size = 9\n").unwrap();
+        reload_file(&hub, &file).await.unwrap();
+        let good = hub.config_status.lock().clone();
+        let last = good.last_reload.clone().unwrap();
+        assert_eq!((last.outcome.as_str(), last.error), ("ok", None));
+        assert_eq!(good.digest, file_digest(&file));
+        assert_eq!(last.digest, good.digest);
+        std::fs::write(&file, "[gateway]\npage_size = \"many\"\n").unwrap();
+        let err = reload_file(&hub, &file).await.unwrap_err();
+        let after = hub.config_status.lock().clone();
+        let last = after.last_reload.clone().unwrap();
+        assert_eq!(
+            (last.outcome.as_str(), last.error.as_deref()),
+            ("error", Some(err.as_str()))
+        );
+        assert!(err.contains("mcpmux.toml:2:"), "{err}");
+        assert_eq!(last.digest, file_digest(&file));
+        assert_eq!(
+            (after.loaded_at_unix, &after.digest),
+            (good.loaded_at_unix, &good.digest),
+            "the last good load stays"
+        );
+        assert_eq!(hub.config().gateway.page_size, 9, "nothing changed");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
@@ -245,7 +396,7 @@ mod tests {
         let (hub, _inputs) = Hub::new(Arc::new(first.clone()), CancellationToken::new(), None);
         let sealed = hub.sealer.seal(Purpose::Cursor, b"", b"x");
         let second = config(&format!("[cluster]\nkey = \"{NEW}\"\n"));
-        let done = apply(&hub, second).unwrap();
+        let done = apply(&hub, second).await.unwrap();
         assert_eq!(done.needs_restart, vec!["[cluster]"]);
         assert_eq!(hub.config().cluster, first.cluster);
         // The running sealer is the one built at start: it still opens (and seals) under the old key.

@@ -137,6 +137,33 @@ pub fn command(url: &str, json: bool) -> u8 {
     }
 }
 
+fn unix_now() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map(|d| d.as_secs()).unwrap_or_default()
+}
+
+/// How the last reload went, once there was one (`now` in Unix seconds).
+fn reload_line(config: &crate::status_doc::ConfigStatus, now: u64) -> Option<String> {
+    let last = config.last_reload.as_ref()?;
+    let ago = |at: u64| now.saturating_sub(at);
+    let digest = |d: &Option<String>| d.clone().unwrap_or_else(|| "-".into());
+    Some(match &last.error {
+        None => format!(
+            "last reload: ok {} s ago (config digest {})",
+            ago(last.at_unix),
+            digest(&last.digest)
+        ),
+        Some(error) => format!(
+            "last reload: REFUSED {} s ago (config digest {}): {}; serving the configuration loaded {} s ago (config digest {})",
+            ago(last.at_unix),
+            digest(&last.digest),
+            one_line(error),
+            ago(config.loaded_at_unix),
+            digest(&config.digest)
+        ),
+    })
+}
+
 /// The document as tables for people: one line per upstream, then one per session.
 pub fn render(doc: &StatusDocument) -> String {
     let mut out = String::new();
@@ -183,6 +210,9 @@ pub fn render(doc: &StatusDocument) -> String {
     upstreams.write(&mut out);
     if !doc.disabled.is_empty() {
         let _ = writeln!(out, "disabled (enabled = false): {}", doc.disabled.join(", "));
+    }
+    if let Some(line) = reload_line(&doc.config, unix_now()) {
+        let _ = writeln!(out, "{line}");
     }
     if !doc.session_list.is_empty() {
         out.push('\n');
@@ -296,6 +326,31 @@ mod tests {
         );
         let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
         assert!(!render(&none).contains("audit"));
+    }
+
+    #[test]
+    fn the_last_reload_is_said_once_there_was_one_with_its_error() {
+        let doc = |last: serde_json::Value| {
+            let doc = json!({"upstreams": [], "config": {"loaded_at_unix": 100, "digest": "aa", "last_reload": last}});
+            serde_json::from_value::<StatusDocument>(doc).expect("a status document")
+        };
+        assert_eq!(reload_line(&doc(json!(null)).config, 160), None);
+        let ok = doc(json!({"outcome": "ok", "at_unix": 100, "digest": "aa"}));
+        assert_eq!(
+            reload_line(&ok.config, 160).as_deref(),
+            Some("last reload: ok 60 s ago (config digest aa)")
+        );
+        let refused = doc(
+            json!({"outcome": "error", "at_unix": 150, "error": "t.toml:3:1: bad\nmore", "digest": "bb"}),
+        );
+        assert_eq!(
+            reload_line(&refused.config, 160).as_deref(),
+            Some(
+                "last reload: REFUSED 10 s ago (config digest bb): t.toml:3:1: bad more; serving the \
+                 configuration loaded 60 s ago (config digest aa)"
+            )
+        );
+        assert!(render(&refused).contains("last reload: REFUSED"));
     }
 
     #[test]

@@ -30,6 +30,35 @@ pub struct StatusDocument {
     /// The audit log, when `[audit]` keeps one (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditStatus>,
+    /// The configuration in force and how the last reload went.
+    pub config: ConfigStatus,
+}
+
+/// The configuration in force (its last good load) and the last reload.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConfigStatus {
+    /// When the configuration in force was loaded, at start or by the last good reload (Unix
+    /// time, seconds).
+    pub loaded_at_unix: u64,
+    /// The first 16 hex digits of the SHA-256 of the file in force (the log's `config_digest`).
+    pub digest: Option<String>,
+    /// The last reload, once there was one.
+    pub last_reload: Option<ReloadStatus>,
+}
+
+/// How one reload went.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReloadStatus {
+    /// `ok`, or `error` (nothing changed).
+    pub outcome: String,
+    /// Unix time, seconds.
+    pub at_unix: u64,
+    /// Why it was refused.
+    pub error: Option<String>,
+    /// The digest of the file it read (when it could be read).
+    pub digest: Option<String>,
 }
 
 /// The audit log's writer: how many lines it wrote, and how many it could not.
@@ -196,6 +225,16 @@ mod tests {
                 last_seq: 12,
                 last_hash: Some("ab".repeat(32)),
             }),
+            config: ConfigStatus {
+                loaded_at_unix: 1_800_000_000,
+                digest: Some("e3b0c44298fc1c14".into()),
+                last_reload: Some(ReloadStatus {
+                    outcome: "error".into(),
+                    at_unix: 1_800_000_100,
+                    error: Some("t.toml:3:1: unknown key".into()),
+                    digest: Some("0123456789abcdef".into()),
+                }),
+            },
         }
     }
 
@@ -216,7 +255,10 @@ mod tests {
                 r#""idle_secs":2,"in_flight":1,"get_stream":true}],"audit":{"path":"/var/log/mcpmux/audit.jsonl","#,
                 r#""lines_written":10,"dropped":1,"write_errors":2,"#,
                 r#""last_error":"No space left on device (os error 28)","last_seq":12,"#,
-                r#""last_hash":"abababababababababababababababababababababababababababababababab"}}"#
+                r#""last_hash":"abababababababababababababababababababababababababababababababab"},"#,
+                r#""config":{"loaded_at_unix":1800000000,"digest":"e3b0c44298fc1c14","#,
+                r#""last_reload":{"outcome":"error","at_unix":1800000100,"#,
+                r#""error":"t.toml:3:1: unknown key","digest":"0123456789abcdef"}}}"#
             )
         );
         let back: StatusDocument = serde_json::from_str(&text).expect("reads back");

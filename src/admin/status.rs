@@ -104,7 +104,7 @@ pub fn report(hub: &Hub) -> StatusDocument {
             resources: count(&slot.id, ListKind::Resources),
             resource_templates: count(&slot.id, ListKind::Templates),
             shadowed: shadowed(&slot.id),
-            ..upstream_entry(slot)
+            ..upstream_entry(&slot)
         })
         .collect();
     let mut sessions = hub.sessions.all();
@@ -124,6 +124,7 @@ pub fn report(hub: &Hub) -> StatusDocument {
         disabled: (hub.config().disabled.iter()).map(|s| s.name.clone()).collect(),
         session_list: sessions.iter().map(|s| session_entry(s)).collect(),
         audit: hub.audit.as_ref().map(|audit| audit.status()),
+        config: hub.config_status.lock().clone(),
     }
 }
 

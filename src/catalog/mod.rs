@@ -10,7 +10,7 @@ pub mod results;
 pub mod shape;
 pub mod uri;
 
-use crate::config::{Shaping, UpstreamId};
+use crate::config::{IdMap, Shaping, UpstreamId};
 use crate::protocol::RawObject;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -120,6 +120,13 @@ impl ItemList {
     /// Find an item by the name or URI hosts see.
     pub fn lookup(&self, exposed: &str) -> Option<&ExposedItem> {
         self.index.get(exposed).map(|&i| &self.items[i])
+    }
+
+    /// Whether hosts would see a different list in `other` (the items, their order and text).
+    pub fn differs_from(&self, other: &ItemList) -> bool {
+        let json =
+            |list: &ItemList| -> Vec<Box<str>> { list.items.iter().map(|i| i.json.get().into()).collect() };
+        self.items.len() != other.items.len() || json(self) != json(other)
     }
 
     /// How many of `upstream`'s items are listed.
@@ -298,26 +305,46 @@ struct Part {
     noted: Vec<String>,
 }
 
+/// Every upstream with its naming, in configuration order, and its lists in the same order.
+struct Parts {
+    namings: Arc<[(UpstreamId, Naming)]>,
+    lists: Vec<Part>,
+}
+
 /// Owns the per-upstream lists and publishes merged snapshots.
 pub struct CatalogStore {
     current: ArcSwap<Catalog>,
-    /// Each upstream's lists, in the order of `namings`.
-    parts: Mutex<Vec<Part>>,
-    namings: Arc<[(UpstreamId, Naming)]>,
+    parts: Mutex<Parts>,
 }
 
 impl CatalogStore {
     /// A store for these upstreams; earlier ones win a clash of exposed names.
     pub fn new(namings: Vec<(UpstreamId, Naming)>) -> Self {
-        let parts = namings.iter().map(|_| Default::default()).collect();
+        let lists = namings.iter().map(|_| Default::default()).collect();
         let namings: Arc<[(UpstreamId, Naming)]> = namings.into();
         let store = CatalogStore {
             current: ArcSwap::from_pointee(Catalog::default()),
-            parts: Mutex::new(parts),
-            namings,
+            parts: Mutex::new(Parts { namings, lists }),
         };
         store.rebuild(&store.parts.lock(), 0);
         store
+    }
+
+    /// A reload changed the upstreams: from now on these, in this order. An upstream that stays
+    /// (by id) keeps its lists, under its new naming; a new one starts empty; a gone one's items
+    /// vanish.
+    pub fn set_upstreams(&self, namings: Vec<(UpstreamId, Naming)>) {
+        let mut parts = self.parts.lock();
+        let lists = std::mem::take(&mut parts.lists);
+        let mut old: IdMap<Part> = (parts.namings.iter().map(|(id, _)| id.clone()))
+            .zip(lists)
+            .collect();
+        parts.lists = (namings.iter())
+            .map(|(id, _)| old.remove(id).unwrap_or_default())
+            .collect();
+        parts.namings = namings.into();
+        let epoch = self.snapshot().epoch + 1;
+        self.rebuild(&parts, epoch);
     }
 
     /// The current snapshot.
@@ -329,40 +356,66 @@ impl CatalogStore {
     /// changed. A tools list that leaves a `rename` or `descriptions` key of its server without a
     /// tool, or makes a rename collide, is logged (once, until that changes).
     pub fn replace(&self, upstream: &UpstreamId, kind: ListKind, items: Vec<RawObject>) -> bool {
-        self.put(upstream, kind, items, true)
+        self.put(upstream, kind, items, true, &|| true)
     }
 
-    fn put(&self, upstream: &UpstreamId, kind: ListKind, items: Vec<RawObject>, arrived: bool) -> bool {
-        let Some(position) = self.namings.iter().position(|(id, _)| id == upstream) else {
+    /// [`CatalogStore::replace`] only while `current()` holds, checked under the same lock as a
+    /// reload's [`CatalogStore::set_upstreams`]: an upstream a reload retired (whose id may be its
+    /// replacement's now) writes nothing once the reload has moved on.
+    pub fn replace_while(
+        &self,
+        upstream: &UpstreamId,
+        kind: ListKind,
+        items: Vec<RawObject>,
+        current: &dyn Fn() -> bool,
+    ) -> bool {
+        self.put(upstream, kind, items, true, current)
+    }
+
+    fn put(
+        &self,
+        upstream: &UpstreamId,
+        kind: ListKind,
+        items: Vec<RawObject>,
+        arrived: bool,
+        current: &dyn Fn() -> bool,
+    ) -> bool {
+        let mut parts = self.parts.lock();
+        if !current() {
+            return false;
+        }
+        let Some(position) = parts.namings.iter().position(|(id, _)| id == upstream) else {
             return false;
         };
-        let mut parts = self.parts.lock();
-        let Some(slot) = parts.get_mut(position) else {
+        let shaping = parts.namings[position].1.shaping.clone();
+        let Some(slot) = parts.lists.get_mut(position) else {
             return false;
         };
         if arrived && kind == ListKind::Tools {
-            let naming = &self.namings[position].1;
-            shape::note_problems(upstream, &naming.shaping, &items, &mut slot.noted);
+            shape::note_problems(upstream, &shaping, &items, &mut slot.noted);
         }
         slot.lists[kind as usize] = items;
         let before = self.snapshot();
         let after = self.rebuild(&parts, before.epoch + 1);
-        let old: Vec<&str> = before.list(kind).items.iter().map(|i| i.json.get()).collect();
-        let new: Vec<&str> = after.list(kind).items.iter().map(|i| i.json.get()).collect();
-        old != new
+        after.list(kind).differs_from(before.list(kind))
     }
 
     /// Drop everything an upstream offered (it went away); returns the kinds that changed.
     pub fn clear(&self, upstream: &UpstreamId) -> Vec<ListKind> {
+        self.clear_while(upstream, &|| true)
+    }
+
+    /// [`CatalogStore::clear`] only while `current()` holds (see [`CatalogStore::replace_while`]).
+    pub fn clear_while(&self, upstream: &UpstreamId, current: &dyn Fn() -> bool) -> Vec<ListKind> {
         ListKind::ALL
             .into_iter()
-            .filter(|&k| self.put(upstream, k, Vec::new(), false))
+            .filter(|&k| self.put(upstream, k, Vec::new(), false, current))
             .collect()
     }
 
     /// Merge `parts` into a new snapshot and publish it; a clash of names not seen in the
     /// previous snapshot is logged once, naming both upstreams.
-    fn rebuild(&self, parts: &[Part], epoch: u64) -> Arc<Catalog> {
+    fn rebuild(&self, parts: &Parts, epoch: u64) -> Arc<Catalog> {
         let lists = ListKind::ALL.map(|kind| self.merge(parts, kind));
         let before = self.current.load();
         for kind in ListKind::ALL {
@@ -380,15 +433,15 @@ impl CatalogStore {
         let catalog = Arc::new(Catalog {
             epoch,
             lists,
-            namings: self.namings.clone(),
+            namings: parts.namings.clone(),
         });
         self.current.store(catalog.clone());
         catalog
     }
 
-    fn merge(&self, parts: &[Part], kind: ListKind) -> ItemList {
+    fn merge(&self, parts: &Parts, kind: ListKind) -> ItemList {
         let mut list = ItemList::default();
-        for ((upstream, naming), part) in self.namings.iter().zip(parts) {
+        for ((upstream, naming), part) in parts.namings.iter().zip(&parts.lists) {
             let shaped = shape::shape(&naming.shaping, kind, &part.lists[kind as usize]);
             for shape::ShapedItem { original, name, item } in shaped.items {
                 let exposed = match kind {
@@ -463,6 +516,47 @@ mod tests {
             vec![obj(r#"{"name":"z"}"#)]
         ));
         assert!(s.snapshot().list(ListKind::Tools).lookup("z").is_none());
+    }
+
+    #[test]
+    fn a_new_set_of_upstreams_keeps_the_lists_of_those_that_stay_and_drops_the_others() {
+        let s = store();
+        s.replace(&id(0), ListKind::Tools, vec![obj(r#"{"name":"t"}"#)]);
+        s.replace(&id(1), ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]);
+        let before = s.snapshot();
+        // u1 goes, u2 comes (first, so it would win a clash), u0 stays under a new namespace.
+        s.set_upstreams(vec![
+            (id(2), Naming::new("", "__")),
+            (id(0), Naming::new("b", "__")),
+        ]);
+        let after = s.snapshot();
+        let tools = after.list(ListKind::Tools);
+        assert!(after.epoch > before.epoch);
+        assert!(
+            tools.lookup("plain").is_none(),
+            "the removed upstream's items vanish"
+        );
+        assert_eq!(tools.lookup("b__t").map(|i| i.upstream.clone()), Some(id(0)));
+        assert!(tools.differs_from(before.list(ListKind::Tools)));
+        assert!(!after
+            .list(ListKind::Prompts)
+            .differs_from(before.list(ListKind::Prompts)));
+        assert!(after.naming(&id(1)).is_none() && after.naming(&id(2)).is_some());
+        // The new one starts empty and is fed by id; the gone one is fed no more.
+        assert!(s.replace(&id(2), ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
+        assert!(!s.replace(&id(1), ListKind::Tools, vec![obj(r#"{"name":"z"}"#)]));
+        let now = s.snapshot();
+        let names: Vec<&str> = now
+            .list(ListKind::Tools)
+            .items
+            .iter()
+            .map(|i| &*i.exposed)
+            .collect();
+        assert_eq!(names, vec!["plain", "b__t"], "in the new configuration order");
+        // A retired writer (the old slot of a restarted server) writes nothing, not even a clear.
+        assert!(!s.replace_while(&id(0), ListKind::Tools, Vec::new(), &|| false));
+        assert!(s.clear_while(&id(0), &|| false).is_empty());
+        assert!(s.snapshot().list(ListKind::Tools).lookup("b__t").is_some());
     }
 
     fn namespaced(names: &[&str]) -> CatalogStore {

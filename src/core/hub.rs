@@ -19,6 +19,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// Now, in seconds since the Unix epoch (0 for a clock before it).
+pub fn unix_seconds() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map(|d| d.as_secs()).unwrap_or_default()
+}
+
 /// Shared gateway state.
 pub struct Hub {
     /// The configuration in force, swapped whole (a request reads the one it started with).
@@ -56,6 +62,10 @@ pub struct Hub {
     pub session_ids: SessionIds,
     /// Seals the SSE event ids and server-to-client request ids sessions hand their hosts.
     tokens: Arc<HostTokens>,
+    /// The configuration in force (when and from which file) and the last reload, for `/status`.
+    pub config_status: parking_lot::Mutex<crate::status_doc::ConfigStatus>,
+    /// Held by the reload running (one at a time).
+    pub reloading: tokio::sync::Mutex<()>,
     ties: Arc<HostTies>,
     born: std::time::Instant,
 }
@@ -114,6 +124,11 @@ impl Hub {
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),
             rate_limits: RateLimiter::default(),
             ties,
+            config_status: parking_lot::Mutex::new(crate::status_doc::ConfigStatus {
+                loaded_at_unix: unix_seconds(),
+                ..Default::default()
+            }),
+            reloading: tokio::sync::Mutex::new(()),
             born: std::time::Instant::now(),
             config: ArcSwap::new(config),
         });
@@ -126,7 +141,7 @@ impl Hub {
     }
 
     /// Put `config` in force for every request that starts from now on (gateway settings: page
-    /// size, timeouts, limits); the upstreams are changed by name, by their supervisors. The
+    /// size, timeouts, limits); the upstreams are changed by id, by `Upstreams::reconcile`. The
     /// rate limit buckets of rules whose `rate_limit` changed start afresh; the others keep
     /// their state.
     pub fn replace_config(&self, config: Arc<Config>) {

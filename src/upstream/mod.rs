@@ -26,6 +26,7 @@ mod legacy_sse;
 mod listen;
 mod opening;
 pub mod pool;
+pub mod reconcile;
 pub mod server_requests;
 pub mod state;
 mod stdio;

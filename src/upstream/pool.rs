@@ -10,12 +10,13 @@ use crate::catalog::freshness::ListFreshness;
 use crate::catalog::{CatalogStore, Naming};
 use crate::config::{Config, IdMap, Isolation, ServerConfig, UpstreamId};
 use crate::error::UpstreamError;
-use arc_swap::ArcSwapOption;
-use std::sync::atomic::{AtomicBool, Ordering};
+use arc_swap::{ArcSwap, ArcSwapOption};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How long after the gateway starts a host's request waits for upstreams still on their first
 /// start (a host arriving later never waits for them): long enough
@@ -33,6 +34,8 @@ pub struct UpstreamSlot {
     pub server: Arc<ServerConfig>,
     /// Its identity (the config name), which survives a reload.
     pub id: UpstreamId,
+    /// How its names are exposed, with the shaping it started with (a reload that changes only
+    /// the shaping gives the catalog the new one and keeps the slot).
     pub naming: Naming,
     /// The connection serving every session (shared isolation).
     pub shared: ArcSwapOption<UpstreamHandle>,
@@ -47,29 +50,110 @@ pub struct UpstreamSlot {
     /// What its connections learned about it (the era probe kills it, it speaks legacy SSE).
     pub learned: Arc<Learned>,
     pub events: mpsc::Sender<ConnectionEvent>,
+    /// Fires when its supervisor is to stop: the gateway stops (a child of the pool's
+    /// `shutdown`), or a reload removed or replaced it ([`UpstreamSlot::retire`]).
+    pub stop: CancellationToken,
+    /// Why a reload retired it (what its calls in flight are answered with).
+    retired: ArcSwapOption<String>,
+    /// Fires once its first start attempt is over (its lists loaded, or the attempt failed).
+    pub first_start: CancellationToken,
+}
+
+impl UpstreamSlot {
+    /// A slot for `server`, not yet supervised; its supervisor reads the returned queue.
+    fn new(
+        server: &ServerConfig,
+        separator: &str,
+        shutdown: &CancellationToken,
+    ) -> (Arc<UpstreamSlot>, mpsc::Receiver<ConnectionEvent>) {
+        let (tx, rx) = mpsc::channel(SUPERVISOR_EVENTS);
+        let slot = UpstreamSlot {
+            server: Arc::new(server.clone()),
+            id: server.id.clone(),
+            naming: Naming {
+                namespace: server.namespace.clone(),
+                separator: separator.to_string(),
+                shaping: server.shaping.clone(),
+            },
+            shared: ArcSwapOption::empty(),
+            facts: ArcSwapOption::empty(),
+            down_reason: ArcSwapOption::empty(),
+            list_freshness: ListFreshness::default(),
+            state: UpstreamState::default(),
+            learned: Arc::default(),
+            events: tx,
+            stop: shutdown.child_token(),
+            retired: ArcSwapOption::empty(),
+            first_start: CancellationToken::new(),
+        };
+        (Arc::new(slot), rx)
+    }
+
+    /// A reload removed or replaced this upstream: calls in flight on its connections (shared
+    /// and per session) end with `reason`, the connections close (a stdio child is stopped and
+    /// reaped; the shared one by its supervisor, which stops without touching the catalog), and
+    /// a call that still finds the slot is refused with `reason`.
+    pub fn retire(&self, ties: &HostTies, reason: &str) {
+        self.retired.store(Some(Arc::new(reason.to_string())));
+        self.stop.cancel();
+        for connection in ties.forget_upstream(&self.id) {
+            connection.abandon(reason.to_string());
+        }
+    }
+
+    /// Why a reload retired it, if one did.
+    pub fn retired(&self) -> Option<Arc<String>> {
+        self.retired.load_full()
+    }
+}
+
+/// The upstreams in force: in configuration order (earlier ones win a clash of exposed names),
+/// with their index by id. Swapped whole by a reload; a request reads the set it started with.
+#[derive(Default)]
+struct SlotSet {
+    slots: Vec<Arc<UpstreamSlot>>,
+    by_id: IdMap<usize>,
+}
+
+impl SlotSet {
+    fn new(slots: Vec<Arc<UpstreamSlot>>) -> SlotSet {
+        let by_id = slots.iter().enumerate().map(|(i, s)| (s.id.clone(), i)).collect();
+        SlotSet { slots, by_id }
+    }
 }
 
 /// The upstreams of a gateway.
 pub struct Upstreams {
-    /// In configuration order (earlier ones win a clash of exposed names).
-    slots: Vec<UpstreamSlot>,
-    by_id: IdMap<usize>,
+    set: ArcSwap<SlotSet>,
     pub catalog: Arc<CatalogStore>,
     pub ties: Arc<HostTies>,
     hosts: Arc<dyn HostEvents>,
     pub shutdown: CancellationToken,
-    started: watch::Receiver<usize>,
+    /// Every supervisor task, those a reload started included (a stop waits for them).
+    pub supervisors: TaskTracker,
+    /// `gateway.separator` as it was at start (a new one needs a restart).
+    separator: String,
     /// Until when a host's first request may wait for upstreams on their first start.
     startup_deadline: tokio::time::Instant,
     /// Whether "all upstreams ready" was logged since the last failure.
     all_ready: AtomicBool,
+    /// Reloads running: while there is one, the supervisors' `list_changed` are held back (the
+    /// reload tells hosts once, from the catalog before and after).
+    holding_lists: AtomicUsize,
 }
 
-/// What each supervisor needs to start with: its event queue, and the counter of upstreams that
-/// finished their first start attempt.
+/// What the supervisors of new slots start with: each slot and its event queue.
 pub struct SupervisorInputs {
-    pub events: Vec<(UpstreamId, mpsc::Receiver<ConnectionEvent>)>,
-    pub started: watch::Sender<usize>,
+    pub events: Vec<(Arc<UpstreamSlot>, mpsc::Receiver<ConnectionEvent>)>,
+}
+
+/// Holds hosts' `list_changed` back while it lives (see [`Upstreams::hold_lists`]).
+pub struct ListHold<'a>(&'a Upstreams);
+
+impl Drop for ListHold<'_> {
+    fn drop(&mut self) {
+        self.0.holding_lists.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Upstreams {
@@ -80,83 +164,104 @@ impl Upstreams {
         ties: Arc<HostTies>,
         shutdown: CancellationToken,
     ) -> (Arc<Upstreams>, SupervisorInputs) {
-        let naming = |server: &ServerConfig| Naming {
-            namespace: server.namespace.clone(),
-            separator: config.gateway.separator.clone(),
-            shaping: server.shaping.clone(),
-        };
-        let mut events = Vec::new();
-        let slots = (config.servers.iter())
+        let separator = &config.gateway.separator;
+        let (slots, events): (Vec<_>, Vec<_>) = (config.servers.iter())
             .map(|server| {
-                let (tx, rx) = mpsc::channel(SUPERVISOR_EVENTS);
-                events.push((server.id.clone(), rx));
-                UpstreamSlot {
-                    server: Arc::new(server.clone()),
-                    id: server.id.clone(),
-                    naming: naming(server),
-                    shared: ArcSwapOption::empty(),
-                    facts: ArcSwapOption::empty(),
-                    down_reason: ArcSwapOption::empty(),
-                    list_freshness: ListFreshness::default(),
-                    state: UpstreamState::default(),
-                    learned: Arc::default(),
-                    events: tx,
-                }
+                let (slot, rx) = UpstreamSlot::new(server, separator, &shutdown);
+                (slot.clone(), (slot, rx))
             })
-            .collect::<Vec<_>>();
-        let (started_tx, started_rx) = watch::channel(0);
+            .unzip();
         let upstreams = Upstreams {
             catalog: Arc::new(CatalogStore::new(
                 slots.iter().map(|s| (s.id.clone(), s.naming.clone())).collect(),
             )),
-            by_id: slots.iter().enumerate().map(|(i, s)| (s.id.clone(), i)).collect(),
-            slots,
+            set: ArcSwap::from_pointee(SlotSet::new(slots)),
             ties,
             hosts,
             shutdown,
-            started: started_rx,
+            supervisors: TaskTracker::new(),
+            separator: separator.clone(),
             startup_deadline: tokio::time::Instant::now() + STARTUP_WAIT,
             all_ready: AtomicBool::new(false),
+            holding_lists: AtomicUsize::new(0),
         };
-        let inputs = SupervisorInputs {
-            events,
-            started: started_tx,
-        };
-        (Arc::new(upstreams), inputs)
+        (Arc::new(upstreams), SupervisorInputs { events })
+    }
+
+    /// Start the supervisor of each slot in `inputs` (on the current runtime).
+    pub fn supervise(self: &Arc<Self>, inputs: SupervisorInputs) {
+        for (slot, events) in inputs.events {
+            (self.supervisors).spawn(super::supervisor::supervise(self.clone(), slot, events));
+        }
+    }
+
+    /// A slot for `server` and its event queue (not yet in force, not yet supervised).
+    pub(super) fn new_slot(
+        &self,
+        server: &ServerConfig,
+        separator: &str,
+    ) -> (Arc<UpstreamSlot>, mpsc::Receiver<ConnectionEvent>) {
+        UpstreamSlot::new(server, separator, &self.shutdown)
+    }
+
+    /// Put `slots` in force (in this order), replacing the whole set.
+    pub(super) fn replace_slots(&self, slots: Vec<Arc<UpstreamSlot>>) {
+        self.set.store(Arc::new(SlotSet::new(slots)));
+        self.all_ready.store(false, Ordering::Relaxed);
+    }
+
+    /// The separator of exposed names (`gateway.separator` at start).
+    pub fn separator(&self) -> &str {
+        &self.separator
     }
 
     /// The upstream `id`, if it is configured.
-    pub fn get(&self, id: &UpstreamId) -> Option<&UpstreamSlot> {
-        self.by_id.get(id).and_then(|&i| self.slots.get(i))
+    pub fn get(&self, id: &UpstreamId) -> Option<Arc<UpstreamSlot>> {
+        let set = self.set.load();
+        set.by_id.get(id).and_then(|&i| set.slots.get(i)).cloned()
     }
 
     /// The upstream `id`, or why a call to it cannot be served.
-    pub fn slot(&self, id: &UpstreamId) -> Result<&UpstreamSlot, UpstreamError> {
+    pub fn slot(&self, id: &UpstreamId) -> Result<Arc<UpstreamSlot>, UpstreamError> {
         (self.get(id)).ok_or_else(|| UpstreamError::unavailable(id.as_str(), "not configured"))
     }
 
-    pub fn iter(&self) -> std::slice::Iter<'_, UpstreamSlot> {
-        self.slots.iter()
+    /// The upstreams in force, in configuration order.
+    pub fn iter(&self) -> impl Iterator<Item = Arc<UpstreamSlot>> {
+        let set = self.set.load_full();
+        (0..set.slots.len()).map(move |i| set.slots[i].clone())
     }
 
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.set.load().slots.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.set.load().slots.is_empty()
     }
 
-    /// Tell every host.
+    /// Tell every host (a list change waits while a reload holds them, see
+    /// [`Upstreams::hold_lists`]).
     pub fn emit(&self, event: HostEvent<'_>) {
+        if matches!(event, HostEvent::ListsChanged(_)) && self.holding_lists.load(Ordering::Acquire) > 0 {
+            return;
+        }
         self.hosts.emit(event);
+    }
+
+    /// Hold the supervisors' list changes back until the returned guard drops: whoever holds
+    /// it tells hosts what changed.
+    pub fn hold_lists(&self) -> ListHold<'_> {
+        self.holding_lists.fetch_add(1, Ordering::AcqRel);
+        ListHold(self)
     }
 
     /// An upstream became ready: say so once when that makes all of them ready.
     pub fn note_ready(&self) {
-        let all = self.slots.iter().all(|s| s.state.report().phase == Phase::Ready);
+        let set = self.set.load();
+        let all = set.slots.iter().all(|s| s.state.report().phase == Phase::Ready);
         if all && !self.all_ready.swap(true, Ordering::Relaxed) {
-            let n = self.slots.len();
+            let n = set.slots.len();
             tracing::info!("all {n} upstreams ready");
         }
     }
@@ -170,14 +275,14 @@ impl Upstreams {
     /// [`STARTUP_WAIT`] after the pool was made: a host arriving later is answered at once,
     /// whatever is still starting (or hung in its handshake).
     pub async fn wait_startup(&self) {
-        let total = self.slots.len();
-        let mut rx = self.started.clone();
-        let _ = tokio::time::timeout_at(self.startup_deadline, rx.wait_for(|n| *n >= total)).await;
+        let set = self.set.load_full();
+        let all = futures_util::future::join_all(set.slots.iter().map(|s| s.first_start.cancelled()));
+        let _ = tokio::time::timeout_at(self.startup_deadline, all).await;
     }
 
     /// Whether every upstream finished its first start attempt.
     pub fn started_all(&self) -> bool {
-        *self.started.borrow() >= self.slots.len()
+        self.set.load().slots.iter().all(|s| s.first_start.is_cancelled())
     }
 
     /// Connection context for a new connection to the upstream of `slot`.
@@ -205,7 +310,8 @@ impl Upstreams {
         id: &UpstreamId,
         host: &Arc<dyn HostLink>,
     ) -> Result<UpstreamHandle, UpstreamError> {
-        self.connection_to(self.slot(id)?, host).await
+        let slot = self.slot(id)?;
+        self.connection_to(&slot, host).await
     }
 
     /// [`Upstreams::connection_for`] with the slot already looked up.
@@ -214,6 +320,12 @@ impl Upstreams {
         slot: &UpstreamSlot,
         host: &Arc<dyn HostLink>,
     ) -> Result<UpstreamHandle, UpstreamError> {
+        if let Some(reason) = slot.retired() {
+            return Err(UpstreamError::unavailable(
+                slot.server.name.clone(),
+                (*reason).clone(),
+            ));
+        }
         if slot.server.isolation == Isolation::Shared {
             return match slot.shared.load_full() {
                 Some(handle) => Ok((*handle).clone()),
@@ -237,15 +349,104 @@ impl Upstreams {
                 "the host session ended",
             ));
         }
+        if let Some(reason) = slot.retired() {
+            // A reload retired the upstream while this call opened its connection.
+            if self.ties.forget(host.key(), &slot.id, handle.connection_id()) {
+                handle.shutdown();
+            }
+            return Err(UpstreamError::unavailable(
+                slot.server.name.clone(),
+                (*reason).clone(),
+            ));
+        }
         handle.wait_ready(CONNECT_WAIT).await?;
         Ok(handle)
     }
 
     /// Every open connection: the shared ones and every session's own.
     pub fn all_connections(&self) -> Vec<UpstreamHandle> {
-        let shared = self.slots.iter().filter_map(|slot| slot.shared.load_full());
+        let set = self.set.load();
+        let shared = set.slots.iter().filter_map(|slot| slot.shared.load_full());
         let mut all: Vec<UpstreamHandle> = shared.map(|h| (*h).clone()).collect();
         all.extend(self.ties.all_connections());
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::ListKind;
+
+    /// Counts the list changes hosts were told of.
+    #[derive(Default)]
+    struct Counting(parking_lot::Mutex<Vec<ListKind>>);
+
+    impl HostEvents for Counting {
+        fn emit(&self, event: HostEvent<'_>) {
+            if let HostEvent::ListsChanged(kinds) = event {
+                self.0.lock().extend_from_slice(kinds);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hold_keeps_list_changes_from_hosts_until_it_drops() {
+        let config = Config::from_toml_str("", "t.toml", &|_| None).unwrap();
+        let hosts = Arc::new(Counting::default());
+        let (pool, _inputs) = Upstreams::new(
+            &config,
+            hosts.clone(),
+            Arc::new(HostTies::new()),
+            CancellationToken::new(),
+        );
+        pool.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
+        {
+            let _first = pool.hold_lists();
+            let second = pool.hold_lists();
+            pool.emit(HostEvent::ListsChanged(&[ListKind::Prompts]));
+            drop(second);
+            pool.emit(HostEvent::ListsChanged(&[ListKind::Resources]));
+        }
+        pool.emit(HostEvent::ListsChanged(&[ListKind::Templates]));
+        assert_eq!(*hosts.0.lock(), vec![ListKind::Tools, ListKind::Templates]);
+    }
+
+    #[tokio::test]
+    async fn a_retired_slot_refuses_calls_with_its_reason_and_its_sessions_connections_stop() {
+        let config = Config::from_toml_str(
+            "[servers.u]\ncommand = \"x\"\nisolation = \"per-session\"\n",
+            "t.toml",
+            &|_| None,
+        )
+        .unwrap();
+        let ties = Arc::new(HostTies::new());
+        let (pool, _inputs) = Upstreams::new(
+            &config,
+            Arc::new(super::super::host::NoHosts),
+            ties.clone(),
+            CancellationToken::new(),
+        );
+        let slot = pool.get(&UpstreamId::new("u")).unwrap();
+        let open = ties.connection_or_open(7, &slot.id, || UpstreamHandle::detached("u"));
+        slot.retire(&ties, "server \"u\" was removed");
+        assert!(slot.stop.is_cancelled() && open.is_stopping());
+        assert!(ties.connection(7, &slot.id).is_none());
+        let host = super::super::host::TestHost::link(7);
+        let refused = pool
+            .connection_to(&slot, &host)
+            .await
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("server \"u\" was removed")),
+            "{refused:?}"
+        );
+        assert!(
+            ties.connection(7, &slot.id).is_none(),
+            "no connection opened for it"
+        );
     }
 }

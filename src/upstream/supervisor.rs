@@ -10,14 +10,13 @@ use super::state::{Phase, CRASH_LOOP_FAILURES, CRASH_LOOP_WINDOW};
 use super::{spawn_connection, CallFailure, ConnectionEvent, ServerFacts, Status, UpstreamHandle};
 use crate::catalog::ListKind;
 use crate::config::Isolation;
-use crate::config::UpstreamId;
 use crate::protocol::message::{json_string, raw};
 use crate::protocol::modern_result::CacheHint;
 use crate::protocol::RawObject;
 use crate::util::Backoff;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// Bounds on walking an upstream's pages.
 const MAX_PAGES: usize = 1000;
@@ -34,18 +33,13 @@ const RESTART_JITTER_MAX: Duration = Duration::from_millis(250);
 /// A connection that stayed up this long resets the restart backoff.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
-/// Run the supervisor of upstream `id` until shutdown.
+/// Run the supervisor of upstream `slot` until the gateway stops or a reload retires it.
 pub async fn supervise(
     pool: Arc<Upstreams>,
-    id: UpstreamId,
+    slot: Arc<UpstreamSlot>,
     mut events: mpsc::Receiver<ConnectionEvent>,
-    started: watch::Sender<usize>,
 ) {
-    let Some(slot) = pool.get(&id) else {
-        tracing::error!(upstream = %id, "no such upstream to supervise");
-        started.send_modify(|n| *n += 1);
-        return;
-    };
+    let slot = &*slot;
     let mut first_attempt = true;
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX).with_jitter_cap(RESTART_JITTER_MAX);
     // The connection reports its own handshake timeout; this only bounds a connection task
@@ -56,12 +50,10 @@ pub async fn supervise(
         let handle = spawn_connection(pool.connection_context(slot, None));
         let ready = tokio::select! {
             ready = handle.wait_ready(ready_wait) => ready,
-            _ = pool.shutdown.cancelled() => {
-                stop_connection(&handle).await;
+            _ = slot.stop.cancelled() => {
+                stop_connection(slot, &handle).await;
                 slot.state.stopped();
-                if first_attempt {
-                    started.send_modify(|n| *n += 1);
-                }
+                slot.first_start.cancel();
                 return;
             }
         };
@@ -74,7 +66,7 @@ pub async fn supervise(
                 slot.down_reason.store(None);
                 tokio::select! {
                     _ = refresh_all(&pool, slot, &handle, &facts) => {}
-                    _ = pool.shutdown.cancelled() => {}
+                    _ = slot.stop.cancelled() => {}
                 }
                 if slot.server.isolation == Isolation::PerSession {
                     // The catalog came from this probe connection; sessions open their own.
@@ -94,19 +86,20 @@ pub async fn supervise(
         }
         if first_attempt {
             first_attempt = false;
-            started.send_modify(|n| *n += 1);
+            slot.first_start.cancel();
         }
         let shared_up = slot.shared.load().is_some();
         let probe_ok = slot.server.isolation == Isolation::PerSession && slot.facts.load().is_some();
         if shared_up || probe_ok {
             tokio::select! {
-                _ = watch_events(&pool, &mut events) => {}
+                _ = watch_events(&pool, slot, &mut events) => {}
                 _ = handle.closed(), if shared_up => {}
-                _ = pool.shutdown.cancelled() => {}
+                _ = slot.stop.cancelled() => {}
             }
         }
-        if pool.shutdown.is_cancelled() {
-            stop_connection(&handle).await;
+        if slot.stop.is_cancelled() {
+            slot.shared.store(None);
+            stop_connection(slot, &handle).await;
             slot.state.stopped();
             return;
         }
@@ -117,7 +110,7 @@ pub async fn supervise(
         slot.shared.store(None);
         slot.list_freshness.clear();
         pool.note_down();
-        let changed = pool.catalog.clear(&slot.id);
+        let changed = pool.catalog.clear_while(&slot.id, &|| !slot.stop.is_cancelled());
         pool.emit(HostEvent::ListsChanged(&changed));
         if up_since.elapsed() > STABLE_AFTER {
             backoff.reset();
@@ -131,7 +124,7 @@ pub async fn supervise(
         report_failure(&slot.server.name, &reason, opened, phase, delay);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = pool.shutdown.cancelled() => {
+            _ = slot.stop.cancelled() => {
                 slot.state.stopped();
                 return;
             }
@@ -139,8 +132,15 @@ pub async fn supervise(
     }
 }
 
-/// Stop a connection and wait (bounded) until its task has closed it.
-async fn stop_connection(handle: &UpstreamHandle) {
+/// Stop a connection and wait (bounded) until its task has closed it. When a reload retired
+/// the upstream, a ready connection is given up with the reason, so its calls in flight say why.
+async fn stop_connection(slot: &UpstreamSlot, handle: &UpstreamHandle) {
+    if let (Some(reason), Status::Ready(_)) = (slot.retired(), handle.status()) {
+        handle.abandon((*reason).clone());
+        if tokio::time::timeout(STOP_WAIT, handle.closed()).await.is_ok() {
+            return;
+        }
+    }
     handle.shutdown();
     if tokio::time::timeout(STOP_WAIT, handle.closed()).await.is_err() {
         tracing::warn!(upstream = %handle.name(), "upstream did not stop in time");
@@ -168,15 +168,19 @@ fn report_failure(name: &str, reason: &str, opened: bool, phase: Phase, delay: D
 /// Serve list_changed events (from the shared connection or any per-session one) forever: the
 /// first of a burst is re-fetched at once; those arriving meanwhile make one more round, one
 /// fetch per (list, upstream), with the connection that reported last.
-async fn watch_events(pool: &Arc<Upstreams>, events: &mut mpsc::Receiver<ConnectionEvent>) {
+async fn watch_events(
+    pool: &Arc<Upstreams>,
+    slot: &UpstreamSlot,
+    events: &mut mpsc::Receiver<ConnectionEvent>,
+) {
     let key = |event: &ConnectionEvent| match event {
         ConnectionEvent::ListChanged { kind, via } => (*kind, via.upstream_id().clone()),
     };
-    coalesce::serve(events, key, |batch| refetch(pool, batch)).await;
+    coalesce::serve(events, key, |batch| refetch(pool, slot, batch)).await;
 }
 
 /// Re-fetch the lists of one round together, then tell sessions once about those that changed.
-async fn refetch(pool: &Arc<Upstreams>, batch: Vec<ConnectionEvent>) {
+async fn refetch(pool: &Arc<Upstreams>, slot: &UpstreamSlot, batch: Vec<ConnectionEvent>) {
     let fetches = batch
         .into_iter()
         .map(|ConnectionEvent::ListChanged { kind, via }| async move {
@@ -187,11 +191,12 @@ async fn refetch(pool: &Arc<Upstreams>, batch: Vec<ConnectionEvent>) {
     for (kind, via, fetched) in futures_util::future::join_all(fetches).await {
         match fetched {
             Ok(FetchedList { items, hint }) => {
-                let Some(slot) = pool.get(via.upstream_id()) else {
-                    continue;
-                };
                 slot.list_freshness.record(kind, hint, Instant::now());
-                if pool.catalog.replace(&slot.id, kind, items) {
+                // A retired slot's id may belong to its replacement now: its lists are not ours.
+                if pool
+                    .catalog
+                    .replace_while(&slot.id, kind, items, &|| !slot.stop.is_cancelled())
+                {
                     changed.push(kind);
                 }
             }
@@ -211,21 +216,27 @@ async fn refresh_all(
     facts: &ServerFacts,
 ) {
     let mut changed = Vec::new();
+    // What the server no longer offers goes (a server restarted by a reload may offer less).
+    let mut put = |kind: ListKind, items: Vec<RawObject>| {
+        if (pool.catalog).replace_while(&slot.id, kind, items, &|| !slot.stop.is_cancelled()) {
+            changed.push(kind);
+        }
+    };
     for kind in ListKind::ALL {
         if !facts.has(kind.capability()) {
+            put(kind, Vec::new());
             continue;
         }
         match fetch_list(handle, kind).await {
             Ok(FetchedList { items, hint }) => {
                 tracing::info!(upstream = %handle.name(), list = %kind.method(), count = items.len(), "loaded list");
                 slot.list_freshness.record(kind, hint, Instant::now());
-                if pool.catalog.replace(&slot.id, kind, items) {
-                    changed.push(kind);
-                }
+                put(kind, items);
             }
             // An older server that announces `resources` may still not serve templates.
             Err(err) if err.is_method_not_found() => {
-                tracing::debug!(upstream = %handle.name(), list = %kind.method(), "the server does not serve this list")
+                tracing::debug!(upstream = %handle.name(), list = %kind.method(), "the server does not serve this list");
+                put(kind, Vec::new());
             }
             Err(err) => {
                 tracing::warn!(upstream = %handle.name(), list = %kind.method(), %err, "loading a list failed")

@@ -65,6 +65,32 @@ impl HostTies {
             .collect()
     }
 
+    /// Take every session's connection to `upstream` out of the table (a reload removed or
+    /// replaced it); the caller stops them.
+    pub fn forget_upstream(&self, upstream: &UpstreamId) -> Vec<UpstreamHandle> {
+        let mut gone = Vec::new();
+        for mut of_host in self.connections.iter_mut() {
+            gone.extend(of_host.remove(upstream));
+        }
+        gone
+    }
+
+    /// Take `host`'s connection to `upstream` out of the table if it is still the one numbered
+    /// `connection_id`; returns whether it was.
+    pub fn forget(&self, host: HostKey, upstream: &UpstreamId, connection_id: u64) -> bool {
+        let Some(mut of_host) = self.connections.get_mut(&host) else {
+            return false;
+        };
+        if of_host
+            .get(upstream)
+            .is_some_and(|c| c.connection_id() == connection_id)
+        {
+            of_host.remove(upstream);
+            return true;
+        }
+        false
+    }
+
     /// `host` ended: whoever waits for its answers gets an error, and its own connections stop.
     pub fn untie(&self, host: HostKey) {
         self.routes.close_host(host);
@@ -124,5 +150,28 @@ mod tests {
         assert!(a.is_stopping() && !b.is_stopping());
         let u = UpstreamId::new("u");
         assert!(ties.connection(1, &u).is_none() && ties.connection(2, &u).is_some());
+    }
+
+    #[test]
+    fn forgetting_an_upstream_takes_every_sessions_connection_to_it_and_no_other() {
+        let ties = HostTies::new();
+        let (u, v) = (UpstreamId::new("u"), UpstreamId::new("v"));
+        let a = ties.connection_or_open(1, &u, || UpstreamHandle::detached("a"));
+        ties.connection_or_open(2, &u, || UpstreamHandle::detached("b"));
+        ties.connection_or_open(2, &v, || UpstreamHandle::detached("c"));
+        let gone: Vec<u64> = ties
+            .forget_upstream(&u)
+            .iter()
+            .map(|c| c.connection_id())
+            .collect();
+        assert_eq!(gone.len(), 2);
+        assert!(gone.contains(&a.connection_id()));
+        assert!(ties.connection(1, &u).is_none() && ties.connection(2, &u).is_none());
+        assert!(ties.connection(2, &v).is_some());
+        // Forgetting one connection by number: only while it is still the one in the table.
+        let d = ties.connection_or_open(1, &u, || UpstreamHandle::detached("d"));
+        assert!(!ties.forget(1, &u, a.connection_id()));
+        assert!(ties.forget(1, &u, d.connection_id()));
+        assert!(ties.connection(1, &u).is_none());
     }
 }

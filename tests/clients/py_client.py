@@ -49,6 +49,12 @@ Scenarios:
                    then call {PREFIX}touch {"uri": RESOURCE} until a resources/updated for URI
                    arrives (the GET stream came back and the subscription was re-made), then
                    {PREFIX}log at info and at error: only the error messages may arrive.
+    reload MARKER NEW_TOOL
+                   list tools (NEW_TOOL must not be listed), listen for tools/list_changed (the
+                   SDK's listen at 2026-07-28, the session's stream before), create the file
+                   MARKER, wait for one list_changed and 2 s more; then NEW_TOOL must be listed and
+                   answer {"message": "sdk"}, on the same connection. Observed: "list_changed"
+                   (how many; must be 1), "tools_after", "text".
 
 Environment: MCPMUX_TEST_BEARER=TOKEN sends `Authorization: Bearer TOKEN` on every request.
 
@@ -627,6 +633,47 @@ async def scenario_resubscribe(url: str, mode: str, prefix: str, args: list[str]
         check(seen["logs"] == ["error", "error"], f"the log level did not come back: {seen['logs']}")
 
 
+async def scenario_reload(url: str, mode: str, _prefix: str, args: list[str], obs: dict[str, Any]) -> None:
+    check(len(args) == 2, "usage: reload MARKER NEW_TOOL")
+    marker, new_tool = args
+    # Told on the session's stream (session era) or on the listen stream (2026-07-28; the
+    # message handler may see those too, so only the subscription's events count there).
+    told: list[str] = []
+    listened: list[str] = []
+    seen = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.append("tools")
+            seen.set()
+
+    async with Client(server(url), mode=mode, message_handler=on_message, cache=None) as client:
+        obs.update(conn_info(client))
+        before = [t.name for t in await list_all_tools(client)]
+        check(new_tool not in before, f"{new_tool} is listed before the reload")
+        modern = client.protocol_version == "2026-07-28"
+        if modern:
+            async with client.listen(tools_list_changed=True) as sub:
+                open(marker, "w").close()
+                with anyio.fail_after(60):
+                    listened.append(type(await sub.__anext__()).__name__)
+                with anyio.move_on_after(2):
+                    listened.append(type(await sub.__anext__()).__name__)
+        else:
+            open(marker, "w").close()
+            with anyio.fail_after(60):
+                await seen.wait()
+            await anyio.sleep(2)
+        changes = listened if modern else told
+        obs["list_changed"] = len(changes)
+        obs["events"] = changes
+        after = [t.name for t in await list_all_tools(client)]
+        obs["tools_after"] = after
+        check(new_tool in after, f"{new_tool} is not listed after the reload: {after}")
+        obs["text"] = text_of(await call_ok(client, new_tool, {"message": "sdk"}))
+        check(len(changes) == 1, f"told {len(changes)} times that the tools changed")
+
+
 SCENARIOS = {
     "smoke": scenario_smoke,
     "everything": scenario_everything,
@@ -635,6 +682,7 @@ SCENARIOS = {
     "shaped": scenario_shaped,
     "soak": scenario_soak,
     "resubscribe": scenario_resubscribe,
+    "reload": scenario_reload,
 }
 
 

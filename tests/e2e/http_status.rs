@@ -371,7 +371,8 @@ async fn status_document_keeps_its_shape() {
         "session_list": [{
             "id_prefix": "string", "protocol_version": "string", "client": "string",
             "age_secs": "u64", "idle_secs": "u64", "in_flight": "u64", "get_stream": "bool"
-        }]
+        }],
+        "config": {"loaded_at_unix": "u64", "digest": "null", "last_reload": "null"}
     });
     assert_eq!(shape(&doc).to_string(), expected.to_string(), "{doc}");
     assert_eq!(doc["server"]["name"], "mcpmux");

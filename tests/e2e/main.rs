@@ -36,6 +36,7 @@ mod policy_explain;
 mod policy_property;
 mod rate_limit;
 mod real_clients;
+mod reload;
 mod replicas;
 mod replicas_clients;
 mod resumption;

@@ -80,11 +80,14 @@ pub fn list_hint(hub: &Hub, kind: ListKind) -> CacheHint {
     let now = Instant::now();
     hub.upstreams
         .iter()
-        .filter_map(|slot| Some((slot, slot.facts.load_full()?)))
+        .filter_map(|slot| {
+            let facts = slot.facts.load_full()?;
+            Some((slot, facts))
+        })
         .filter(|(_, facts)| facts.has(kind.capability()))
         .map(|(slot, facts)| {
             if slot.list_freshness.is_stale(kind, now) {
-                refetch(slot, kind);
+                refetch(&slot, kind);
             }
             match slot.list_freshness.remaining(kind, now) {
                 Some(hint) => hint,

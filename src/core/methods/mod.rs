@@ -103,7 +103,7 @@ fn down_owner(hub: &Hub, name: &str) -> Option<RequestError> {
                 .is_some_and(|rest| !rest.is_empty())
         })
         .max_by_key(|slot| slot.naming.namespace.len())?;
-    down(slot, name)
+    down(&slot, name)
 }
 
 /// The answer for a request to `upstream` by `what` (a URI) when its shared connection is
@@ -111,7 +111,7 @@ fn down_owner(hub: &Hub, name: &str) -> Option<RequestError> {
 fn down_upstream(hub: &Hub, upstream: &UpstreamId, what: &str) -> Option<RequestError> {
     let slot = hub.upstreams.get(upstream)?;
     let unconnected = slot.server.isolation == Isolation::Shared && slot.shared.load().is_none();
-    unconnected.then(|| down(slot, what)).flatten()
+    unconnected.then(|| down(&slot, what)).flatten()
 }
 
 /// That the upstream of `slot` is down, why, and that `what` returns once it is ready; `None`
@@ -349,7 +349,7 @@ async fn start_call(
         Ok(slot) => slot,
         Err(err) => return Outcome::refused(id, err.into()),
     };
-    let handle = match hub.upstreams.connection_to(slot, &session.link()).await {
+    let handle = match hub.upstreams.connection_to(&slot, &session.link()).await {
         Ok(handle) => handle,
         Err(err) => return Outcome::refused(id, err.into()),
     };
