@@ -63,7 +63,7 @@ pub enum PeerError {
 
 /// The client this replica forwards with, and what it signs passports as.
 pub struct Peers {
-    client: Option<LeanClient>,
+    client: Option<(LeanClient, LeanClient)>,
     sealer: Arc<Sealer>,
     /// This replica's `advertise` URL.
     me: String,
@@ -74,7 +74,8 @@ pub struct Peers {
 impl Peers {
     pub fn new(sealer: Arc<Sealer>, me: String) -> Peers {
         Peers {
-            client: lean_client(CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT),
+            client: lean_client(CONNECT_TIMEOUT, Some(POOL_IDLE_TIMEOUT))
+                .zip(lean_client(CONNECT_TIMEOUT, None)),
             sealer,
             me,
             gone: Mutex::new(HashMap::new()),
@@ -115,7 +116,8 @@ impl Peers {
         body: Bytes,
         principal: Option<&Principal>,
     ) -> Result<Response, PeerError> {
-        let client = (self.client.as_ref()).ok_or_else(|| PeerError::Unreachable("no HTTP client".into()))?;
+        let (client, fresh) =
+            (self.client.as_ref()).ok_or_else(|| PeerError::Unreachable("no HTTP client".into()))?;
         if let Some(since) = self.recently_gone(home) {
             let why = format!("found unreachable {} ms ago", since.as_millis());
             return Err(PeerError::Unreachable(why));
@@ -127,21 +129,36 @@ impl Peers {
         let session = parts.headers.get(SESSION_HEADER).map(HeaderValue::as_bytes);
         let bound_to = binding(&parts.method, &parts.uri, session, &body);
         let passport = Passport::new(principal.cloned(), &self.me).seal(&self.sealer, &bound_to);
-        let mut request = http::Request::new(Full::new(body));
-        *request.method_mut() = parts.method.clone();
-        *request.uri_mut() = uri;
-        *request.headers_mut() = end_to_end(&parts.headers);
-        if let Ok(value) = HeaderValue::from_str(&passport) {
-            request.headers_mut().insert(PASSPORT_HEADER, value);
-        }
-        let answer = match tokio::time::timeout(HEAD_TIMEOUT, client.request(request)).await {
-            Err(_) => return Err(PeerError::TimedOut),
-            Ok(Err(err)) if err.is_connect() => {
-                self.mark(home, false);
-                return Err(PeerError::Unreachable(error_chain(&err)));
+        let passport = HeaderValue::from_str(&passport).ok();
+        let request = || {
+            let mut request = http::Request::new(Full::new(body.clone()));
+            *request.method_mut() = parts.method.clone();
+            *request.uri_mut() = uri.clone();
+            *request.headers_mut() = end_to_end(&parts.headers);
+            if let Some(value) = &passport {
+                request.headers_mut().insert(PASSPORT_HEADER, value.clone());
             }
-            Ok(Err(err)) => return Err(PeerError::Failed(error_chain(&err))),
-            Ok(Ok(answer)) => answer,
+            request
+        };
+        let answer = match send(client, request()).await {
+            Ok(answer) => answer,
+            Err(Sent::Timeout) => return Err(PeerError::TimedOut),
+            Err(Sent::NotConnected(why)) => {
+                self.mark(home, false);
+                return Err(PeerError::Unreachable(why));
+            }
+            // Most often a kept-alive connection the replica had just closed (it stopped, or
+            // restarted): once more, on a new connection. Reaching nobody now, the first
+            // attempt may still have run there before the replica went away: not served here.
+            Err(Sent::Failed(first)) => match send(fresh, request()).await {
+                Ok(answer) => answer,
+                Err(Sent::Timeout) => return Err(PeerError::TimedOut),
+                Err(Sent::NotConnected(why)) => {
+                    self.mark(home, false);
+                    return Err(PeerError::Failed(format!("{first}; then unreachable: {why}")));
+                }
+                Err(Sent::Failed(why)) => return Err(PeerError::Failed(why)),
+            },
         };
         if !self.gone.lock().is_empty() {
             self.mark(home, true);
@@ -149,6 +166,29 @@ impl Peers {
         let (mut head, body) = answer.into_parts();
         head.headers = end_to_end(&head.headers);
         Ok(Response::from_parts(head, Body::new(body)))
+    }
+}
+
+/// How one attempt at sending a request to a replica failed.
+enum Sent {
+    /// No connection could be made: nothing was sent.
+    NotConnected(String),
+    /// Sent (or being sent) and then the exchange failed.
+    Failed(String),
+    /// No answer head within [`HEAD_TIMEOUT`].
+    Timeout,
+}
+
+/// One attempt at `request` with `client`.
+async fn send(
+    client: &LeanClient,
+    request: http::Request<Full<Bytes>>,
+) -> Result<http::Response<hyper::body::Incoming>, Sent> {
+    match tokio::time::timeout(HEAD_TIMEOUT, client.request(request)).await {
+        Err(_) => Err(Sent::Timeout),
+        Ok(Err(err)) if err.is_connect() => Err(Sent::NotConnected(error_chain(&err))),
+        Ok(Err(err)) => Err(Sent::Failed(error_chain(&err))),
+        Ok(Ok(answer)) => Ok(answer),
     }
 }
 
@@ -174,6 +214,7 @@ fn end_to_end(headers: &HeaderMap) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Request;
 
     #[test]
     fn hop_by_hop_headers_and_passports_stay_behind() {
@@ -205,5 +246,60 @@ mod tests {
                 "authorization"
             ]
         );
+    }
+
+    /// A replica at a local port that closes its first connection after reading the request,
+    /// without an answer (as a replica does with a kept-alive connection when it stops), and
+    /// answers 202 on the next one unless `then_gone`.
+    async fn closing_replica(then_gone: bool) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            let (mut first, _) = listener.accept().await.unwrap();
+            let _ = first.read(&mut buf).await;
+            drop(first);
+            if then_gone {
+                return;
+            }
+            let (mut second, _) = listener.accept().await.unwrap();
+            let _ = second.read(&mut buf).await;
+            let answer = b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n";
+            second.write_all(answer).await.unwrap();
+            let _ = second.read(&mut buf).await;
+        });
+        url
+    }
+
+    fn peers() -> Peers {
+        Peers::new(Arc::new(Sealer::random()), "http://127.0.0.1:1".into())
+    }
+
+    fn post() -> Parts {
+        Request::post("/mcp").body(()).unwrap().into_parts().0
+    }
+
+    #[tokio::test]
+    async fn an_exchange_cut_before_the_answer_is_sent_once_more_on_a_new_connection() {
+        let home = closing_replica(false).await;
+        let answer = peers()
+            .forward(&home, &post(), Bytes::from_static(b"{}"), None)
+            .await;
+        assert_eq!(answer.expect("answered on the second connection").status(), 202);
+    }
+
+    #[tokio::test]
+    async fn a_replica_gone_after_taking_the_request_is_a_failure_not_unreachable() {
+        // It may have run the request before going away: the forwarding replica must not serve
+        // it again (only "never reached" is `Unreachable`, which it serves itself).
+        let home = closing_replica(true).await;
+        let answer = peers()
+            .forward(&home, &post(), Bytes::from_static(b"{}"), None)
+            .await;
+        assert!(matches!(answer, Err(PeerError::Failed(_))), "{answer:?}");
+        let nobody = "http://127.0.0.1:9"; // discard: nothing listens
+        let answer = peers().forward(nobody, &post(), Bytes::new(), None).await;
+        assert!(matches!(answer, Err(PeerError::Unreachable(_))), "{answer:?}");
     }
 }

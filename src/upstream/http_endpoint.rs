@@ -268,7 +268,7 @@ fn lean_client() -> Option<LeanClient> {
     if proxied {
         return None;
     }
-    crate::util::http_client::lean_client(CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT)
+    crate::util::http_client::lean_client(CONNECT_TIMEOUT, Some(POOL_IDLE_TIMEOUT))
 }
 
 /// Up to `limit` bytes of a body; the rest is not read.

@@ -12,9 +12,10 @@ use std::time::Duration;
 pub type LeanClient =
     hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// A lean client with these timeouts; `None` when TLS cannot be set up (callers fall back or
-/// report it).
-pub fn lean_client(connect_timeout: Duration, pool_idle_timeout: Duration) -> Option<LeanClient> {
+/// A lean client with these timeouts, keeping idle connections `pool_idle_timeout` (none kept
+/// for `None`: every request on a new connection); `None` when TLS cannot be set up (callers
+/// fall back or report it).
+pub fn lean_client(connect_timeout: Duration, pool_idle_timeout: Option<Duration>) -> Option<LeanClient> {
     let tls = tls_config()?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -25,10 +26,12 @@ pub fn lean_client(connect_timeout: Duration, pool_idle_timeout: Duration) -> Op
         .https_or_http()
         .enable_all_versions()
         .wrap_connector(http);
-    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(pool_idle_timeout)
-        .pool_timer(TokioTimer::new())
-        .build(connector);
+    let mut builder = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
+    match pool_idle_timeout {
+        Some(idle) => builder.pool_idle_timeout(idle).pool_timer(TokioTimer::new()),
+        None => builder.pool_max_idle_per_host(0),
+    };
+    let client = builder.build(connector);
     Some(client)
 }
 
