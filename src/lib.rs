@@ -308,9 +308,10 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
         faces = faces.layer(cluster::send::ForwardLayer::new(hub.clone(), peers));
     }
     if let Some(authenticator) = &hub.auth {
+        let profiles = profile_resources(hub);
         faces = faces
-            .layer(auth::layer::AuthLayer::new(authenticator.clone()))
-            .merge(auth::metadata::router(&config, authenticator));
+            .layer(auth::layer::AuthLayer::new(authenticator.clone()).with_profiles(profiles.clone()))
+            .merge(auth::metadata::router(&config, authenticator, profiles));
     }
     if config.cluster.is_some() {
         faces = faces.layer(cluster::receive::PassportLayer::new(hub.clone()));
@@ -327,6 +328,16 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
     let operator =
         admin::router(hub.clone()).layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
     (faces, operator)
+}
+
+/// The resource URL of the profile (in force) a request path belongs to.
+fn profile_resources(hub: &Arc<Hub>) -> auth::metadata::ProfileResources {
+    let hub = Arc::downgrade(hub);
+    Arc::new(move |path: &str| {
+        let config = hub.upgrade()?.config_full();
+        let (profile, _) = config.profile_at(path)?;
+        Some(config::resource_url(&config.gateway, &profile.path))
+    })
 }
 
 /// Serve until `shutdown` fires, then stop gracefully.

@@ -117,13 +117,19 @@ pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
         needs_restart.push("[cluster]");
     }
     let policy_changed = new.policy != old.policy;
+    let profiles_changed = new.profiles != old.profiles;
     let in_force = Config {
         policy: new.policy,
+        profiles: new.profiles,
         ..Config::clone(&old)
     };
     drop(old);
     hub.replace_config(std::sync::Arc::new(in_force));
     if policy_changed {
+        // What a principal sees of any profile's view may have changed too.
+        hub.sessions.views.forget();
+    }
+    if policy_changed || profiles_changed {
         // What a principal may see may have changed: every host re-lists.
         hub.sessions.emit(HostEvent::ListsChanged(&ListKind::ALL));
     }

@@ -184,6 +184,19 @@ pub fn render(doc: &StatusDocument) -> String {
     if !doc.disabled.is_empty() {
         let _ = writeln!(out, "disabled (enabled = false): {}", doc.disabled.join(", "));
     }
+    for p in &doc.profiles {
+        let _ = writeln!(
+            out,
+            "profile {} at {}: servers {}; {} tools, {} prompts, {} resources; {} sessions",
+            p.name,
+            p.path,
+            p.servers.join(", "),
+            p.tools,
+            p.prompts,
+            p.resources + p.resource_templates,
+            p.sessions
+        );
+    }
     if !doc.session_list.is_empty() {
         out.push('\n');
         let sessions = Table {

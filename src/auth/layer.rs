@@ -28,11 +28,18 @@ pub const DRAIN_TIME: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct AuthLayer {
     auth: Arc<Authenticator>,
+    profiles: Option<super::metadata::ProfileResources>,
 }
 
 impl AuthLayer {
     pub fn new(auth: Arc<Authenticator>) -> Self {
-        AuthLayer { auth }
+        AuthLayer { auth, profiles: None }
+    }
+
+    /// The same, its challenges on a profile's paths naming that profile's metadata.
+    pub fn with_profiles(mut self, profiles: super::metadata::ProfileResources) -> Self {
+        self.profiles = Some(profiles);
+        self
     }
 }
 
@@ -43,6 +50,7 @@ impl<S> Layer<S> for AuthLayer {
         Authenticate {
             inner,
             auth: self.auth.clone(),
+            profiles: self.profiles.clone(),
         }
     }
 }
@@ -52,6 +60,7 @@ impl<S> Layer<S> for AuthLayer {
 pub struct Authenticate<S> {
     inner: S,
     auth: Arc<Authenticator>,
+    profiles: Option<super::metadata::ProfileResources>,
 }
 
 impl<S> Service<Request<Body>> for Authenticate<S>
@@ -77,6 +86,7 @@ where
             return Box::pin(inner.call(request));
         }
         let auth = self.auth.clone();
+        let profiles = self.profiles.clone();
         let credential = bearer_token(&request);
         Box::pin(async move {
             let authenticated = match credential {
@@ -97,7 +107,8 @@ where
                         }
                         other => tracing::warn!(path = %request.uri().path(), "refused: {other:?}"),
                     }
-                    let challenge = auth.challenge(&failure);
+                    let resource = profiles.and_then(|resource_of| resource_of(request.uri().path()));
+                    let challenge = auth.challenge_at(resource.as_deref(), &failure);
                     let response = refusal(&failure, challenge).into_http();
                     Ok(after_reading_body(request, response).await)
                 }

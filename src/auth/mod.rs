@@ -163,6 +163,18 @@ impl Authenticator {
         challenge::www_authenticate(&self.metadata_url, &self.advertised_scopes(), failure)
     }
 
+    /// The `WWW-Authenticate` value for `failure` on the endpoint whose resource URL is
+    /// `resource` (a profile's: its metadata URL is named); `None`: the main endpoint.
+    pub fn challenge_at(&self, resource: Option<&str>, failure: &Failure) -> String {
+        match resource {
+            Some(resource) => {
+                let url = metadata::metadata_url(resource);
+                challenge::www_authenticate(&url, &self.advertised_scopes(), failure)
+            }
+            None => self.challenge(failure),
+        }
+    }
+
     /// The scopes a client should ask for when it has none: the required ones, else the supported ones.
     fn advertised_scopes(&self) -> Vec<String> {
         let base = if self.config.required_scopes.is_empty() {

@@ -21,6 +21,7 @@ use crate::protocol::modern_params;
 use crate::protocol::ClientCaps;
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::Session;
+use crate::session::SessionState;
 use axum::response::Response;
 use futures_util::StreamExt;
 use http::{header, HeaderMap, StatusCode};
@@ -79,11 +80,11 @@ fn refuse(
     json_response(status, &error_reply(id, code, message, data))
 }
 
-/// Serve one modern request.
+/// Serve one modern request (to the endpoint of `profile`, or the main one).
 pub async fn serve(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    who: Option<Arc<Principal>>,
+    (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
     id: RequestId,
     method: String,
     params: Result<Option<RawObject>, ()>,
@@ -145,18 +146,18 @@ pub async fn serve(
     let params = params.unwrap_or_default();
     match method.as_str() {
         "subscriptions/listen" => {
-            let ctx = RequestCtx::modern().by(who);
+            let ctx = RequestCtx::modern().by(who).at(profile);
             super::listen::open(hub, &ctx, id, &params)
         }
         "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
-            let ctx = RequestCtx::modern().by(who);
+            let ctx = RequestCtx::modern().by(who).at(profile);
             let outcome = methods::request(hub, &ctx, id.clone(), method, params).await;
             match outcome {
                 Outcome::Reply(reply) => json_response(StatusCode::OK, &reply),
                 _ => no_answer(id),
             }
         }
-        _ => call(hub, headers, who, id, method, params, &meta).await,
+        _ => call(hub, headers, (who, profile), id, method, params, &meta).await,
     }
 }
 
@@ -198,10 +199,11 @@ fn no_answer(id: RequestId) -> Response {
 }
 
 /// A throwaway session carrying what the request's `_meta` declares.
-fn request_session(hub: &Hub, meta: &RequestMeta) -> Arc<Session> {
+fn request_session(hub: &Hub, meta: &RequestMeta, profile: Option<&str>) -> Arc<Session> {
     let id = crate::util::ids::random_hex(24);
     let caps = ClientCaps::from_capabilities(Some(&meta.client_capabilities));
-    let session = hub.new_session(format!("stateless-{id}"), MODERN_VERSION.to_string(), caps);
+    let state = SessionState::new(MODERN_VERSION, caps).in_profile(profile);
+    let session = hub.open_session(format!("stateless-{id}"), state);
     match meta.log_level.as_deref().and_then(log_level_rank) {
         Some(rank) => session.set_log_level(rank),
         None => session.mute_logs(),
@@ -233,7 +235,7 @@ fn sse(frames: futures_util::stream::BoxStream<'static, bytes::Bytes>) -> Respon
 async fn call(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    who: Option<Arc<Principal>>,
+    (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
     id: RequestId,
     method: String,
     params: RawObject,
@@ -274,7 +276,7 @@ async fn call(
             }
         };
     }
-    let session = request_session(hub, meta);
+    let session = request_session(hub, meta, profile.as_deref());
     let progress_token = params
         .get_object("_meta")
         .and_then(|m| m.get("progressToken").map(RawValue::to_owned));
