@@ -33,6 +33,7 @@ mod oauth_flows;
 mod policy;
 mod policy_explain;
 mod policy_property;
+mod profiles;
 mod rate_limit;
 mod real_clients;
 mod replicas;
