@@ -309,8 +309,9 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
     }
     if let Some(authenticator) = &hub.auth {
         let profiles = profile_resources(hub);
+        let layer = auth::layer::AuthLayer::new(authenticator.clone());
         faces = faces
-            .layer(auth::layer::AuthLayer::new(authenticator.clone()).with_profiles(profiles.clone()))
+            .layer(layer.with_profiles(profiles.clone(), unserved_paths(hub)))
             .merge(auth::metadata::router(&config, authenticator, profiles));
     }
     if config.cluster.is_some() {
@@ -337,6 +338,21 @@ fn profile_resources(hub: &Arc<Hub>) -> auth::metadata::ProfileResources {
         let config = hub.upgrade()?.config_full();
         let (profile, _) = config.profile_at(path)?;
         Some(config::resource_url(&config.gateway, &profile.path))
+    })
+}
+
+/// Whether no host face is served at a request path: not the MCP path, not its legacy SSE
+/// paths, not a profile's (in force).
+fn unserved_paths(hub: &Arc<Hub>) -> auth::layer::UnservedPaths {
+    let hub = Arc::downgrade(hub);
+    Arc::new(move |path: &str| {
+        let Some(hub) = hub.upgrade() else {
+            return false;
+        };
+        let config = hub.config();
+        let (sse, message) = config::legacy_paths(&config.gateway.path);
+        let main = [config.gateway.path.as_str(), sse.as_str(), message.as_str()];
+        !main.contains(&path) && config.profile_at(path).is_none()
     })
 }
 

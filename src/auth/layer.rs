@@ -29,16 +29,31 @@ pub const DRAIN_TIME: Duration = Duration::from_secs(2);
 pub struct AuthLayer {
     auth: Arc<Authenticator>,
     profiles: Option<super::metadata::ProfileResources>,
+    unserved: Option<UnservedPaths>,
 }
+
+/// Whether no host face is served at a request path (it answers 404 to anyone).
+pub type UnservedPaths = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 impl AuthLayer {
     pub fn new(auth: Arc<Authenticator>) -> Self {
-        AuthLayer { auth, profiles: None }
+        AuthLayer {
+            auth,
+            profiles: None,
+            unserved: None,
+        }
     }
 
-    /// The same, its challenges on a profile's paths naming that profile's metadata.
-    pub fn with_profiles(mut self, profiles: super::metadata::ProfileResources) -> Self {
+    /// The same, its challenges on a profile's paths naming that profile's metadata, and the
+    /// paths `unserved` names passed on unauthenticated (to their 404, not a 401: a path that
+    /// serves nothing asks for no credentials; the handler there serves nothing without one).
+    pub fn with_profiles(
+        mut self,
+        profiles: super::metadata::ProfileResources,
+        unserved: UnservedPaths,
+    ) -> Self {
         self.profiles = Some(profiles);
+        self.unserved = Some(unserved);
         self
     }
 }
@@ -51,6 +66,7 @@ impl<S> Layer<S> for AuthLayer {
             inner,
             auth: self.auth.clone(),
             profiles: self.profiles.clone(),
+            unserved: self.unserved.clone(),
         }
     }
 }
@@ -61,6 +77,7 @@ pub struct Authenticate<S> {
     inner: S,
     auth: Arc<Authenticator>,
     profiles: Option<super::metadata::ProfileResources>,
+    unserved: Option<UnservedPaths>,
 }
 
 impl<S> Service<Request<Body>> for Authenticate<S>
@@ -80,7 +97,11 @@ where
         // The service that was polled ready serves this request; a fresh clone waits for the next.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        if request.extensions().get::<Arc<Principal>>().is_some() {
+        let unserved = self
+            .unserved
+            .as_ref()
+            .is_some_and(|unserved| unserved(request.uri().path()));
+        if unserved || request.extensions().get::<Arc<Principal>>().is_some() {
             // Another replica authenticated the host and forwarded the request with the
             // principal in its passport (`cluster::receive`, the layer outside this one).
             return Box::pin(inner.call(request));
