@@ -350,9 +350,12 @@ fn unserved_paths(hub: &Arc<Hub>) -> auth::layer::UnservedPaths {
             return false;
         };
         let config = hub.config();
+        // The MCP path first: a host's every request asks this, and it costs one comparison.
+        if path == config.gateway.path || config.profile_at(path).is_some() {
+            return false;
+        }
         let (sse, message) = config::legacy_paths(&config.gateway.path);
-        let main = [config.gateway.path.as_str(), sse.as_str(), message.as_str()];
-        !main.contains(&path) && config.profile_at(path).is_none()
+        path != sse && path != message
     })
 }
 

@@ -107,11 +107,12 @@ where
             return Box::pin(inner.call(request));
         }
         let auth = self.auth.clone();
-        let profiles = self.profiles.clone();
+        // A profile's paths: its resource is an audience there, and challenges name its metadata.
+        let resource = (self.profiles.as_ref()).and_then(|resource_of| resource_of(request.uri().path()));
         let credential = bearer_token(&request);
         Box::pin(async move {
             let authenticated = match credential {
-                Ok(token) => authenticate(&auth, &token).await,
+                Ok(token) => authenticate(&auth, &token, resource.as_deref()).await,
                 Err(failure) => Err(failure),
             };
             match authenticated {
@@ -128,7 +129,6 @@ where
                         }
                         other => tracing::warn!(path = %request.uri().path(), "refused: {other:?}"),
                     }
-                    let resource = profiles.and_then(|resource_of| resource_of(request.uri().path()));
                     let challenge = auth.challenge_at(resource.as_deref(), &failure);
                     let response = refusal(&failure, challenge).into_http();
                     Ok(after_reading_body(request, response).await)
@@ -155,9 +155,14 @@ async fn after_reading_body(request: Request<Body>, mut response: Response) -> R
     response
 }
 
-/// The principal of a bearer token, holding the required scopes.
-pub async fn authenticate(auth: &Authenticator, token: &str) -> Result<Arc<Principal>, Failure> {
-    let principal = auth.verify(token).await?;
+/// The principal of a bearer token, holding the required scopes, for a request to the endpoint
+/// whose resource URL is `resource` (a profile's; `None`: the main endpoint).
+pub async fn authenticate(
+    auth: &Authenticator,
+    token: &str,
+    resource: Option<&str>,
+) -> Result<Arc<Principal>, Failure> {
+    let principal = auth.verify_for(token, resource).await?;
     auth.check_required(&principal)?;
     Ok(principal)
 }

@@ -110,21 +110,27 @@ impl Authenticator {
     /// The principal a bearer token names, or why it names none; its scopes include those
     /// `[auth.scope_implies]` makes its granted ones imply.
     pub async fn verify(&self, token: &str) -> Result<Arc<Principal>, Failure> {
+        self.verify_for(token, None).await
+    }
+
+    /// [`Authenticator::verify`] for a request to the endpoint whose resource URL is `resource`
+    /// (a profile's): a token issued for that resource (its `aud`) is accepted there too.
+    pub async fn verify_for(&self, token: &str, resource: Option<&str>) -> Result<Arc<Principal>, Failure> {
         if let Some(i) = api_key::find(&self.config.api_keys, token) {
             if let Some(principal) = self.key_principals.get(i) {
                 return Ok(principal.clone());
             }
         }
-        let mut principal = self.verify_token(token).await?;
+        let mut principal = self.verify_token(token, resource).await?;
         principal.scopes = self.config.with_implied(std::mem::take(&mut principal.scopes));
         Ok(Arc::new(principal))
     }
 
     /// A JWT by its signature, or an opaque token by introspection.
-    async fn verify_token(&self, token: &str) -> Result<Principal, Failure> {
+    async fn verify_token(&self, token: &str, also: Option<&str>) -> Result<Principal, Failure> {
         match (&self.jwt, &self.introspection) {
-            (Some(verifier), _) if token.split('.').count() == 3 => verifier.verify(token).await,
-            (_, Some(introspector)) => introspector.verify(token).await,
+            (Some(verifier), _) if token.split('.').count() == 3 => verifier.verify_for(token, also).await,
+            (_, Some(introspector)) => introspector.verify_for(token, also).await,
             _ => Err(Failure::InvalidToken("unknown API key or malformed token".into())),
         }
     }
