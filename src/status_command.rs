@@ -325,6 +325,23 @@ mod tests {
     }
 
     #[test]
+    fn profiles_are_named_with_their_path_servers_and_counts() {
+        let doc = json!({"upstreams": [{"name": "a", "phase": "ready"}], "profiles": [
+            {"name": "review", "path": "/mcp/review", "servers": ["a", "b"], "tools": 3, "prompts": 1,
+             "resources": 2, "resource_templates": 1, "sessions": 4}]});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let text = render(&doc);
+        assert!(
+            text.ends_with(
+                "\nprofile review at /mcp/review: servers a, b; 3 tools, 1 prompts, 3 resources; 4 sessions\n"
+            ),
+            "{text}"
+        );
+        let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
+        assert!(!render(&none).contains("profile"));
+    }
+
+    #[test]
     fn renders_one_line_per_upstream_and_tells_readiness() {
         let doc = json!({
             "server": {"version": "0.1.0"}, "uptime_secs": 5, "sessions": 2,

@@ -8,6 +8,7 @@ use crate::config::Profile;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
+use std::hash::Hasher;
 use std::sync::{Arc, OnceLock};
 
 /// The profiles in force and the digest of what each saw last of each list.
@@ -31,11 +32,9 @@ impl ProfileViews {
 
     /// Put `profiles` in force (a reload); the next [`ProfileViews::changed`] compares their
     /// views with what the profiles of the same name saw.
+    /// What a removed profile saw is kept until then: it now sees nothing, a change its sessions
+    /// are told of (they stay open, and see an empty catalog).
     pub fn set_profiles(&self, profiles: Vec<Profile>) {
-        let names: HashSet<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
-        self.seen
-            .lock()
-            .retain(|(name, _), _| names.contains(name.as_str()));
         self.profiles.store(Arc::new(profiles));
     }
 
@@ -47,14 +46,17 @@ impl ProfileViews {
 
     /// The profiles whose view of list `kind` changed since they were last asked (each view's
     /// digest is recorded); empty, and nothing computed, without profiles. A profile seen for
-    /// the first time counts as changed.
+    /// the first time counts as changed; one a reload removed, as seeing nothing.
     pub fn changed(&self, kind: ListKind) -> HashSet<String> {
         let profiles = self.profiles.load();
-        let Some(catalog) = self.catalog.get().filter(|_| !profiles.is_empty()) else {
+        let Some(catalog) = self.catalog.get() else {
             return HashSet::new();
         };
-        let snapshot = catalog.snapshot();
         let mut seen = self.seen.lock();
+        if profiles.is_empty() && seen.is_empty() {
+            return HashSet::new();
+        }
+        let snapshot = catalog.snapshot();
         let mut changed = HashSet::new();
         for p in profiles.iter() {
             let now = profile::fingerprint(&snapshot, p, kind);
@@ -62,7 +64,28 @@ impl ProfileViews {
                 changed.insert(p.name.clone());
             }
         }
+        removed(&mut seen, &profiles, kind, &mut changed);
         changed
+    }
+}
+
+/// Profiles a reload removed that saw something of list `kind`: they see nothing now (told
+/// once; then forgotten).
+fn removed(
+    seen: &mut HashMap<(String, ListKind), u64>,
+    profiles: &[Profile],
+    kind: ListKind,
+    changed: &mut HashSet<String>,
+) {
+    let nothing = std::collections::hash_map::DefaultHasher::new().finish();
+    let gone: Vec<(String, ListKind)> = (seen.keys())
+        .filter(|(name, k)| *k == kind && !profiles.iter().any(|p| p.name == *name))
+        .cloned()
+        .collect();
+    for key in gone {
+        if seen.remove(&key) != Some(nothing) {
+            changed.insert(key.0);
+        }
     }
 }
 
@@ -109,5 +132,66 @@ mod tests {
         views.set_profiles(vec![review(&["everything", "test"])]);
         assert_eq!(views.changed(ListKind::Tools).len(), 1);
         assert!(views.changed(ListKind::Prompts).is_empty());
+        // Removed, it sees nothing: told once, of the lists it saw something of.
+        views.set_profiles(Vec::new());
+        assert!(views.changed(ListKind::Prompts).is_empty());
+        assert_eq!(
+            views.changed(ListKind::Tools),
+            HashSet::from(["review".to_string()])
+        );
+        assert!(views.changed(ListKind::Tools).is_empty());
+    }
+
+    #[test]
+    fn the_registry_tells_a_profiles_sessions_and_listeners_only_of_its_view() {
+        use crate::protocol::{ClientCaps, RequestId};
+        use crate::session::listeners::{Grant, Listener};
+        use crate::session::{Session, SessionRegistry, SessionState};
+        use crate::upstream::host::{HostEvent, HostEvents};
+        let ids = ["everything", "test"].map(UpstreamId::new);
+        let store = Arc::new(CatalogStore::new(
+            ids.iter()
+                .map(|id| (id.clone(), Naming::new(id.as_str(), "__")))
+                .collect(),
+        ));
+        let reg = SessionRegistry::new();
+        reg.views.bind(store.clone(), vec![review(&["everything"])]);
+        let ties = Arc::new(crate::upstream::ties::HostTies::new());
+        let state = |profile| SessionState::new("2025-11-25", ClientCaps::ALL).in_profile(profile);
+        let main = Session::restore("m".into(), state(None), ties.clone());
+        let mine = Session::restore("p".into(), state(Some("review")), ties);
+        reg.insert(main.clone());
+        reg.insert(mine.clone());
+        let (mut main_rx, mut mine_rx) = (main.open_get_stream().unwrap(), mine.open_get_stream().unwrap());
+        let listener = |profile: Option<&str>| {
+            let (queue, rx) = tokio::sync::mpsc::channel(4);
+            let grant = Grant {
+                tools: true,
+                ..Grant::default()
+            };
+            let profile = profile.map(Arc::from);
+            reg.listeners.insert(Listener {
+                subscription: RequestId::number(1),
+                grant,
+                queue,
+                profile,
+            });
+            rx
+        };
+        let (mut main_listen, mut mine_listen) = (listener(None), listener(Some("review")));
+        let tool = |n: &str| vec![RawObject::parse(&format!(r#"{{"name":"{n}"}}"#)).unwrap()];
+        // A server outside the profile changes: the main endpoint's hosts only.
+        store.replace(&ids[1], ListKind::Tools, tool("added"));
+        reg.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
+        assert!(main_rx.try_recv().unwrap().contains("tools/list_changed"));
+        assert!(main_listen.try_recv().unwrap().contains("tools/list_changed"));
+        assert!(mine_rx.try_recv().is_err() && mine_listen.try_recv().is_err());
+        // One inside it: everyone, once.
+        store.replace(&ids[0], ListKind::Tools, tool("echo"));
+        reg.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
+        for rx in [&mut main_rx, &mut mine_rx, &mut main_listen, &mut mine_listen] {
+            assert!(rx.try_recv().unwrap().contains("tools/list_changed"));
+            assert!(rx.try_recv().is_err());
+        }
     }
 }

@@ -285,3 +285,37 @@ async fn with_auth_each_profile_path_has_its_metadata_and_policy_narrows_the_pro
     assert!(names(&tools).iter().any(|n| n == "time__get_current_time"));
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_adds_and_removes_a_profile_for_the_next_request() {
+    let _suite = crate::suite::enter(module_path!());
+    let servers = format!(
+        "{}\n{}",
+        test_server_toml("inside", &[], None),
+        test_server_toml("outside", &[], None)
+    );
+    let gw = boot_gateway(&servers, "").await;
+    let config = |profiles: &str| {
+        let text = format!("[gateway]\nlisten = \"127.0.0.1:0\"\n\n{servers}\n{profiles}");
+        mcpmux::Config::from_toml_str(&text, "test.toml", &|_| None).expect("a valid config")
+    };
+    let profile = format!("http://{}/inner/mcp", gw.local_addr());
+    assert!(RawSession::try_open(&profile, json!({}), "2025-11-25")
+        .await
+        .is_err());
+    let with = config("[profiles.inner]\npath = \"/inner/mcp\"\nservers = [\"inside\"]\n");
+    gw.reload(with).expect("the reload applies");
+    let mine = RawSession::open(&profile, json!({})).await;
+    let (tools, _) = mine.list_all("tools/list", "tools").await;
+    let seen = names(&tools);
+    assert!(seen.iter().any(|n| n == "inside__echo"), "{seen:?}");
+    assert!(!seen.iter().any(|n| n.starts_with("outside__")), "{seen:?}");
+    let mut stream = mine.get_stream().await;
+    // Removed: no new session opens there, and the profile's open session sees nothing.
+    gw.reload(config("")).expect("the reload applies");
+    assert!(RawSession::try_open(&profile, json!({}), "2025-11-25")
+        .await
+        .is_err());
+    wait_for(&mut stream, |m| m["method"] == "notifications/tools/list_changed").await;
+    gw.stop().await;
+}
