@@ -129,7 +129,7 @@ pub async fn serve(
     if let Err(why) = modern::check_headers(lookup, &method, params.as_ref(), &meta) {
         return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
     }
-    if let Err(why) = check_tool_params(hub, &method, params.as_ref(), lookup) {
+    if let Err(why) = check_tool_params(hub, (&method, profile.as_deref()), params.as_ref(), lookup) {
         return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
     }
     if !MODERN_METHODS.contains(&method.as_str()) {
@@ -162,9 +162,11 @@ pub async fn serve(
 }
 
 /// Check a `tools/call`'s `Mcp-Param-*` headers against the arguments its tool annotates.
+/// A tool outside the profile of the request's endpoint is not looked at (the call is then
+/// refused as an unknown tool, as on any endpoint that does not have it).
 fn check_tool_params<'h>(
     hub: &Hub,
-    method: &str,
+    (method, profile): (&str, Option<&str>),
     params: Option<&RawObject>,
     lookup: impl Fn(&str) -> Option<&'h str>,
 ) -> Result<(), String> {
@@ -178,6 +180,14 @@ fn check_tool_params<'h>(
     let Some(tool) = catalog.list(ListKind::Tools).lookup(&name) else {
         return Ok(());
     };
+    if let Some(name) = profile {
+        let config = hub.config();
+        let seen = (config.profile(name))
+            .is_some_and(|p| crate::catalog::profile::admits_item(p, ListKind::Tools, tool));
+        if !seen {
+            return Ok(());
+        }
+    }
     match methods::call::annotated_arguments(tool.json.get(), params) {
         Some((annotations, arguments)) => {
             modern_params::check_param_headers(lookup, &annotations, &arguments)

@@ -148,9 +148,17 @@ impl HostEvents for SessionRegistry {
                     }
                 }
             }
-            HostEvent::Log { level, notification } => {
+            HostEvent::Log {
+                upstream,
+                level,
+                notification,
+            } => {
                 for session in self.all() {
-                    if session.log_level().is_some() && session.wants_log(level) {
+                    // A profile's sessions hear only of the profile's servers.
+                    let concerned = session
+                        .profile()
+                        .is_none_or(|p| self.views.has_server(p, upstream));
+                    if concerned && session.log_level().is_some() && session.wants_log(level) {
                         session.push_get(notification.clone());
                     }
                 }

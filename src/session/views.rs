@@ -38,6 +38,11 @@ impl ProfileViews {
         self.profiles.store(Arc::new(profiles));
     }
 
+    /// Whether the profile named `name` (in force) sees anything of `upstream`.
+    pub fn has_server(&self, name: &str, upstream: &crate::config::UpstreamId) -> bool {
+        (self.profiles.load().iter()).any(|p| p.name == name && p.has_server(upstream))
+    }
+
     /// Forget what every profile saw: the next [`ProfileViews::changed`] counts each as changed
     /// (the policy changed, so what a principal sees of any view may have).
     pub fn forget(&self) {
