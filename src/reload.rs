@@ -129,7 +129,11 @@ pub fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
         // What a principal sees of any profile's view may have changed too.
         hub.sessions.views.forget();
     }
-    if policy_changed || profiles_changed {
+    if profiles_changed && !policy_changed {
+        // A profile's view may have changed without the catalog: its hosts hear of it.
+        hub.sessions.profiles_changed();
+    }
+    if policy_changed {
         // What a principal may see may have changed: every host re-lists.
         hub.sessions.emit(HostEvent::ListsChanged(&ListKind::ALL));
     }

@@ -103,6 +103,17 @@ impl SessionRegistry {
     /// main endpoint whenever the list changed, those of a profile only when what the profile
     /// sees of it changed.
     fn lists_changed(&self, kinds: &[ListKind]) {
+        self.tell_lists_changed(kinds, true);
+    }
+
+    /// The profiles in force changed (a reload): each profile's hosts hear of the lists whose
+    /// view changed; the main endpoint's hear nothing (their catalog did not change).
+    pub fn profiles_changed(&self) {
+        self.tell_lists_changed(&ListKind::ALL, false);
+    }
+
+    /// [`SessionRegistry::lists_changed`]; the main endpoint's hosts are told only with `main`.
+    fn tell_lists_changed(&self, kinds: &[ListKind], main: bool) {
         // Per notification: the profiles whose view changed (resources and templates share one).
         let mut told: Vec<(&'static str, ListKind, HashSet<String>)> = Vec::new();
         for kind in kinds {
@@ -120,7 +131,10 @@ impl SessionRegistry {
             }
             .to_json()
             .into();
-            let concerned = |profile: Option<&Arc<str>>| profile.is_none_or(|p| profiles.contains(&**p));
+            let concerned = |profile: Option<&Arc<str>>| match profile {
+                None => main,
+                Some(p) => profiles.contains(&**p),
+            };
             for session in self.all().into_iter().filter(|s| concerned(s.profile())) {
                 session.push_get(json.clone());
             }

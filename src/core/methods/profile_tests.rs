@@ -53,7 +53,7 @@ async fn reply(hub: &Arc<Hub>, ctx: &RequestCtx, method: &str, json: &str) -> se
     let params = RawObject::parse(json).unwrap();
     match request(hub, ctx, RequestId::number(1), method.into(), params).await {
         Outcome::Reply(msg) => serde_json::from_str(&msg.to_json()).unwrap(),
-        Outcome::Accepted | Outcome::Forward(_) | Outcome::Denied { .. } => panic!("{method}: not a reply"),
+        _ => panic!("{method}: not a reply"),
     }
 }
 
@@ -135,4 +135,73 @@ async fn a_profile_that_a_reload_removed_sees_nothing() {
     assert!(seen.is_empty());
     let call = reply(&hub, &ctx, "tools/call", r#"{"name":"t__echo"}"#).await;
     assert_eq!(call["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn a_profiles_sessions_and_listen_streams_hear_only_of_changes_to_its_view() {
+    use crate::session::listeners::{Grant, Listener};
+    use crate::upstream::host::{HostEvent, HostEvents};
+    let hub = hub();
+    // The lists the hub was filled with, announced (to no one yet).
+    hub.sessions.emit(HostEvent::ListsChanged(&ListKind::ALL));
+    let state = |profile| SessionState::new("2025-11-25", ClientCaps::ALL).in_profile(profile);
+    let main = hub.open_session("m".into(), state(None));
+    let mine = hub.open_session("p".into(), state(Some("review")));
+    hub.sessions.insert(main.clone());
+    hub.sessions.insert(mine.clone());
+    let (mut main_rx, mut mine_rx) = (main.open_get_stream().unwrap(), mine.open_get_stream().unwrap());
+    let listener = |profile: Option<&str>| {
+        let (queue, rx) = tokio::sync::mpsc::channel(4);
+        let grant = Grant {
+            tools: true,
+            ..Grant::default()
+        };
+        let profile = profile.map(Arc::from);
+        let subscription = RequestId::number(1);
+        (hub.sessions.listeners).insert(Listener {
+            subscription,
+            grant,
+            queue,
+            profile,
+        });
+        rx
+    };
+    let (mut main_listen, mut mine_listen) = (listener(None), listener(Some("review")));
+    let tools = |names: &[&str]| {
+        (names.iter())
+            .map(|name| RawObject::parse(&format!(r#"{{"name":"{name}"}}"#)).unwrap())
+            .collect::<Vec<_>>()
+    };
+    // A server outside the profile changes: the main endpoint's hosts only.
+    hub.catalog
+        .replace(&"u".into(), ListKind::Tools, tools(&["echo", "new"]));
+    hub.sessions.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
+    assert!(main_rx.try_recv().unwrap().contains("tools/list_changed"));
+    assert!(main_listen.try_recv().unwrap().contains("tools/list_changed"));
+    assert!(mine_rx.try_recv().is_err() && mine_listen.try_recv().is_err());
+    // A tool the profile's globs leave out: still nothing for it.
+    hub.catalog
+        .replace(&"t".into(), ListKind::Tools, tools(&["echo", "sum"]));
+    hub.sessions.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
+    assert!(main_rx.try_recv().is_ok() && main_listen.try_recv().is_ok());
+    assert!(mine_rx.try_recv().is_err() && mine_listen.try_recv().is_err());
+    // One inside its view: everyone, once.
+    hub.catalog
+        .replace(&"t".into(), ListKind::Tools, tools(&["echo"]));
+    hub.sessions.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
+    for rx in [&mut main_rx, &mut mine_rx, &mut main_listen, &mut mine_listen] {
+        assert!(rx.try_recv().unwrap().contains("tools/list_changed"));
+        assert!(rx.try_recv().is_err());
+    }
+    // A reload that widens the profile: its hosts hear of it, the main endpoint's do not.
+    let mut config = Config::clone(&hub.config());
+    config.profiles[0].servers = None;
+    hub.replace_config(Arc::new(config));
+    hub.sessions.profiles_changed();
+    assert!(mine_rx.try_recv().unwrap().contains("tools/list_changed"));
+    assert!(mine_listen.try_recv().is_ok());
+    assert!(main_rx.try_recv().is_err() && main_listen.try_recv().is_err());
+    // Resources changed in the view too (u's), prompts did not.
+    assert!(mine_rx.try_recv().unwrap().contains("resources/list_changed"));
+    assert!(mine_rx.try_recv().is_err());
 }
