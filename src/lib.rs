@@ -335,7 +335,8 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
 fn profile_resources(hub: &Arc<Hub>) -> auth::metadata::ProfileResources {
     let hub = Arc::downgrade(hub);
     Arc::new(move |path: &str| {
-        let config = hub.upgrade()?.config_full();
+        let hub = hub.upgrade()?;
+        let config = hub.config();
         let (profile, _) = config.profile_at(path)?;
         Some(config::resource_url(&config.gateway, &profile.path))
     })
