@@ -323,9 +323,11 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
         faces = faces.layer(cluster::send::ForwardLayer::new(hub.clone(), peers));
     }
     if let Some(authenticator) = &hub.auth {
+        let profiles = profile_resources(hub);
+        let layer = auth::layer::AuthLayer::new(authenticator.clone());
         faces = faces
-            .layer(auth::layer::AuthLayer::new(authenticator.clone()))
-            .merge(auth::metadata::router(&config, authenticator));
+            .layer(layer.with_profiles(profiles.clone(), unserved_paths(hub)))
+            .merge(auth::metadata::router(&config, authenticator, profiles));
     }
     if config.cluster.is_some() {
         faces = faces.layer(cluster::receive::PassportLayer::new(hub.clone()));
@@ -342,6 +344,35 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
     let operator =
         admin::router(hub.clone()).layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
     (faces, operator)
+}
+
+/// The resource URL of the profile (in force) a request path belongs to.
+fn profile_resources(hub: &Arc<Hub>) -> auth::metadata::ProfileResources {
+    let hub = Arc::downgrade(hub);
+    Arc::new(move |path: &str| {
+        let hub = hub.upgrade()?;
+        let config = hub.config();
+        let (profile, _) = config.profile_at(path)?;
+        Some(config::resource_url(&config.gateway, &profile.path))
+    })
+}
+
+/// Whether no host face is served at a request path: not the MCP path, not its legacy SSE
+/// paths, not a profile's (in force).
+fn unserved_paths(hub: &Arc<Hub>) -> auth::layer::UnservedPaths {
+    let hub = Arc::downgrade(hub);
+    Arc::new(move |path: &str| {
+        let Some(hub) = hub.upgrade() else {
+            return false;
+        };
+        let config = hub.config();
+        // The MCP path first: a host's every request asks this, and it costs one comparison.
+        if path == config.gateway.path || config.profile_at(path).is_some() {
+            return false;
+        }
+        let (sse, message) = config::legacy_paths(&config.gateway.path);
+        path != sse && path != message
+    })
 }
 
 /// Serve until `shutdown` fires, then stop gracefully.

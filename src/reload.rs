@@ -147,6 +147,7 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     }
     let (in_force, needs_restart) = in_force(&old, new);
     let policy_changed = in_force.policy != old.policy;
+    let profiles_changed = in_force.profiles != old.profiles;
     let hold = hub.upstreams.hold_lists();
     let before = hub.catalog.snapshot();
     let (servers, started) = hub.upstreams.reconcile(&old.servers, &in_force.servers);
@@ -170,7 +171,15 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
             .filter(|&kind| after.list(kind).differs_from(before.list(kind)))
             .collect()
     };
+    if policy_changed {
+        // What a principal sees of any profile's view may have changed too.
+        hub.sessions.views.forget();
+    }
     hub.sessions.emit(HostEvent::ListsChanged(&lists_changed));
+    if profiles_changed && !policy_changed {
+        // A profile's view may have changed without the catalog: its hosts hear of it.
+        hub.sessions.profiles_changed();
+    }
     Ok(Reloaded {
         policy_changed,
         servers,
@@ -215,6 +224,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         servers: new.servers,
         disabled: new.disabled,
         policy: new.policy,
+        profiles: new.profiles,
         auth: old.auth.clone(),
         audit: old.audit.clone(),
         cluster: old.cluster.clone(),

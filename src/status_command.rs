@@ -214,6 +214,19 @@ pub fn render(doc: &StatusDocument) -> String {
     if let Some(line) = reload_line(&doc.config, unix_now()) {
         let _ = writeln!(out, "{line}");
     }
+    for p in &doc.profiles {
+        let _ = writeln!(
+            out,
+            "profile {} at {}: servers {}; {} tools, {} prompts, {} resources; {} sessions",
+            p.name,
+            p.path,
+            p.servers.join(", "),
+            p.tools,
+            p.prompts,
+            p.resources + p.resource_templates,
+            p.sessions
+        );
+    }
     if !doc.session_list.is_empty() {
         out.push('\n');
         let sessions = Table {
@@ -364,6 +377,23 @@ mod tests {
         );
         let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
         assert!(!render(&none).contains("disabled"));
+    }
+
+    #[test]
+    fn profiles_are_named_with_their_path_servers_and_counts() {
+        let doc = json!({"upstreams": [{"name": "a", "phase": "ready"}], "profiles": [
+            {"name": "review", "path": "/mcp/review", "servers": ["a", "b"], "tools": 3, "prompts": 1,
+             "resources": 2, "resource_templates": 1, "sessions": 4}]});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let text = render(&doc);
+        assert!(
+            text.ends_with(
+                "\nprofile review at /mcp/review: servers a, b; 3 tools, 1 prompts, 3 resources; 4 sessions\n"
+            ),
+            "{text}"
+        );
+        let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
+        assert!(!render(&none).contains("profile"));
     }
 
     #[test]

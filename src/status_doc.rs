@@ -25,6 +25,10 @@ pub struct StatusDocument {
     /// the order of the configuration; absent when there is none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disabled: Vec<String>,
+    /// The `[profiles.NAME]` endpoints, in the order of the configuration; absent when there is
+    /// none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<ProfileStatus>,
     /// The open host sessions, oldest first.
     pub session_list: Vec<SessionStatus>,
     /// The audit log, when `[audit]` keeps one (absent otherwise).
@@ -59,6 +63,22 @@ pub struct ReloadStatus {
     pub error: Option<String>,
     /// The digest of the file it read (when it could be read).
     pub digest: Option<String>,
+}
+
+/// One profile: where it is served, its servers and what it sees of the catalog now.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProfileStatus {
+    pub name: String,
+    pub path: String,
+    /// The servers whose items it sees (every configured one when `servers` is not set).
+    pub servers: Vec<String>,
+    pub tools: u64,
+    pub prompts: u64,
+    pub resources: u64,
+    pub resource_templates: u64,
+    /// Host sessions open on its endpoint.
+    pub sessions: u64,
 }
 
 /// The audit log's writer: how many lines it wrote, and how many it could not.
@@ -96,6 +116,9 @@ pub struct SessionStatus {
     pub in_flight: u64,
     /// Whether the host has its standalone (GET) stream open.
     pub get_stream: bool,
+    /// The profile whose endpoint the session was opened at (absent: the main endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -207,6 +230,7 @@ mod tests {
                 shadowed: 1,
             }],
             disabled: Vec::new(),
+            profiles: Vec::new(),
             session_list: vec![SessionStatus {
                 id_prefix: "0123abcd".into(),
                 protocol_version: "2025-11-25".into(),
@@ -215,6 +239,7 @@ mod tests {
                 idle_secs: 2,
                 in_flight: 1,
                 get_stream: true,
+                profile: None,
             }],
             audit: Some(AuditStatus {
                 path: "/var/log/mcpmux/audit.jsonl".into(),

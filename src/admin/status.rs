@@ -8,7 +8,7 @@ use crate::catalog::ListKind;
 use crate::config::{HttpMode, Isolation, ReadyWhen, TransportConfig, UpstreamId};
 use crate::core::hub::Hub;
 use crate::session::Session;
-use crate::status_doc::{ServerInfo, SessionStatus, StatusDocument, UpstreamStatus};
+use crate::status_doc::{ProfileStatus, ServerInfo, SessionStatus, StatusDocument, UpstreamStatus};
 use crate::upstream::UpstreamSlot;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -122,10 +122,41 @@ pub fn report(hub: &Hub) -> StatusDocument {
         relayed_in_flight: hub.relays.len() as u64,
         upstreams,
         disabled: (hub.config().disabled.iter()).map(|s| s.name.clone()).collect(),
+        profiles: profiles(hub, &catalog, &sessions),
         session_list: sessions.iter().map(|s| session_entry(s)).collect(),
         audit: hub.audit.as_ref().map(|audit| audit.status()),
         config: hub.config_status.lock().clone(),
     }
+}
+
+/// Each profile's entry: its servers and what it sees of `catalog` now, its open sessions.
+fn profiles(hub: &Hub, catalog: &crate::catalog::Catalog, sessions: &[Arc<Session>]) -> Vec<ProfileStatus> {
+    let config = hub.config();
+    (config.profiles.iter())
+        .map(|p| {
+            let seen = |kind: ListKind| {
+                let items = catalog.list(kind).items.iter();
+                items
+                    .filter(|i| crate::catalog::profile::admits_item(p, kind, i))
+                    .count() as u64
+            };
+            let servers = (config.servers.iter()).filter(|s| p.has_server(&s.id));
+            let named =
+                (config.disabled.iter()).filter(|s| p.servers.as_ref().is_some_and(|l| l.contains(&s.id)));
+            ProfileStatus {
+                name: p.name.clone(),
+                path: p.path.clone(),
+                servers: servers.chain(named).map(|s| s.name.clone()).collect(),
+                tools: seen(ListKind::Tools),
+                prompts: seen(ListKind::Prompts),
+                resources: seen(ListKind::Resources),
+                resource_templates: seen(ListKind::Templates),
+                sessions: (sessions.iter())
+                    .filter(|s| s.profile().is_some_and(|n| **n == *p.name))
+                    .count() as u64,
+            }
+        })
+        .collect()
 }
 
 /// How much of a session id the document shows: a sealed id starts with the key id (about 5
@@ -141,6 +172,7 @@ fn session_entry(session: &Session) -> SessionStatus {
         idle_secs: session.idle_for().as_secs(),
         in_flight: session.inflight_count() as u64,
         get_stream: session.has_get_stream(),
+        profile: session.profile().map(|p| p.to_string()),
     }
 }
 

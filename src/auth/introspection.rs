@@ -52,15 +52,27 @@ impl Introspector {
     }
 
     pub async fn verify(&self, token: &str) -> Result<Principal, Failure> {
+        self.verify_for(token, None).await
+    }
+
+    /// [`Introspector::verify`], with `also` accepted as an audience too (a profile's resource
+    /// URL, on that profile's paths); the answer is cached for the token with that audience.
+    pub async fn verify_for(&self, token: &str, also: Option<&str>) -> Result<Principal, Failure> {
+        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        context.update(token.as_bytes());
+        if let Some(also) = also {
+            context.update(b"\0");
+            context.update(also.as_bytes());
+        }
         let mut key = [0u8; 32];
-        key.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref());
+        key.copy_from_slice(context.finish().as_ref());
         if let Some((principal, until)) = self.cache.lock().get(&key) {
             if Instant::now() < *until {
                 return Ok(principal.clone());
             }
         }
         let answer = self.ask(token).await?;
-        let (principal, lifetime) = self.judge(&answer)?;
+        let (principal, lifetime) = self.judge(&answer, also)?;
         let mut cache = self.cache.lock();
         if cache.len() >= CACHE_ENTRIES {
             cache.retain(|_, (_, until)| Instant::now() < *until);
@@ -106,7 +118,11 @@ impl Introspector {
     }
 
     /// The principal of an introspection answer, and how long it may be reused.
-    fn judge(&self, answer: &Map<String, Value>) -> Result<(Principal, Duration), Failure> {
+    fn judge(
+        &self,
+        answer: &Map<String, Value>,
+        also: Option<&str>,
+    ) -> Result<(Principal, Duration), Failure> {
         let invalid = |why: &str| Failure::InvalidToken(why.to_string());
         if answer.get("active") != Some(&Value::Bool(true)) {
             return Err(invalid("the token is not active"));
@@ -129,7 +145,8 @@ impl Introspector {
             }
         }
         if let Some(aud) = answer.get("aud") {
-            if !super::jwt::strings(aud).iter().any(|a| self.audience.contains(a)) {
+            let accepted = |a: &String| self.audience.contains(a) || also == Some(a.as_str());
+            if !super::jwt::strings(aud).iter().any(accepted) {
                 return Err(invalid("the token's audience (aud) is not this resource"));
             }
         }

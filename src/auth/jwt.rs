@@ -45,6 +45,12 @@ impl JwtVerifier {
     }
 
     pub async fn verify(&self, token: &str) -> Result<Principal, Failure> {
+        self.verify_for(token, None).await
+    }
+
+    /// [`JwtVerifier::verify`], with `also` accepted as an audience too (a profile's resource
+    /// URL, on that profile's paths).
+    pub async fn verify_for(&self, token: &str, also: Option<&str>) -> Result<Principal, Failure> {
         let invalid = |why: String| Failure::InvalidToken(why);
         // The header's `alg` is read before any check, and only an allowed one goes further
         // (a raw `none` fails to parse here already).
@@ -67,7 +73,9 @@ impl JwtVerifier {
         validation.validate_exp = true;
         validation.validate_nbf = true;
         validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&self.audience);
+        let mut audience: Vec<&str> = self.audience.iter().map(String::as_str).collect();
+        audience.extend(also);
+        validation.set_audience(&audience);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let mut last = String::from("no key verifies the signature");
         for key in keys {

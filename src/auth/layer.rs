@@ -28,11 +28,33 @@ pub const DRAIN_TIME: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct AuthLayer {
     auth: Arc<Authenticator>,
+    profiles: Option<super::metadata::ProfileResources>,
+    unserved: Option<UnservedPaths>,
 }
+
+/// Whether no host face is served at a request path (it answers 404 to anyone).
+pub type UnservedPaths = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 impl AuthLayer {
     pub fn new(auth: Arc<Authenticator>) -> Self {
-        AuthLayer { auth }
+        AuthLayer {
+            auth,
+            profiles: None,
+            unserved: None,
+        }
+    }
+
+    /// The same, its challenges on a profile's paths naming that profile's metadata, and the
+    /// paths `unserved` names passed on unauthenticated (to their 404, not a 401: a path that
+    /// serves nothing asks for no credentials; the handler there serves nothing without one).
+    pub fn with_profiles(
+        mut self,
+        profiles: super::metadata::ProfileResources,
+        unserved: UnservedPaths,
+    ) -> Self {
+        self.profiles = Some(profiles);
+        self.unserved = Some(unserved);
+        self
     }
 }
 
@@ -43,6 +65,8 @@ impl<S> Layer<S> for AuthLayer {
         Authenticate {
             inner,
             auth: self.auth.clone(),
+            profiles: self.profiles.clone(),
+            unserved: self.unserved.clone(),
         }
     }
 }
@@ -52,6 +76,8 @@ impl<S> Layer<S> for AuthLayer {
 pub struct Authenticate<S> {
     inner: S,
     auth: Arc<Authenticator>,
+    profiles: Option<super::metadata::ProfileResources>,
+    unserved: Option<UnservedPaths>,
 }
 
 impl<S> Service<Request<Body>> for Authenticate<S>
@@ -71,16 +97,22 @@ where
         // The service that was polled ready serves this request; a fresh clone waits for the next.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        if request.extensions().get::<Arc<Principal>>().is_some() {
+        let unserved = self
+            .unserved
+            .as_ref()
+            .is_some_and(|unserved| unserved(request.uri().path()));
+        if unserved || request.extensions().get::<Arc<Principal>>().is_some() {
             // Another replica authenticated the host and forwarded the request with the
             // principal in its passport (`cluster::receive`, the layer outside this one).
             return Box::pin(inner.call(request));
         }
         let auth = self.auth.clone();
+        // A profile's paths: its resource is an audience there, and challenges name its metadata.
+        let resource = (self.profiles.as_ref()).and_then(|resource_of| resource_of(request.uri().path()));
         let credential = bearer_token(&request);
         Box::pin(async move {
             let authenticated = match credential {
-                Ok(token) => authenticate(&auth, &token).await,
+                Ok(token) => authenticate(&auth, &token, resource.as_deref()).await,
                 Err(failure) => Err(failure),
             };
             match authenticated {
@@ -97,7 +129,7 @@ where
                         }
                         other => tracing::warn!(path = %request.uri().path(), "refused: {other:?}"),
                     }
-                    let challenge = auth.challenge(&failure);
+                    let challenge = auth.challenge_at(resource.as_deref(), &failure);
                     let response = refusal(&failure, challenge).into_http();
                     Ok(after_reading_body(request, response).await)
                 }
@@ -123,9 +155,14 @@ async fn after_reading_body(request: Request<Body>, mut response: Response) -> R
     response
 }
 
-/// The principal of a bearer token, holding the required scopes.
-pub async fn authenticate(auth: &Authenticator, token: &str) -> Result<Arc<Principal>, Failure> {
-    let principal = auth.verify(token).await?;
+/// The principal of a bearer token, holding the required scopes, for a request to the endpoint
+/// whose resource URL is `resource` (a profile's; `None`: the main endpoint).
+pub async fn authenticate(
+    auth: &Authenticator,
+    token: &str,
+    resource: Option<&str>,
+) -> Result<Arc<Principal>, Failure> {
+    let principal = auth.verify_for(token, resource).await?;
     auth.check_required(&principal)?;
     Ok(principal)
 }

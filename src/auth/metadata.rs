@@ -1,5 +1,6 @@
 //! The protected resource metadata (RFC 9728) at `/.well-known/oauth-protected-resource{path}`
-//! and at the root, built from `gateway.public_url` (never from the request's Host header).
+//! and at the root, built from `gateway.public_url` (never from the request's Host header); a
+//! profile's at `/.well-known/oauth-protected-resource{profile path}`, naming its own resource.
 
 use super::Authenticator;
 use crate::config::Config;
@@ -22,14 +23,23 @@ pub fn metadata_url(public_url: &str) -> String {
     }
 }
 
+/// The resource URL of the profile a request path names (its endpoint or legacy SSE paths),
+/// from the configuration in force; `None` for any other path.
+pub type ProfileResources = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// The metadata document.
 pub fn document(config: &Config, auth: &Authenticator) -> serde_json::Value {
+    document_for(&config.gateway.public_url, auth)
+}
+
+/// The metadata document of the resource at `resource` (the gateway's, or a profile's).
+pub fn document_for(resource: &str, auth: &Authenticator) -> serde_json::Value {
     let auth_config = auth.config();
     let scopes: Vec<&String> = (auth_config.scopes_supported.iter())
         .filter(|s| *s != "offline_access")
         .collect();
     let mut doc = serde_json::json!({
-        "resource": config.gateway.public_url,
+        "resource": resource,
         "bearer_methods_supported": ["header"],
     });
     // With API keys only there is no authorization server to name: the field (optional in
@@ -44,22 +54,46 @@ pub fn document(config: &Config, auth: &Authenticator) -> serde_json::Value {
     doc
 }
 
+fn json(body: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 /// The routes serving the document: under the gateway's path, under `public_url`'s path (when
-/// a proxy serves it under another one), and at the root.
-pub fn router(config: &Config, auth: &Authenticator) -> axum::Router {
+/// a proxy serves it under another one), and at the root; below the well-known path, a
+/// profile's document for each profile path `profiles` knows (looked up per request, so a
+/// reload's profiles are served), also under `public_url`'s prefix.
+pub fn router(config: &Config, auth: &Arc<Authenticator>, profiles: ProfileResources) -> axum::Router {
     let body = Arc::new(document(config, auth).to_string());
     let serve = move || {
         let body = body.clone();
+        async move { json(body.as_str().to_owned()) }
+    };
+    let prefix = url::Url::parse(&config.gateway.public_url)
+        .ok()
+        .map(|url| {
+            let own = url.path().trim_end_matches('/').to_string();
+            let main = config.gateway.path.trim_end_matches('/');
+            own.strip_suffix(main).unwrap_or(&own).to_string()
+        })
+        .unwrap_or_default();
+    let auth = auth.clone();
+    let profile = move |uri: http::Uri| {
+        let (auth, profiles, prefix) = (auth.clone(), profiles.clone(), prefix.clone());
         async move {
-            let response: Response = (
-                [
-                    (header::CONTENT_TYPE, "application/json"),
-                    (header::CACHE_CONTROL, "max-age=300"),
-                ],
-                body.as_str().to_owned(),
-            )
-                .into_response();
-            response
+            let path = uri.path().strip_prefix(WELL_KNOWN).unwrap_or_default();
+            let bare = path.strip_prefix(prefix.as_str()).filter(|_| !prefix.is_empty());
+            let resource = profiles(path).or_else(|| bare.and_then(|p| profiles(p)));
+            match resource {
+                Some(resource) => json(document_for(&resource, &auth).to_string()),
+                None => http::StatusCode::NOT_FOUND.into_response(),
+            }
         }
     };
     let mut paths = vec![WELL_KNOWN.to_string()];
@@ -78,5 +112,5 @@ pub fn router(config: &Config, auth: &Authenticator) -> axum::Router {
     for path in paths {
         router = router.route(&path, get(serve.clone()));
     }
-    router
+    router.route(&format!("{WELL_KNOWN}/{{*path}}"), get(profile))
 }

@@ -110,21 +110,27 @@ impl Authenticator {
     /// The principal a bearer token names, or why it names none; its scopes include those
     /// `[auth.scope_implies]` makes its granted ones imply.
     pub async fn verify(&self, token: &str) -> Result<Arc<Principal>, Failure> {
+        self.verify_for(token, None).await
+    }
+
+    /// [`Authenticator::verify`] for a request to the endpoint whose resource URL is `resource`
+    /// (a profile's): a token issued for that resource (its `aud`) is accepted there too.
+    pub async fn verify_for(&self, token: &str, resource: Option<&str>) -> Result<Arc<Principal>, Failure> {
         if let Some(i) = api_key::find(&self.config.api_keys, token) {
             if let Some(principal) = self.key_principals.get(i) {
                 return Ok(principal.clone());
             }
         }
-        let mut principal = self.verify_token(token).await?;
+        let mut principal = self.verify_token(token, resource).await?;
         principal.scopes = self.config.with_implied(std::mem::take(&mut principal.scopes));
         Ok(Arc::new(principal))
     }
 
     /// A JWT by its signature, or an opaque token by introspection.
-    async fn verify_token(&self, token: &str) -> Result<Principal, Failure> {
+    async fn verify_token(&self, token: &str, also: Option<&str>) -> Result<Principal, Failure> {
         match (&self.jwt, &self.introspection) {
-            (Some(verifier), _) if token.split('.').count() == 3 => verifier.verify(token).await,
-            (_, Some(introspector)) => introspector.verify(token).await,
+            (Some(verifier), _) if token.split('.').count() == 3 => verifier.verify_for(token, also).await,
+            (_, Some(introspector)) => introspector.verify_for(token, also).await,
             _ => Err(Failure::InvalidToken("unknown API key or malformed token".into())),
         }
     }
@@ -161,6 +167,18 @@ impl Authenticator {
     /// The `WWW-Authenticate` value for `failure`.
     pub fn challenge(&self, failure: &Failure) -> String {
         challenge::www_authenticate(&self.metadata_url, &self.advertised_scopes(), failure)
+    }
+
+    /// The `WWW-Authenticate` value for `failure` on the endpoint whose resource URL is
+    /// `resource` (a profile's: its metadata URL is named); `None`: the main endpoint.
+    pub fn challenge_at(&self, resource: Option<&str>, failure: &Failure) -> String {
+        match resource {
+            Some(resource) => {
+                let url = metadata::metadata_url(resource);
+                challenge::www_authenticate(&url, &self.advertised_scopes(), failure)
+            }
+            None => self.challenge(failure),
+        }
     }
 
     /// The scopes a client should ask for when it has none: the required ones, else the supported ones.

@@ -572,3 +572,29 @@ async fn a_rotated_key_is_fetched_once_per_interval() {
     assert_eq!(idp.fetches.load(std::sync::atomic::Ordering::SeqCst), before);
     let _ = rotated;
 }
+
+#[tokio::test]
+async fn a_token_for_a_profiles_resource_passes_on_that_profile_only() {
+    let idp = idp().await;
+    let (pkcs8, jwk) = key_pair("k1");
+    idp.keys.lock().push(jwk);
+    let auth = jwt_auth(&idp.issuer);
+    let review = "https://mcp.example.com/mcp/review";
+    let claims = serde_json::json!({ "iss": idp.issuer, "sub": "alice", "aud": review, "exp": now() + 300 });
+    let token = sign(&pkcs8, "k1", &claims);
+    assert!(matches!(
+        verdict(&auth, &token).await,
+        Err(Failure::InvalidToken(_))
+    ));
+    assert!(auth.verify_for(&token, Some(review)).await.is_ok());
+    let elsewhere = auth
+        .verify_for(&token, Some("https://mcp.example.com/mcp/other"))
+        .await;
+    assert!(matches!(elsewhere, Err(Failure::InvalidToken(_))));
+    // The gateway's own audience still passes on a profile.
+    let main = serde_json::json!({ "iss": idp.issuer, "sub": "alice", "aud": "other", "exp": now() + 300 });
+    assert!(auth
+        .verify_for(&sign(&pkcs8, "k1", &main), Some(review))
+        .await
+        .is_ok());
+}

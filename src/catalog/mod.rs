@@ -6,6 +6,7 @@
 pub mod cursor;
 pub mod freshness;
 pub mod pages;
+pub mod profile;
 pub mod results;
 pub mod shape;
 pub mod uri;

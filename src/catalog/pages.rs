@@ -70,7 +70,7 @@ impl Catalog {
         Some(write(kind, &items[start..end], next.as_deref(), extra))
     }
 
-    /// The page `cursor` points to of the items `visible` keeps (by the name or URI hosts see),
+    /// The page `cursor` points to of the items `visible` keeps (a profile's view, a policy's),
     /// followed by `extra` members: one principal's view of a list under a policy. The cursor
     /// counts visible items, so pages never skip or repeat what this principal may see; it is
     /// sealed by `cursors` (bound to the principal, so it pages no one else's view).
@@ -81,10 +81,10 @@ impl Catalog {
         page_size: usize,
         cursors: Cursors<'_>,
         extra: &[(&str, Box<RawValue>)],
-        visible: impl Fn(&str) -> bool,
+        visible: impl Fn(&ExposedItem) -> bool,
     ) -> Option<Box<RawValue>> {
         let items: Vec<&ExposedItem> = (self.list(kind).items.iter())
-            .filter(|item| visible(&item.exposed))
+            .filter(|item| visible(item))
             .collect();
         let (start, end, next) = cursors.page(kind, items.len(), cursor, page_size.max(1))?;
         Some(write(kind, &items[start..end], next.as_deref(), extra))
@@ -210,7 +210,7 @@ mod tests {
         let catalog = s.snapshot();
         let sealer = Sealer::random();
         let alice = Cursors::bound_to(&sealer, b"key\0alice");
-        let visible = |name: &str| name != "a__y";
+        let visible = |item: &ExposedItem| &*item.exposed != "a__y";
         let first = catalog
             .page_visible(ListKind::Tools, None, 2, alice, &[], visible)
             .unwrap();

@@ -18,6 +18,7 @@ mod interpolate;
 mod paths;
 mod policy;
 mod preflight;
+mod profiles;
 mod raw;
 mod server;
 mod shaping;
@@ -30,6 +31,7 @@ pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
 pub use policy::{PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
+pub use profiles::{resource_url, Profile, ProfileFace};
 use raw::{line_col, parse_error, RawConfig, RawGateway};
 use server::build_server;
 pub use shaping::{Filter, Shaping};
@@ -90,6 +92,8 @@ pub struct Config {
     pub audit: Option<AuditConfig>,
     /// `[cluster]`; `None` seals with a key made for this process alone (one replica).
     pub cluster: Option<ClusterConfig>,
+    /// `[profiles.NAME]` in file order: more endpoints, each with a subset of the catalog.
+    pub profiles: Vec<Profile>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -331,6 +335,7 @@ impl Config {
             Some(table) => Some(cluster::build_cluster(&ctx, table, gateway.listen)?),
             None => None,
         };
+        let profiles = profiles::build_profiles(&ctx, raw.profiles, &gateway, (&servers, &disabled))?;
         let config = Config {
             gateway,
             servers,
@@ -339,6 +344,7 @@ impl Config {
             auth,
             audit,
             cluster,
+            profiles,
         };
         // The rules of any configuration, pointed at the line of the server they are about.
         config.validate().map_err(|problem| {
@@ -397,6 +403,41 @@ impl Ctx<'_> {
             return Err(self.invalid(&v.span(), format!("{key} must be at least 1")));
         }
         Ok(*v.get_ref())
+    }
+}
+
+/// The legacy SSE and message paths that sit next to the MCP path `mcp_path` (`/mcp` gives
+/// `/sse` and `/message`; `/api/mcp` gives `/api/sse` and `/api/message`).
+pub fn legacy_paths(mcp_path: &str) -> (String, String) {
+    let prefix = mcp_path.rsplit_once('/').map_or("", |(head, _)| head);
+    (format!("{prefix}/sse"), format!("{prefix}/message"))
+}
+
+impl Config {
+    /// The profile named `name`.
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.name == name)
+    }
+
+    /// The profile served at request path `path`, and which of its faces that is (legacy SSE
+    /// only while the main endpoint has it).
+    pub fn profile_at(&self, path: &str) -> Option<(&Profile, ProfileFace)> {
+        if self.profiles.is_empty() {
+            return None;
+        }
+        let (sse, message) = legacy_paths(&self.gateway.path);
+        let legacy = sse != self.gateway.path && message != self.gateway.path;
+        self.profiles.iter().find_map(|profile| {
+            if profile.path == path {
+                return Some((profile, ProfileFace::Endpoint));
+            }
+            let (sse, message) = profile.legacy_paths();
+            match () {
+                _ if legacy && sse == path => Some((profile, ProfileFace::LegacyStream)),
+                _ if legacy && message == path => Some((profile, ProfileFace::LegacyMessage)),
+                _ => None,
+            }
+        })
     }
 }
 
@@ -518,6 +559,8 @@ fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayConfig, Confi
 
 #[cfg(test)]
 mod import_tests;
+#[cfg(test)]
+mod profiles_tests;
 #[cfg(test)]
 mod shaping_tests;
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub(super) struct RawConfig {
     pub(super) auth: Option<super::auth::RawAuth>,
     pub(super) audit: Option<super::audit::RawAudit>,
     pub(super) cluster: Option<super::cluster::RawCluster>,
+    #[serde(default)]
+    pub(super) profiles: Ordered<super::profiles::RawProfile>,
 }
 
 #[derive(Default, Deserialize)]

@@ -25,6 +25,9 @@ pub struct RequestCtx {
     pub span: tracing::Span,
     /// The request's trace id (its `traceparent`'s, else a fresh one), for the audit log.
     pub trace_id: Arc<str>,
+    /// The `[profiles.NAME]` whose endpoint the request came to: it sees that profile's view of
+    /// the catalog only; `None`: the main endpoint (the whole catalog).
+    pub profile: Option<Arc<str>>,
 }
 
 impl RequestCtx {
@@ -38,6 +41,7 @@ impl RequestCtx {
         let span = tracing::debug_span!("mcp_request", session = %session.id, era = ?era);
         RequestCtx {
             era,
+            profile: session.profile().cloned(),
             session: Some(session),
             principal: None,
             span,
@@ -53,7 +57,14 @@ impl RequestCtx {
             principal: None,
             span: tracing::debug_span!("mcp_request", era = ?Era::Modern),
             trace_id: crate::audit::trace_id::current(),
+            profile: None,
         }
+    }
+
+    /// The same request, come to the endpoint of `profile` (`None`: the main endpoint).
+    pub fn at(mut self, profile: Option<Arc<str>>) -> Self {
+        self.profile = profile;
+        self
     }
 
     /// The same request, sent by `principal`.

@@ -103,6 +103,9 @@ impl Hub {
             Some(cluster) if cluster.advertise != from_listen => cluster.advertise.clone(),
             _ => format!("http://{bound}"),
         };
+        sessions
+            .views
+            .bind(upstreams.catalog.clone(), config.profiles.clone());
         let parked = Arc::new(ParkedCalls::new(sealer.clone(), advertise.clone()));
         let session_ids = SessionIds::new(sealer.clone(), advertise);
         let tokens = Arc::new(HostTokens::new(sealer.clone()));
@@ -140,6 +143,11 @@ impl Hub {
         self.config.load()
     }
 
+    /// The configuration in force, held (for what outlives a guard: a request's view).
+    pub fn config_full(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
     /// Put `config` in force for every request that starts from now on (gateway settings: page
     /// size, timeouts, limits); the upstreams are changed by id, by `Upstreams::reconcile`. The
     /// rate limit buckets of rules whose `rate_limit` changed start afresh; the others keep
@@ -148,6 +156,7 @@ impl Hub {
         let policy = Policy::from_config(&config);
         (self.rate_limits).retain_rules(|rule| policy.rules().get(rule).and_then(|r| r.rate_limit));
         self.policy.store(Arc::new(policy));
+        self.sessions.views.set_profiles(config.profiles.clone());
         self.config.store(config);
     }
 

@@ -45,8 +45,7 @@ const LEGACY_VERSION: &str = "2024-11-05";
 /// The legacy SSE and message paths that sit next to `mcp_path` (`/mcp` gives `/sse` and
 /// `/message`; `/api/mcp` gives `/api/sse` and `/api/message`).
 pub fn legacy_paths(mcp_path: &str) -> (String, String) {
-    let prefix = mcp_path.rsplit_once('/').map_or("", |(head, _)| head);
-    (format!("{prefix}/sse"), format!("{prefix}/message"))
+    crate::config::legacy_paths(mcp_path)
 }
 
 /// One open legacy stream and, once the host sent `initialize`, its session.
@@ -62,10 +61,14 @@ struct Link {
     calls: AtomicUsize,
     /// Who opened the stream; only they may post to it.
     principal: Option<Arc<Principal>>,
+    /// The profile whose legacy endpoints opened it (`None`: the main endpoint's); only its
+    /// message path may post to it.
+    profile: Option<Arc<str>>,
 }
 
-/// The legacy endpoints' state: the open links by session id.
-struct Legacy {
+/// The legacy endpoints' state: the open links by session id (the main endpoint's and every
+/// profile's).
+pub(super) struct Legacy {
     hub: Arc<Hub>,
     message_path: String,
     links: Mutex<HashMap<String, Arc<Link>>>,
@@ -100,16 +103,30 @@ impl Legacy {
 
 /// The routes of the legacy endpoints (none when they would collide with the MCP path).
 pub fn router(hub: Arc<Hub>) -> axum::Router {
+    match state(hub) {
+        Some(state) => routes(state),
+        None => axum::Router::new(),
+    }
+}
+
+/// The legacy endpoints' state; `None` when they would collide with the MCP path (then no
+/// profile has them either).
+pub(super) fn state(hub: Arc<Hub>) -> Option<Arc<Legacy>> {
     let (sse_path, message_path) = legacy_paths(&hub.config().gateway.path);
     if hub.config().gateway.path == sse_path || hub.config().gateway.path == message_path {
         tracing::warn!(path = %hub.config().gateway.path, "legacy SSE endpoints disabled: they would share the MCP path");
-        return axum::Router::new();
+        return None;
     }
-    let state = Arc::new(Legacy {
+    Some(Arc::new(Legacy {
         hub,
-        message_path: message_path.clone(),
+        message_path,
         links: Mutex::default(),
-    });
+    }))
+}
+
+/// The main endpoint's legacy routes on `state`.
+pub(super) fn routes(state: Arc<Legacy>) -> axum::Router {
+    let (sse_path, message_path) = legacy_paths(&state.hub.config().gateway.path);
     axum::Router::new()
         .route(&sse_path, get(open_stream))
         .route(&message_path, post(message))
@@ -120,6 +137,45 @@ pub fn router(hub: Arc<Hub>) -> axum::Router {
 async fn open_stream(
     State(legacy): State<Arc<Legacy>>,
     principal: Option<Extension<Arc<Principal>>>,
+) -> Response {
+    let message_path = legacy.message_path.clone();
+    open_link(&legacy, principal.map(|Extension(p)| p), None, message_path)
+}
+
+/// `GET {profile path}/sse`: a new link of `profile`, whose messages go to `message_path`.
+pub(super) fn open_profile_stream(
+    legacy: &Arc<Legacy>,
+    principal: Option<Arc<Principal>>,
+    profile: Arc<str>,
+    message_path: String,
+) -> Response {
+    open_link(legacy, principal, Some(profile), message_path)
+}
+
+/// `POST {profile path}/message?sessionId=…`: as [`message`], for the links of `profile` only.
+pub(super) async fn profile_message(
+    legacy: &Arc<Legacy>,
+    principal: Option<Arc<Principal>>,
+    profile: Arc<str>,
+    (uri, headers): (&http::Uri, &HeaderMap),
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match super::streamable::read_body(&legacy.hub, body) {
+        Ok(body) => body,
+        Err(refusal) => return refusal.into_http(),
+    };
+    match accept_message(legacy, (principal.as_deref(), Some(&profile)), uri, headers, body).await {
+        Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
+        Err((err, id)) => err.into_http_for(id),
+    }
+}
+
+/// A new link (of `profile`, or the main endpoint's) and its stream, `endpoint` event first.
+fn open_link(
+    legacy: &Arc<Legacy>,
+    principal: Option<Arc<Principal>>,
+    profile: Option<Arc<str>>,
+    message_path: String,
 ) -> Response {
     if legacy.hub.shutdown.is_cancelled() {
         return DownstreamError::Unavailable(super::SHUTTING_DOWN).into_http();
@@ -133,7 +189,8 @@ async fn open_stream(
         session: OnceLock::new(),
         closed: CancellationToken::new(),
         calls: AtomicUsize::new(0),
-        principal: principal.map(|Extension(p)| p),
+        principal,
+        profile,
     });
     {
         let mut links = legacy.links.lock();
@@ -144,7 +201,7 @@ async fn open_stream(
     }
     tokio::spawn(serve_in_order(legacy.clone(), link.clone(), queued));
     tracing::debug!(session = %link.id, "legacy SSE stream opened");
-    let endpoint = format!("{}?sessionId={}", legacy.message_path, link.id);
+    let endpoint = format!("{message_path}?sessionId={}", link.id);
     let first = Bytes::from(format!("event: endpoint\ndata: {endpoint}\n\n"));
     let shutdown = legacy.hub.shutdown.clone();
     let init_deadline = tokio::time::Instant::now() + legacy.hub.config().gateway.session_idle_timeout;
@@ -221,7 +278,7 @@ async fn message(
         Err(refusal) => return refusal.into_http(),
     };
     let who = principal.map(|Extension(p)| p);
-    match accept_message(&legacy, who.as_deref(), &uri, &headers, body).await {
+    match accept_message(&legacy, (who.as_deref(), None), &uri, &headers, body).await {
         Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
         Err((err, id)) => err.into_http_for(id),
     }
@@ -231,7 +288,7 @@ async fn message(
 /// of its one request when it is about that request (a rate limit).
 async fn accept_message(
     legacy: &Arc<Legacy>,
-    who: Option<&Principal>,
+    (who, profile): (Option<&Principal>, Option<&Arc<str>>),
     uri: &http::Uri,
     headers: &HeaderMap,
     body: Bytes,
@@ -248,6 +305,8 @@ async fn accept_message(
         .cloned()
         // Another principal's stream is unknown to this one (404, as if it did not exist).
         .filter(|link| link.principal.as_ref().map(|p| p.owner()) == owner)
+        // Another endpoint's stream too: a link is posted to at its own message path only.
+        .filter(|link| link.profile.as_ref() == profile)
         .ok_or((DownstreamError::UnknownSession, None))?;
     let text = super::streamable::json_body(headers, &body).map_err(|e| (e, None))?;
     let (items, single) = match parse_body(text) {
@@ -374,7 +433,25 @@ async fn initialize(
     params: Option<&serde_json::value::RawValue>,
 ) {
     let params = RawObject::parse_opt(params);
-    let (mut session, mut result) = open_session(&legacy.hub, params.as_ref(), |_| link.id.clone()).await;
+    let config = legacy.hub.config_full();
+    let profile = match &link.profile {
+        None => None,
+        Some(name) => match config.profile(name) {
+            Some(profile) => Some(profile),
+            None => {
+                // A reload removed the profile since the stream opened.
+                let reply = error_response(
+                    Some(id),
+                    codes::INVALID_REQUEST,
+                    "this endpoint's profile is gone",
+                );
+                legacy.push(link, reply.to_json().into());
+                return;
+            }
+        },
+    };
+    let (mut session, mut result) =
+        open_session(&legacy.hub, params.as_ref(), profile, |_| link.id.clone()).await;
     let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
     if asked.as_deref() == Some(LEGACY_VERSION) {
         let state = crate::session::SessionState {
@@ -449,6 +526,7 @@ mod tests {
         let (inbox, _queued) = mpsc::channel(1);
         let link = Arc::new(Link {
             principal: None,
+            profile: None,
             id: "l1".into(),
             out,
             inbox,

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 /// subscriptions whose upstream supports them (shared connections only).
 fn grant(hub: &Hub, access: &Access, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, String)>) {
     let asked = |key: &str| requested.get(key).map(|v| v.get()) == Some("true");
-    let caps = crate::core::methods::initialize::merged_capabilities(hub);
+    let caps = crate::core::methods::initialize::merged_capabilities(hub, access.profile());
     let mut grant = Grant {
         tools: asked("toolsListChanged"),
         prompts: asked("promptsListChanged") && caps.get("prompts").is_some(),
@@ -46,7 +46,7 @@ fn grant(hub: &Hub, access: &Access, requested: &RawObject) -> (Grant, Vec<(Upst
             continue;
         };
         // A resource the policy hides is not granted, as one that does not exist.
-        if !access.permits(&uri) {
+        if !access.permits(&uri) || !access.in_view(crate::catalog::ListKind::Resources, &upstream, &uri) {
             continue;
         }
         let Some(slot) = hub.upstreams.get(&upstream) else {
@@ -120,6 +120,7 @@ pub fn open(hub: &Arc<Hub>, ctx: &RequestCtx, id: RequestId, params: &RawObject)
         subscription: id.clone(),
         grant: grant.clone(),
         queue,
+        profile: ctx.profile.clone(),
     };
     let Some(key) = hub.sessions.listeners.insert(listener) else {
         let message = format!("more than {MAX_LISTENERS} listen streams are open");

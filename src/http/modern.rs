@@ -21,6 +21,7 @@ use crate::protocol::modern_params;
 use crate::protocol::ClientCaps;
 use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::Session;
+use crate::session::SessionState;
 use axum::response::Response;
 use futures_util::StreamExt;
 use http::{header, HeaderMap, StatusCode};
@@ -79,11 +80,11 @@ fn refuse(
     json_response(status, &error_reply(id, code, message, data))
 }
 
-/// Serve one modern request.
+/// Serve one modern request (to the endpoint of `profile`, or the main one).
 pub async fn serve(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    who: Option<Arc<Principal>>,
+    (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
     id: RequestId,
     method: String,
     params: Result<Option<RawObject>, ()>,
@@ -128,7 +129,7 @@ pub async fn serve(
     if let Err(why) = modern::check_headers(lookup, &method, params.as_ref(), &meta) {
         return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
     }
-    if let Err(why) = check_tool_params(hub, &method, params.as_ref(), lookup) {
+    if let Err(why) = check_tool_params(hub, (&method, profile.as_deref()), params.as_ref(), lookup) {
         return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
     }
     if !MODERN_METHODS.contains(&method.as_str()) {
@@ -145,25 +146,27 @@ pub async fn serve(
     let params = params.unwrap_or_default();
     match method.as_str() {
         "subscriptions/listen" => {
-            let ctx = RequestCtx::modern().by(who);
+            let ctx = RequestCtx::modern().by(who).at(profile);
             super::listen::open(hub, &ctx, id, &params)
         }
         "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
-            let ctx = RequestCtx::modern().by(who);
+            let ctx = RequestCtx::modern().by(who).at(profile);
             let outcome = methods::request(hub, &ctx, id.clone(), method, params).await;
             match outcome {
                 Outcome::Reply(reply) => json_response(StatusCode::OK, &reply),
                 _ => no_answer(id),
             }
         }
-        _ => call(hub, headers, who, id, method, params, &meta).await,
+        _ => call(hub, headers, (who, profile), id, method, params, &meta).await,
     }
 }
 
 /// Check a `tools/call`'s `Mcp-Param-*` headers against the arguments its tool annotates.
+/// A tool outside the profile of the request's endpoint is not looked at (the call is then
+/// refused as an unknown tool, as on any endpoint that does not have it).
 fn check_tool_params<'h>(
     hub: &Hub,
-    method: &str,
+    (method, profile): (&str, Option<&str>),
     params: Option<&RawObject>,
     lookup: impl Fn(&str) -> Option<&'h str>,
 ) -> Result<(), String> {
@@ -177,6 +180,14 @@ fn check_tool_params<'h>(
     let Some(tool) = catalog.list(ListKind::Tools).lookup(&name) else {
         return Ok(());
     };
+    if let Some(name) = profile {
+        let config = hub.config();
+        let seen = (config.profile(name))
+            .is_some_and(|p| crate::catalog::profile::admits_item(p, ListKind::Tools, tool));
+        if !seen {
+            return Ok(());
+        }
+    }
     match methods::call::annotated_arguments(tool.json.get(), params) {
         Some((annotations, arguments)) => {
             modern_params::check_param_headers(lookup, &annotations, &arguments)
@@ -198,10 +209,11 @@ fn no_answer(id: RequestId) -> Response {
 }
 
 /// A throwaway session carrying what the request's `_meta` declares.
-fn request_session(hub: &Hub, meta: &RequestMeta) -> Arc<Session> {
+fn request_session(hub: &Hub, meta: &RequestMeta, profile: Option<&str>) -> Arc<Session> {
     let id = crate::util::ids::random_hex(24);
     let caps = ClientCaps::from_capabilities(Some(&meta.client_capabilities));
-    let session = hub.new_session(format!("stateless-{id}"), MODERN_VERSION.to_string(), caps);
+    let state = SessionState::new(MODERN_VERSION, caps).in_profile(profile);
+    let session = hub.open_session(format!("stateless-{id}"), state);
     match meta.log_level.as_deref().and_then(log_level_rank) {
         Some(rank) => session.set_log_level(rank),
         None => session.mute_logs(),
@@ -233,7 +245,7 @@ fn sse(frames: futures_util::stream::BoxStream<'static, bytes::Bytes>) -> Respon
 async fn call(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    who: Option<Arc<Principal>>,
+    (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
     id: RequestId,
     method: String,
     params: RawObject,
@@ -274,7 +286,7 @@ async fn call(
             }
         };
     }
-    let session = request_session(hub, meta);
+    let session = request_session(hub, meta, profile.as_deref());
     let progress_token = params
         .get_object("_meta")
         .and_then(|m| m.get("progressToken").map(RawValue::to_owned));

@@ -43,19 +43,25 @@ const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 
 struct Endpoint {
     hub: Arc<Hub>,
+    /// The legacy SSE endpoints' state, shared by the main endpoint and the profiles; `None`
+    /// when the main endpoint has none.
+    legacy: Option<Arc<super::legacy_sse::Legacy>>,
 }
 
 /// The host faces: the configured MCP path and the legacy SSE endpoints next to it, with the
-/// body limit. Access checks and tracing are layers the composition root puts around it.
+/// body limit; any other path is looked up among the `[profiles]` in force (so a reload may add
+/// or remove one). Access checks and tracing are layers the composition root puts around it.
 pub fn router(hub: Arc<Hub>) -> axum::Router {
     let path = hub.config().gateway.path.clone();
     let limit = hub.config().gateway.max_body_bytes;
-    let legacy = super::legacy_sse::router(hub.clone());
-    let endpoint = Arc::new(Endpoint { hub });
+    let legacy = super::legacy_sse::state(hub.clone());
+    let legacy_routes = legacy.clone().map(super::legacy_sse::routes).unwrap_or_default();
+    let endpoint = Arc::new(Endpoint { hub, legacy });
     axum::Router::new()
         .route(&path, any(handle))
+        .fallback(profile_face)
         .with_state(endpoint)
-        .merge(legacy)
+        .merge(legacy_routes)
         .layer(DefaultBodyLimit::max(limit))
 }
 
@@ -67,14 +73,70 @@ async fn handle(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let who = principal.map(|Extension(p)| p);
+    serve_endpoint(&ep.hub, (who, None), method, &headers, body).await
+}
+
+/// A path that is no route of the main endpoint: a profile's endpoint or legacy SSE endpoint
+/// when a profile in force is served there, else 404.
+async fn profile_face(
+    State(ep): State<Arc<Endpoint>>,
+    principal: Option<Extension<Arc<Principal>>>,
+    uri: http::Uri,
+    method: Method,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    use crate::config::ProfileFace;
+    let who = principal.map(|Extension(p)| p);
+    if ep.hub.auth.is_some() && who.is_none() {
+        // Passed on unauthenticated as a path no face served (a reload may have added the
+        // profile since): nothing is served here without a credential.
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let (name, face, message_path) = {
+        let config = ep.hub.config();
+        match config.profile_at(uri.path()) {
+            Some((profile, face)) => (
+                Arc::<str>::from(profile.name.as_str()),
+                face,
+                profile.legacy_paths().1,
+            ),
+            None => return StatusCode::NOT_FOUND.into_response(),
+        }
+    };
+    let legacy = ep.legacy.as_ref();
+    match (face, legacy, method) {
+        (ProfileFace::Endpoint, _, method) => {
+            serve_endpoint(&ep.hub, (who, Some(name)), method, &headers, body).await
+        }
+        (ProfileFace::LegacyStream, Some(legacy), Method::GET) => {
+            super::legacy_sse::open_profile_stream(legacy, who, name, message_path)
+        }
+        (ProfileFace::LegacyMessage, Some(legacy), Method::POST) => {
+            super::legacy_sse::profile_message(legacy, who, name, (&uri, &headers), body).await
+        }
+        (_, Some(_), _) => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+        (_, None, _) => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// One request to a Streamable HTTP endpoint: the main one (`profile` `None`) or a profile's.
+async fn serve_endpoint(
+    hub: &Arc<Hub>,
+    (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
+    method: Method,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let at = profile.as_ref();
     let outcome = match method {
-        Method::GET | Method::DELETE if modern_only(&headers) => Err(DownstreamError::MethodNotAllowed),
-        Method::POST => match read_body(&ep.hub, body) {
-            Ok(body) => post(&ep.hub, &headers, who, body).await,
+        Method::GET | Method::DELETE if modern_only(headers) => Err(DownstreamError::MethodNotAllowed),
+        Method::POST => match read_body(hub, body) {
+            Ok(body) => post(hub, headers, (who, profile), body).await,
             Err(refusal) => Err(refusal),
         },
-        Method::GET => get(&ep.hub, &headers, who.as_ref()).await,
-        Method::DELETE => delete(&ep.hub, &headers, who.as_ref()),
+        Method::GET => get(hub, headers, (who.as_ref(), at)).await,
+        Method::DELETE => delete(hub, headers, (who.as_ref(), at)),
         _ => Err(DownstreamError::MethodNotAllowed),
     };
     outcome.unwrap_or_else(DownstreamError::into_http)
@@ -125,22 +187,25 @@ fn session_id(headers: &HeaderMap) -> Result<&str, DownstreamError> {
 }
 
 /// The request's session; another principal's session is unknown to it (404, as if it did not
-/// exist: its id says nothing). A session not held here is taken over from its sealed id when
-/// another process issued it to this principal (`core::takeover`).
+/// exist: its id says nothing), and so is a session of another endpoint (each profile's and the
+/// main endpoint's sessions are their own). A session not held here is taken over from its
+/// sealed id when another process issued it to this principal (`core::takeover`).
 fn find_session(
     hub: &Hub,
     headers: &HeaderMap,
-    who: Option<&Arc<Principal>>,
+    (who, profile): (Option<&Arc<Principal>>, Option<&Arc<str>>),
 ) -> Result<Arc<Session>, DownstreamError> {
     let id = session_id(headers)?;
     let owner = who.map(|p| p.owner());
-    if let Some(session) = hub.sessions.get(id) {
-        return match session.owned_by(owner.as_deref()) {
-            true => Ok(session),
-            false => Err(DownstreamError::UnknownSession),
-        };
+    let session = match hub.sessions.get(id) {
+        Some(session) if session.owned_by(owner.as_deref()) => session,
+        Some(_) => return Err(DownstreamError::UnknownSession),
+        None => take_over(hub, id, owner.as_deref())?,
+    };
+    match session.profile() == profile {
+        true => Ok(session),
+        false => Err(DownstreamError::UnknownSession),
     }
-    take_over(hub, id, owner.as_deref())
 }
 
 /// The negotiated version the request claims; absent means 2025-03-26.
@@ -226,7 +291,7 @@ pub(super) fn json_body<'b>(headers: &HeaderMap, body: &'b Bytes) -> Result<&'b 
 async fn post(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    who: Option<Arc<Principal>>,
+    (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
     body: Bytes,
 ) -> Result<Response, DownstreamError> {
     if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
@@ -260,7 +325,16 @@ async fn post(
                 let params = params.ok().flatten();
                 let owner = who.as_ref().map(|p| p.owner());
                 let sealed_id = |state: &_| hub.session_ids.issue(state, owner.as_deref());
-                let (session, result) = initialize(hub, params.as_ref(), sealed_id).await;
+                let config = hub.config_full();
+                let serving = match &profile {
+                    None => None,
+                    // A reload removed the profile since the request was routed.
+                    Some(name) => match config.profile(name) {
+                        Some(serving) => Some(serving),
+                        None => return Ok(StatusCode::NOT_FOUND.into_response()),
+                    },
+                };
+                let (session, result) = initialize(hub, params.as_ref(), serving, sealed_id).await;
                 if let Some(owner) = owner {
                     session.bind_owner(owner);
                 }
@@ -270,10 +344,10 @@ async fn post(
             }
             let object = params.as_ref().ok().and_then(Option::as_ref);
             if modern::is_modern_request(headers, &method, object) {
-                return Ok(modern::serve(hub, headers, who, id, method, params).await);
+                return Ok(modern::serve(hub, headers, (who, profile), id, method, params).await);
             }
             claimed_version(headers)?;
-            let ctx = RequestCtx::on(find_session(hub, headers, who.as_ref())?).by(who);
+            let ctx = RequestCtx::on(find_session(hub, headers, (who.as_ref(), profile.as_ref()))?).by(who);
             let outcome = match params {
                 Ok(params) => methods::request(hub, &ctx, id, method, params.unwrap_or_default()).await,
                 Err(()) => Outcome::Reply(invalid_params_object(id)),
@@ -287,13 +361,13 @@ async fn post(
         }
         Body::Single(msg) => {
             claimed_version(headers)?;
-            let ctx = RequestCtx::on(find_session(hub, headers, who.as_ref())?).by(who);
+            let ctx = RequestCtx::on(find_session(hub, headers, (who.as_ref(), profile.as_ref()))?).by(who);
             let outcome = methods::dispatch(hub, &ctx, msg).await;
             Ok(answer(outcome).await)
         }
         Body::Batch(items) => {
             let negotiated = claimed_version(headers)?;
-            let session = find_session(hub, headers, who.as_ref())?;
+            let session = find_session(hub, headers, (who.as_ref(), profile.as_ref()))?;
             if !version::allows_batches(&negotiated) && !version::allows_batches(&session.protocol_version) {
                 return Err(DownstreamError::BadRequest(format!(
                     "JSON-RPC batches are not allowed in {negotiated}"
@@ -387,7 +461,7 @@ async fn batch(
 async fn get(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    who: Option<&Arc<Principal>>,
+    who: (Option<&Arc<Principal>>, Option<&Arc<str>>),
 ) -> Result<Response, DownstreamError> {
     if !accepts(headers, "text/event-stream") {
         return Err(DownstreamError::NotAcceptable(
@@ -425,7 +499,7 @@ async fn get(
     ))?;
     session.touch();
     if let Some(EventPosition::Standalone(claims)) = position {
-        restore(hub, &session, who.cloned(), claims).await;
+        restore(hub, &session, who.0.cloned(), claims).await;
     }
     let events = standalone::events(queue, session, hub.shutdown.clone());
     Ok(sse_response(with_keepalive(events)))
@@ -434,7 +508,7 @@ async fn get(
 fn delete(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    who: Option<&Arc<Principal>>,
+    who: (Option<&Arc<Principal>>, Option<&Arc<str>>),
 ) -> Result<Response, DownstreamError> {
     let id = session_id(headers)?;
     find_session(hub, headers, who)?;

@@ -42,6 +42,8 @@ pub struct Session {
     pub protocol_version: String,
     pub caps: ClientCaps,
     client_info: Option<serde_json::Value>,
+    /// The profile whose endpoint opened the session (`None`: the main endpoint).
+    profile: Option<Arc<str>>,
     pub closed: CancellationToken,
     log_level: Mutex<Option<usize>>,
     get_stream: Mutex<Option<mpsc::Sender<Arc<str>>>>,
@@ -95,6 +97,7 @@ impl Session {
             protocol_version: state.protocol_version,
             caps: state.caps,
             client_info: state.client_info,
+            profile: state.profile.map(Arc::from),
             closed: CancellationToken::new(),
             log_level: Mutex::new(state.log_level),
             get_stream: Mutex::new(None),
@@ -141,7 +144,14 @@ impl Session {
             caps: self.caps,
             client_info: self.client_info.clone(),
             log_level: self.log_level(),
+            profile: self.profile.as_deref().map(str::to_string),
         }
+    }
+
+    /// The profile whose endpoint opened the session (`None`: the main endpoint); it is
+    /// unknown on every other endpoint.
+    pub fn profile(&self) -> Option<&Arc<str>> {
+        self.profile.as_ref()
     }
 
     /// This session as upstream connections see it.

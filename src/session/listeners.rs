@@ -60,6 +60,8 @@ pub struct Listener {
     pub subscription: RequestId,
     pub grant: Grant,
     pub queue: mpsc::Sender<Arc<str>>,
+    /// The profile whose endpoint the listen request came to (`None`: the main endpoint).
+    pub profile: Option<Arc<str>>,
 }
 
 /// The open listen streams.
@@ -96,8 +98,8 @@ impl Listeners {
         self.len() == 0
     }
 
-    fn send(&self, pick: impl Fn(&Grant) -> bool, mut make: impl FnMut(&RequestId) -> Arc<str>) {
-        for listener in self.lock().values().filter(|l| pick(&l.grant)) {
+    fn send(&self, pick: impl Fn(&Listener) -> bool, mut make: impl FnMut(&RequestId) -> Arc<str>) {
+        for listener in self.lock().values().filter(|l| pick(l)) {
             if listener.queue.try_send(make(&listener.subscription)).is_err() {
                 tracing::debug!(subscription = %listener.subscription, "listen stream cannot take a notification");
             }
@@ -106,8 +108,9 @@ impl Listeners {
 
     /// Tell every listener that asked for it that a list changed. The notifications differ only
     /// in the subscription id: each is the same head, the id and the same tail, written in one
-    /// allocation per listener (this runs under the listeners' lock).
-    pub fn list_changed(&self, kind: ListKind) {
+    /// allocation per listener (this runs under the listeners' lock). Only listeners of the
+    /// endpoints `told` names (by profile; `None`: the main endpoint) hear of it.
+    pub fn list_changed(&self, kind: ListKind, told: impl Fn(Option<&Arc<str>>) -> bool) {
         let head = format!(
             "{{\"jsonrpc\":\"2.0\",\"method\":{},\"params\":{{\"_meta\":{{{}:",
             json_string(kind.list_changed_notification()),
@@ -115,7 +118,7 @@ impl Listeners {
         );
         let mut buf = String::new();
         self.send(
-            |g| g.wants(kind),
+            |l| l.grant.wants(kind) && told(l.profile.as_ref()),
             |id| {
                 buf.clear();
                 buf.push_str(&head);
@@ -128,8 +131,9 @@ impl Listeners {
 
     /// Tell listeners subscribed to `uri` (or a resource it contains) that it was updated.
     pub fn resource_updated(&self, uri: &str, params: &RawObject) {
-        let covers = |g: &Grant| {
-            g.uris
+        let covers = |l: &Listener| {
+            l.grant
+                .uris
                 .iter()
                 .any(|s| uri == s || uri.starts_with(&format!("{s}/")))
         };
@@ -201,16 +205,18 @@ mod tests {
             subscription: RequestId::number(1),
             grant: tools,
             queue: tx_tools,
+            profile: None,
         });
         let key = listeners
             .insert(Listener {
                 subscription: RequestId::number(2),
                 grant: res,
                 queue: tx_res,
+                profile: None,
             })
             .unwrap();
-        listeners.list_changed(ListKind::Tools);
-        listeners.list_changed(ListKind::Prompts);
+        listeners.list_changed(ListKind::Tools, |_| true);
+        listeners.list_changed(ListKind::Prompts, |_| true);
         let uri = RawObject::parse(r#"{"uri":"mcpmux://a/x/y"}"#).unwrap();
         listeners.resource_updated("mcpmux://a/x/y", &uri);
         let expected = tagged("notifications/tools/list_changed", None, &RequestId::number(1));

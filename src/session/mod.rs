@@ -11,6 +11,7 @@ pub mod registry;
 pub mod sealed_id;
 pub mod state;
 pub mod streams;
+pub mod views;
 
 pub use host::Session;
 pub use host_tokens::HostTokens;

@@ -5,6 +5,7 @@
 use super::ended::EndedIds;
 use super::host::Session;
 use super::listeners::Listeners;
+use super::views::ProfileViews;
 use crate::catalog::ListKind;
 use crate::protocol::Message;
 use crate::upstream::host::{HostEvent, HostEvents};
@@ -20,6 +21,8 @@ pub struct SessionRegistry {
     pub listeners: Listeners,
     /// Sessions taken over from another home that ended here: not taken over again.
     pub ended: EndedIds,
+    /// What each profile sees, to tell its sessions only of changes to it.
+    pub views: ProfileViews,
 }
 
 impl SessionRegistry {
@@ -96,21 +99,46 @@ impl SessionRegistry {
         }
     }
 
-    /// Tell sessions and listeners once about each distinct list notification.
+    /// Tell sessions and listeners once about each distinct list notification: those of the
+    /// main endpoint whenever the list changed, those of a profile only when what the profile
+    /// sees of it changed.
     fn lists_changed(&self, kinds: &[ListKind]) {
-        let mut sent = HashSet::new();
+        self.tell_lists_changed(kinds, true);
+    }
+
+    /// The profiles in force changed (a reload): each profile's hosts hear of the lists whose
+    /// view changed; the main endpoint's hear nothing (their catalog did not change).
+    pub fn profiles_changed(&self) {
+        self.tell_lists_changed(&ListKind::ALL, false);
+    }
+
+    /// [`SessionRegistry::lists_changed`]; the main endpoint's hosts are told only with `main`.
+    fn tell_lists_changed(&self, kinds: &[ListKind], main: bool) {
+        // Per notification: the profiles whose view changed (resources and templates share one).
+        let mut told: Vec<(&'static str, ListKind, HashSet<String>)> = Vec::new();
         for kind in kinds {
             let method = kind.list_changed_notification();
-            if sent.insert(method) {
-                let json: Arc<str> = Message::Notification {
-                    method: method.into(),
-                    params: None,
-                }
-                .to_json()
-                .into();
-                self.broadcast(&json);
-                self.listeners.list_changed(*kind);
+            let profiles = self.views.changed(*kind);
+            match told.iter_mut().find(|(m, _, _)| *m == method) {
+                Some((_, _, seen)) => seen.extend(profiles),
+                None => told.push((method, *kind, profiles)),
             }
+        }
+        for (method, kind, profiles) in told {
+            let json: Arc<str> = Message::Notification {
+                method: method.into(),
+                params: None,
+            }
+            .to_json()
+            .into();
+            let concerned = |profile: Option<&Arc<str>>| match profile {
+                None => main,
+                Some(p) => profiles.contains(&**p),
+            };
+            for session in self.all().into_iter().filter(|s| concerned(s.profile())) {
+                session.push_get(json.clone());
+            }
+            self.listeners.list_changed(kind, concerned);
         }
     }
 }
@@ -134,9 +162,17 @@ impl HostEvents for SessionRegistry {
                     }
                 }
             }
-            HostEvent::Log { level, notification } => {
+            HostEvent::Log {
+                upstream,
+                level,
+                notification,
+            } => {
                 for session in self.all() {
-                    if session.log_level().is_some() && session.wants_log(level) {
+                    // A profile's sessions hear only of the profile's servers.
+                    let concerned = session
+                        .profile()
+                        .is_none_or(|p| self.views.has_server(p, upstream));
+                    if concerned && session.log_level().is_some() && session.wants_log(level) {
                         session.push_get(notification.clone());
                     }
                 }

@@ -19,6 +19,10 @@ pub struct SessionState {
     /// one past the last: none at all); absent: every message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_level: Option<usize>,
+    /// The `[profiles.NAME]` whose endpoint opened the session (it is used there only); `None`:
+    /// the main endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 impl SessionState {
@@ -29,7 +33,14 @@ impl SessionState {
             caps,
             client_info: None,
             log_level: None,
+            profile: None,
         }
+    }
+
+    /// Opened at the endpoint of profile `profile` (`None`: the main endpoint).
+    pub fn in_profile(mut self, profile: Option<&str>) -> Self {
+        self.profile = profile.map(str::to_string);
+        self
     }
 
     /// With the `clientInfo` the host sent.
@@ -53,7 +64,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<SessionState>(&json).unwrap(), state);
         let bare = serde_json::to_string(&SessionState::new("2025-06-18", ClientCaps::default())).unwrap();
         assert!(
-            !bare.contains("client_info") && !bare.contains("log_level"),
+            !bare.contains("client_info") && !bare.contains("log_level") && !bare.contains("profile"),
             "{bare}"
         );
     }

@@ -37,8 +37,9 @@ pub enum HostEvent<'a> {
         params: &'a RawObject,
         notification: Arc<str>,
     },
-    /// A log message no host call claims.
+    /// A log message no host call claims, from `upstream`.
     Log {
+        upstream: &'a crate::config::UpstreamId,
         level: Option<&'a str>,
         notification: Arc<str>,
     },

@@ -181,6 +181,7 @@ impl Actor {
                         }
                     }
                     None => self.ctx.hosts.emit(HostEvent::Log {
+                        upstream: &self.ctx.id,
                         level: level.as_deref(),
                         notification: msg.to_json().into(),
                     }),

@@ -34,6 +34,7 @@ mod oauth_flows;
 mod policy;
 mod policy_explain;
 mod policy_property;
+mod profiles;
 mod rate_limit;
 mod real_clients;
 mod reload;

@@ -30,11 +30,13 @@ pub async fn serve(
     let catalog = hub.catalog.snapshot();
     // A name the policy hides is answered as one that does not exist.
     let access = Access::of(hub, ctx);
-    let found = catalog.list(kind).lookup(&name);
+    // A name outside the profile of the request's endpoint does not exist there.
+    let found =
+        (catalog.list(kind).lookup(&name)).filter(|item| access.in_view(kind, &item.upstream, &item.exposed));
     let target = found.map(|item| (&item.upstream, item.original.as_str()));
     let permitted = trail.decide(hub, &access, &name, target, &params);
     let Some(item) = found.filter(|_| permitted) else {
-        if let Some(down) = down_owner(hub, &name).filter(|_| permitted) {
+        if let Some(down) = down_owner(hub, &access, kind, &name).filter(|_| permitted) {
             return Outcome::refused(id, down);
         }
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
@@ -75,7 +77,15 @@ pub(super) fn step_up(
     trail.refused_by_step_up(&needed);
     tracing::info!(principal = %principal.name, name = exposed, "step-up: it needs scopes {needed:?}");
     let failure = Failure::InsufficientScope(needed);
-    Some(refusal(&failure, auth.challenge(&failure)))
+    // On a profile's endpoint the challenge names the profile's metadata.
+    let config = hub.config();
+    let resource = (ctx.profile.as_deref())
+        .and_then(|name| config.profile(name))
+        .map(|profile| crate::config::resource_url(&config.gateway, &profile.path));
+    Some(refusal(
+        &failure,
+        auth.challenge_at(resource.as_deref(), &failure),
+    ))
 }
 
 /// The `x-mcp-header` annotations of a listed tool with the arguments of a call to it; `None`

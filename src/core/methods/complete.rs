@@ -47,8 +47,19 @@ pub async fn serve(
         _ => (None, None),
     };
     // A reference the policy hides is as unknown as one that does not exist.
+    let access = Access::of(hub, ctx);
+    // Outside the profile of the request's endpoint, a reference names nothing.
+    let found = found.filter(|(upstream, key, _)| {
+        let kind = if *key == "name" {
+            ListKind::Prompts
+        } else {
+            ListKind::Resources
+        };
+        exposed
+            .as_deref()
+            .is_some_and(|e| access.in_view(kind, upstream, e))
+    });
     let target = exposed.and_then(|exposed| {
-        let access = Access::of(hub, ctx);
         let at = found
             .as_ref()
             .map(|(upstream, _, original)| (upstream, original.as_str()));

@@ -28,30 +28,37 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
     let catalog = hub.catalog.snapshot();
     let access = Access::of(hub, ctx);
     let sealer = &*hub.sealer;
-    // Under a policy each principal has a list of its own: its cursor counts only that, and is
-    // bound to it.
-    let owner = match (&ctx.principal, access.sees_everything()) {
-        (Some(principal), false) => principal.owner(),
-        _ => String::new(),
-    };
+    // A profile's endpoint, or a principal under a policy, has a list of its own: its cursor
+    // counts only that, and is bound to it.
+    let owner = access.cursor_owner();
     let own = Cursors::bound_to(sealer, owner.as_bytes());
     let page = match ctx.era {
-        Era::Session if !access.sees_everything() => {
-            catalog.page_visible(kind, cursor.as_deref(), page_size, own, &[], access.filter())
-        }
+        Era::Session if !access.sees_everything() => catalog.page_visible(
+            kind,
+            cursor.as_deref(),
+            page_size,
+            own,
+            &[],
+            access.item_filter(kind),
+        ),
         Era::Session => catalog
             .page(kind, cursor.as_deref(), page_size, sealer)
             .map(|result| (*result).to_owned()),
         Era::Modern => {
-            let mut hint = list_hint(hub, kind);
+            let mut hint = list_hint(hub, &access, kind);
             // A list filtered for one principal must not be shared by a cache with another.
-            hint.private |= !access.sees_everything();
+            hint.private |= !access.policy_is_open();
             let members = own_result_members(Some(hint), &to_raw(&server_info()));
             match access.sees_everything() {
                 true => catalog.page_with(kind, cursor.as_deref(), page_size, sealer, &members),
-                false => {
-                    catalog.page_visible(kind, cursor.as_deref(), page_size, own, &members, access.filter())
-                }
+                false => catalog.page_visible(
+                    kind,
+                    cursor.as_deref(),
+                    page_size,
+                    own,
+                    &members,
+                    access.item_filter(kind),
+                ),
             }
         }
     };
@@ -71,8 +78,9 @@ pub fn invalid_cursor(id: RequestId) -> Message {
 /// The cache hint of one merged list: the shortest lifetime and most private scope of its
 /// parts. A modern upstream's part is what it said, less the list's age (and a list that
 /// outlived it is fetched again in the background); a session-era upstream's part is
-/// [`ANNOUNCED_LIST_TTL_MS`] public if it announces changes, else 0.
-pub fn list_hint(hub: &Hub, kind: ListKind) -> CacheHint {
+/// [`ANNOUNCED_LIST_TTL_MS`] public if it announces changes, else 0. Only the upstreams the
+/// request's endpoint serves count.
+pub fn list_hint(hub: &Hub, access: &Access, kind: ListKind) -> CacheHint {
     let public_for = |ttl_ms| CacheHint {
         ttl_ms,
         private: false,
@@ -80,6 +88,7 @@ pub fn list_hint(hub: &Hub, kind: ListKind) -> CacheHint {
     let now = Instant::now();
     hub.upstreams
         .iter()
+        .filter(|slot| access.has_server(&slot.id))
         .filter_map(|slot| {
             let facts = slot.facts.load_full()?;
             Some((slot, facts))

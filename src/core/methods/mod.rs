@@ -10,6 +10,8 @@ pub mod initialize;
 pub mod list;
 pub mod notify;
 pub mod params;
+#[cfg(test)]
+mod profile_tests;
 pub mod read;
 pub mod set_level;
 pub mod subscribe;
@@ -94,9 +96,11 @@ fn required_str(params: &RawObject, key: &'static str, id: &RequestId) -> Result
 /// A name that is not in the catalog but carries the namespace prefix of a configured upstream
 /// that is not ready: the answer says that upstream is down and why (its tools and prompts are
 /// out of the catalog while it is), retryable, instead of "Unknown tool".
-fn down_owner(hub: &Hub, name: &str) -> Option<RequestError> {
+/// Only an upstream the request's endpoint serves `name` of counts.
+fn down_owner(hub: &Hub, access: &Access, kind: ListKind, name: &str) -> Option<RequestError> {
     let slot = (hub.upstreams.iter())
         .filter(|slot| !slot.naming.namespace.is_empty())
+        .filter(|slot| access.in_view(kind, &slot.id, name))
         .filter(|slot| {
             (name.strip_prefix(slot.naming.namespace.as_str()))
                 .and_then(|rest| rest.strip_prefix(slot.naming.separator.as_str()))
@@ -162,7 +166,12 @@ fn resolve_uri(
     };
     let resolved = match catalog.resolve_uri(uri) {
         Err(UriMiss::Ambiguous(candidates)) => {
-            let candidates: Vec<String> = candidates.into_iter().filter(|c| access.permits(c)).collect();
+            let seen = |c: &String| {
+                let served =
+                    (catalog.resolve_uri(c)).is_ok_and(|(u, _)| access.in_view(ListKind::Resources, &u, c));
+                served && access.permits(c)
+            };
+            let candidates: Vec<String> = candidates.into_iter().filter(seen).collect();
             match candidates.as_slice() {
                 [] => {
                     trail.decide(hub, &access, uri, None, params);
@@ -179,6 +188,10 @@ fn resolve_uri(
             let exposed = catalog
                 .naming(&upstream)
                 .map_or_else(|| uri.to_string(), |n| n.expose_uri(&original));
+            // Outside the profile of the request's endpoint: as unknown as a URI no one has.
+            if !access.in_view(ListKind::Resources, &upstream, &exposed) {
+                return Err(not_found());
+            }
             let permitted = trail.decide(hub, &access, &exposed, Some((&upstream, &original)), params);
             if !permitted {
                 return Err(not_found());
@@ -222,7 +235,7 @@ pub async fn request(
     }
     match method.as_str() {
         // These answer in the request's era themselves.
-        "server/discover" => return Outcome::Reply(discover::serve(hub, id)),
+        "server/discover" => return Outcome::Reply(discover::serve(hub, ctx, id)),
         "tools/list" => return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Tools, &params)),
         "prompts/list" => return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Prompts, &params)),
         "resources/list" => return Outcome::Reply(list::serve(hub, ctx, id, ListKind::Resources, &params)),

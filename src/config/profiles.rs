@@ -1,0 +1,216 @@
+//! `[profiles.NAME]`: another endpoint at its own `path` with a subset of the catalog (its
+//! `servers`, then `tools`/`prompts`/`resources` include/exclude globs over exposed names),
+//! checked with errors at their lines; where each profile is served and its resource URL.
+
+use super::raw::{Ordered, RawFilter};
+use super::shaping::Filter;
+use super::{path_problem, ConfigError, Ctx, GatewayConfig, ServerConfig, UpstreamId};
+use crate::util::glob::Glob;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Paths mcpmux serves itself beside the MCP endpoints (a profile may not take them).
+const RESERVED_PATHS: [&str; 3] = ["/status", "/healthz", "/readyz"];
+/// The protected resource metadata lives under this prefix.
+const WELL_KNOWN: &str = "/.well-known/";
+
+/// One profile: an endpoint of its own that sees part of the catalog.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Profile {
+    /// The key of `[profiles.NAME]`.
+    pub name: String,
+    /// Where it is served (starts with `/`, distinct from every other endpoint).
+    pub path: String,
+    /// The servers whose items it sees, in file order; `None`: every server.
+    pub servers: Option<Vec<UpstreamId>>,
+    /// Globs over exposed tool names.
+    pub tools: Filter,
+    /// Globs over exposed prompt names.
+    pub prompts: Filter,
+    /// Globs over exposed resource URIs and resource template URIs.
+    pub resources: Filter,
+    /// The line of its table.
+    pub line: usize,
+}
+
+impl Profile {
+    /// Whether it sees the items of `upstream` at all.
+    pub fn has_server(&self, upstream: &UpstreamId) -> bool {
+        self.servers
+            .as_ref()
+            .is_none_or(|servers| servers.contains(upstream))
+    }
+
+    /// The legacy HTTP+SSE paths of this profile: `{path}/sse` and `{path}/message` (under its
+    /// own path, so profiles side by side never share them).
+    pub fn legacy_paths(&self) -> (String, String) {
+        let base = self.path.trim_end_matches('/');
+        (format!("{base}/sse"), format!("{base}/message"))
+    }
+}
+
+/// Which of a profile's faces a request path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileFace {
+    /// Its Streamable HTTP endpoint (`path`).
+    Endpoint,
+    /// Its legacy SSE stream (`{path}/sse`).
+    LegacyStream,
+    /// Its legacy message endpoint (`{path}/message`).
+    LegacyMessage,
+}
+
+/// The resource URL of the endpoint served at `path`, as hosts reach it: `gateway.public_url`
+/// with its MCP path replaced by `path` (a public URL whose path does not end with
+/// `gateway.path`, a proxy's prefix, keeps that prefix and gets `path` appended to it).
+pub fn resource_url(gateway: &GatewayConfig, path: &str) -> String {
+    let public = gateway.public_url.trim_end_matches('/');
+    let Ok(url) = url::Url::parse(public) else {
+        return format!("{public}{path}");
+    };
+    let own = url.path().trim_end_matches('/');
+    let main = gateway.path.trim_end_matches('/');
+    let prefix = own.strip_suffix(main).unwrap_or(own);
+    format!("{}{prefix}{path}", url.origin().ascii_serialization())
+}
+
+/// A `[profiles.NAME]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProfile {
+    path: Option<Spanned<String>>,
+    servers: Option<Vec<Spanned<String>>>,
+    tools: Option<RawFilter>,
+    prompts: Option<RawFilter>,
+    resources: Option<RawFilter>,
+}
+
+/// The profiles of the file, checked: each path well formed and free, each server configured
+/// (a disabled one is accepted and logged: it contributes nothing until it is enabled), each
+/// glob valid.
+pub(super) fn build_profiles(
+    ctx: &Ctx<'_>,
+    raw: Ordered<RawProfile>,
+    gateway: &GatewayConfig,
+    (servers, disabled): (&[ServerConfig], &[ServerConfig]),
+) -> Result<Vec<Profile>, ConfigError> {
+    let mut taken: Vec<(String, String)> = vec![(gateway.path.clone(), "gateway.path".into())];
+    let (sse, message) = super::legacy_paths(&gateway.path);
+    if sse != gateway.path && message != gateway.path {
+        taken.push((sse, "the legacy SSE stream of gateway.path".into()));
+        taken.push((message, "the legacy SSE message endpoint of gateway.path".into()));
+    }
+    for path in RESERVED_PATHS {
+        taken.push((path.to_string(), "an operator endpoint".into()));
+    }
+    let mut out: Vec<Profile> = Vec::with_capacity(raw.0.len());
+    for (key, table) in raw.0 {
+        let name = key.get_ref().clone();
+        let at = format!("profiles.{name}");
+        let line = super::raw::line_col(ctx.text, key.span().start).0;
+        if name.is_empty() {
+            return Err(ctx.invalid(&key.span(), "a profile name must not be empty"));
+        }
+        let Some(raw_path) = &table.path else {
+            let msg = format!("{at}.path is required (where the profile is served, e.g. \"/mcp/{name}\")");
+            return Err(ctx.invalid(&key.span(), msg));
+        };
+        let path = ctx.expand(raw_path, &format!("{at}.path"))?;
+        if let Some(why) = path_problem(&path) {
+            return Err(ctx.invalid(&raw_path.span(), format!("{at}.path {path:?} {why}")));
+        }
+        if path.starts_with(WELL_KNOWN) {
+            let msg = format!("{at}.path {path:?} is under {WELL_KNOWN}, where mcpmux serves metadata");
+            return Err(ctx.invalid(&raw_path.span(), msg));
+        }
+        let profile_paths = {
+            let probe = Profile {
+                name: name.clone(),
+                path: path.clone(),
+                servers: None,
+                tools: Filter::default(),
+                prompts: Filter::default(),
+                resources: Filter::default(),
+                line,
+            };
+            let (sse, message) = probe.legacy_paths();
+            [path.clone(), sse, message]
+        };
+        for (mine, what) in profile_paths
+            .iter()
+            .zip(["path", "legacy SSE stream", "legacy message endpoint"])
+        {
+            if let Some((_, owner)) = taken.iter().find(|(p, _)| p == mine) {
+                let msg = match what {
+                    "path" => format!("{at}.path {path:?} is already {owner}"),
+                    _ => format!("{at}.path {path:?}: its {what} {mine:?} is already {owner}"),
+                };
+                return Err(ctx.invalid(&raw_path.span(), msg));
+            }
+        }
+        for (mine, what) in profile_paths
+            .iter()
+            .zip(["path", "legacy SSE stream", "legacy message endpoint"])
+        {
+            taken.push((mine.clone(), format!("the {what} of profiles.{name}")));
+        }
+        let members = match &table.servers {
+            None => None,
+            Some(list) => {
+                let mut ids = Vec::with_capacity(list.len());
+                for (i, server) in list.iter().enumerate() {
+                    let key = format!("{at}.servers[{i}]");
+                    let wanted = ctx.expand(server, &key)?;
+                    let id = UpstreamId::new(&wanted);
+                    if disabled.iter().any(|s| s.id == id) {
+                        tracing::info!(
+                            profile = %name,
+                            server = %wanted,
+                            "{key} names a disabled server (enabled = false): it adds nothing to the profile until it is enabled"
+                        );
+                    } else if !servers.iter().any(|s| s.id == id) {
+                        let known: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                        let msg = format!("{key}: no server {wanted:?} is configured (servers: {known:?})");
+                        return Err(ctx.invalid(&server.span(), msg));
+                    }
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                Some(ids)
+            }
+        };
+        out.push(Profile {
+            name,
+            path,
+            servers: members,
+            tools: filter(ctx, &table.tools, &format!("{at}.tools"))?,
+            prompts: filter(ctx, &table.prompts, &format!("{at}.prompts"))?,
+            resources: filter(ctx, &table.resources, &format!("{at}.resources"))?,
+            line,
+        });
+    }
+    Ok(out)
+}
+
+/// An `include`/`exclude` table of globs, each checked at its line.
+fn filter(ctx: &Ctx<'_>, raw: &Option<RawFilter>, key: &str) -> Result<Filter, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(Filter::default());
+    };
+    let globs = |list: &Option<Vec<Spanned<String>>>, which: &str| {
+        let mut out = Vec::new();
+        for (i, pattern) in list.iter().flatten().enumerate() {
+            let at = format!("{key}.{which}[{i}]");
+            let text = ctx.expand(pattern, &at)?;
+            let glob = Glob::new(&text)
+                .map_err(|why| ctx.invalid(&pattern.span(), format!("{at} {text:?}: {why}")))?;
+            out.push(glob);
+        }
+        Ok::<_, ConfigError>(out)
+    };
+    Ok(Filter {
+        include: globs(&raw.include, "include")?,
+        exclude: globs(&raw.exclude, "exclude")?,
+    })
+}
