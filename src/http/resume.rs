@@ -133,9 +133,9 @@ pub async fn start(call: ForwardedCall, session: Arc<Session>) -> Reply {
     Reply::Stream(frames_after(stream, 0, priming, Some(driver), session))
 }
 
-/// What a host resuming the stream of its request `request` gets when the stream is not kept
-/// here (`why`): the request answered with an error, so the host does not wait for it to its own
-/// timeout. The call's outcome is unknown (it may have completed where it ran).
+/// What a host resuming the stream of its request `request` gets when the stream was kept by
+/// another process (`why`): the request answered with an error, so the host does not wait for it
+/// to its own timeout. The call's outcome is unknown (it may have completed where it ran).
 pub fn lost(request: RequestId, why: &str) -> BoxStream<'static, Bytes> {
     let message = format!(
         "the stream of this request cannot be resumed here: {why}; the call may or may not have completed"

@@ -5,8 +5,10 @@
 //! opens and whenever either changes, so its last event id is always current. A replica that
 //! took the session over restores both from it (`core::restore`).
 //!
-//! What a `Last-Event-ID` gets: an event of a call stream kept here resumes that stream; any
-//! other id, or one that does not open (forged, altered, cut, sealed under a key this gateway
+//! What a `Last-Event-ID` gets: an event of a call stream kept here resumes that stream; an
+//! event of a call stream another process kept (the session's earlier home) answers that call's
+//! request with an error (`resume::lost`: the stream cannot be resumed here); any other id, or
+//! one that does not open (forged, altered, cut, sealed under a key this gateway
 //! does not hold, or for another session), is treated as unknown: the GET is answered as one
 //! without it, with the standalone stream (409 when it is already open), nothing replayed and
 //! nothing restored. A standalone event's id of a session taken over here restores the session's

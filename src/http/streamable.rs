@@ -473,15 +473,16 @@ async fn get(
     let last_event_id = headers.get(LAST_EVENT_ID_HEADER).and_then(|v| v.to_str().ok());
     let position = standalone::position(&session, last_event_id);
     match &position {
-        Some(EventPosition::Call { stream, seq, request }) => {
+        Some(EventPosition::Call { stream, seq, .. }) => {
             if let Some(stream) = session.streams.get(*stream) {
                 session.touch();
                 return Ok(sse_response(resume::read(stream, *seq, session)));
             }
-            if let Some(request) = request {
-                return Ok(sse_response(resume::lost(request.clone(), "it has ended")));
-            }
+            // Not kept here any more (every event was delivered, or it expired unread): as if
+            // no id was sent.
         }
+        // The call ran in another process (the session's earlier home, gone or restarted): the
+        // host resumes because its stream broke before the answer, which it gets now.
         Some(EventPosition::CallElsewhere {
             request: Some(request),
         }) => {
