@@ -99,6 +99,27 @@ async fn the_example_config_runs_from_any_directory() {
         .tool_text("time__get_current_time", json!({"timezone": "UTC"}))
         .await;
     assert!(time.contains("UTC"), "{time}");
+    // Shaping: get-sum is exposed as everything__add, get-env is not there at all.
+    let sum = host.tool_text("everything__add", json!({"a": 2, "b": 3})).await;
+    assert!(sum.contains('5'), "{sum}");
+    let env = host
+        .call(
+            "tools/call",
+            json!({"name": "everything__get-env", "arguments": {}}),
+        )
+        .await;
+    assert!(env.get("error").is_some(), "get-env must be unknown: {env}");
+    // The profile serves the filesystem and time servers only.
+    let files_host = RawSession::open(&format!("{base}/mcp/files"), json!({})).await;
+    let (tools, _) = files_host.list_all("tools/list", "tools").await;
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(
+        !names.is_empty()
+            && names
+                .iter()
+                .all(|n| n.starts_with("filesystem__") || n.starts_with("time__")),
+        "{names:?}"
+    );
     drop(gateway);
 }
 
