@@ -49,6 +49,7 @@ pub mod middleware;
 pub mod policy;
 pub mod protocol;
 pub mod reload;
+pub mod reload_command;
 pub mod seal;
 pub mod session;
 pub mod status_command;
@@ -85,6 +86,7 @@ pub struct Gateway {
     /// Closes the listener and lets open connections finish their current response.
     close_listener: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+    reloads: Option<tokio::sync::mpsc::Receiver<admin::reload::ReloadRequest>>,
 }
 
 impl Gateway {
@@ -110,6 +112,14 @@ impl Gateway {
 
     /// A token that ends the drain of a [`Gateway::stop`] early (an operator's second signal):
     /// the calls still in flight are answered with the drain error at once.
+    /// The reloads asked with `POST /reload` (once; until taken, such a request waits): the
+    /// caller reloads and answers each.
+    pub fn take_reload_requests(
+        &mut self,
+    ) -> Option<tokio::sync::mpsc::Receiver<admin::reload::ReloadRequest>> {
+        self.reloads.take()
+    }
+
     pub fn drain_cutter(&self) -> CancellationToken {
         self.hub.drain_expired.clone()
     }
@@ -225,7 +235,15 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         )));
     }
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
-    let (faces, operator) = routes(&hub, admin.as_ref().map(|(_, at)| *at));
+    // `POST /reload` on the admin listener, or on a main listener open to local processes anyway.
+    let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
+    let reload_allowed =
+        admin.is_some() || (config.auth.is_none() && config.gateway.listen.ip().is_loopback());
+    let (faces, operator) = routes(
+        &hub,
+        admin.as_ref().map(|(_, at)| *at),
+        reload_allowed.then_some(reload_tx),
+    );
     let close_listener = CancellationToken::new();
     let (server, admin_server, admin_addr) = match admin {
         Some((admin, admin_addr)) => {
@@ -259,6 +277,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         admin_server,
         close_listener,
         tasks,
+        reloads: Some(reloads),
     })
 }
 
@@ -295,7 +314,11 @@ fn serve(
 /// public (it is how a host learns where to get a token). The operator endpoints are never
 /// behind `[auth]` (probes and monitoring have no token): on the main listener, or, with
 /// `gateway.admin_listen` (bound at `admin`), on that listener only, with its own Host rule.
-fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Router) {
+fn routes(
+    hub: &Arc<Hub>,
+    admin: Option<SocketAddr>,
+    reloads: Option<tokio::sync::mpsc::Sender<admin::reload::ReloadRequest>>,
+) -> (axum::Router, axum::Router) {
     use middleware::access::{AccessLayer, RefusalBody};
     let config = hub.config();
     let access = middleware::origin::AccessPolicy::from_config(&config.gateway);
@@ -324,8 +347,8 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
         Some(at) => middleware::origin::AccessPolicy::for_admin(&config.gateway, at),
         None => access,
     };
-    let operator =
-        admin::router(hub.clone()).layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
+    let operator = (admin::router(hub.clone()).merge(admin::reload::router(reloads, &config.gateway.path)))
+        .layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
     (faces, operator)
 }
 
