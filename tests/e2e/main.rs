@@ -17,6 +17,7 @@ mod auth;
 mod canary;
 mod cli;
 mod cluster;
+mod compose;
 mod drain;
 mod example_config;
 mod faults;
