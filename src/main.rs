@@ -226,7 +226,7 @@ async fn serve(config: mcpmux::Config, path: &std::path::Path, files: Vec<PathBu
                 Signal::Stop => break,
             },
             Some(()) = edits.recv() => {
-                tracing::info!(config = %path.display(), "a file of the configuration changed: reloading it");
+                tracing::info!(config = %path.display(), "the configuration file changed: reloading it");
                 let _ = reload(&gateway, path, &watched);
             }
             Some(request) = request => {
@@ -302,9 +302,9 @@ fn reload_command(config: Option<&std::path::Path>, url: Option<&str>) -> ExitCo
         (Some(url), _) => url.to_string(),
         (None, Some(path)) => match mcpmux::reload_command::reload_url(path) {
             Ok(url) => url,
-            Err(err) => {
-                eprintln!("error: {err}");
-                return ExitCode::from(2);
+            Err((status, message)) => {
+                eprintln!("{message}");
+                return ExitCode::from(status);
             }
         },
         (None, None) => {

@@ -10,12 +10,21 @@ use std::time::Duration;
 const TIMEOUT: Duration = Duration::from_secs(130);
 
 /// The `/reload` URL of the gateway serving the file at `path` (its `admin_listen`, else its
-/// `listen`), read even when the rest of the file is wrong.
-pub fn reload_url(path: &Path) -> Result<String, String> {
-    let addr = crate::config::operator_address(path).map_err(|e| {
-        format!("{e}\n(cannot tell the gateway's address from the file: give it with --url http://HOST:PORT{RELOAD_PATH}, or send the process SIGHUP)")
-    })?;
-    Ok(format!("http://{addr}{RELOAD_PATH}"))
+/// `listen`), read even when the rest of the file is wrong. When it cannot be read: the exit
+/// status and what to print (1 when the file itself does not load, which a reload would refuse
+/// too: the gateway serves on with what it has; 2 when it cannot be read at all).
+pub fn reload_url(path: &Path) -> Result<String, (u8, String)> {
+    match crate::config::operator_address(path) {
+        Ok(addr) => Ok(format!("http://{addr}{RELOAD_PATH}")),
+        Err(err @ crate::config::ConfigError::Io { .. }) => Err((2, format!("error: {err}"))),
+        Err(err) => Err((
+            1,
+            format!(
+                "reload refused, nothing changed: {err}\n(the gateway's address cannot be read from the \
+                 file either: give it with --url http://HOST:PORT{RELOAD_PATH}, or send the process SIGHUP)"
+            ),
+        )),
+    }
 }
 
 /// A URL given without a path gets `/reload`.
