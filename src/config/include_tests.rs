@@ -218,3 +218,32 @@ fn mcp_json_servers_join_the_toml_ones_and_the_toml_wins_a_clash() {
     assert!(err.starts_with(&format!("{json}:2:")), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_included_audit_path_follows_its_file_and_the_operator_address_is_read_through_includes() {
+    let dir = folder(&[
+        ("main.toml", "include = [\"ops/ops.toml\"]\n"),
+        (
+            "ops/ops.toml",
+            "[audit]\npath = \"audit.jsonl\"\n[gateway]\nadmin_listen = \"0.0.0.0:9191\"\n",
+        ),
+    ]);
+    let config = load(&dir).unwrap();
+    let sink = config.audit.map(|a| a.sink);
+    assert_eq!(sink, Some(AuditSink::File(dir.join("ops/audit.jsonl"))));
+    let addr = operator_address(&dir.join("main.toml")).unwrap();
+    assert_eq!(
+        addr,
+        SocketAddr::from(([127, 0, 0, 1], 9191)),
+        "a wildcard is reached on loopback"
+    );
+    // The rest of the file wrong: the address is still read.
+    std::fs::write(
+        dir.join("main.toml"),
+        "include = [\"ops/ops.toml\"]\n[servers.x]\nbogus = 1\n",
+    )
+    .unwrap();
+    assert!(load(&dir).is_err());
+    assert_eq!(operator_address(&dir.join("main.toml")).unwrap().port(), 9191);
+    let _ = std::fs::remove_dir_all(&dir);
+}
