@@ -1,7 +1,7 @@
 //! `include = [...]`: other TOML files merged into the one that names them, and the rules of
 //! the merge. An included file's paths are relative to the file that names it (`~/` is the
-//! home folder; no `${VAR}` in them); it may include others; a file that includes itself, directly or not, is an
-//! error. The included files come first, in list order, each after its own includes, then the
+//! home folder; no `${VAR}` in them); it may include others; a file that includes itself,
+//! directly or not, is an error. The included files come first, in list order, each after its own includes, then the
 //! including file's own keys, so the later file wins: tables merge key by key at any depth
 //! (`[gateway]` in two files keeps the keys of both; `[servers.x]` in two files is one server
 //! with the keys of both), any other value (a string, a number, a list) is replaced whole, and
