@@ -33,6 +33,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("admin", 7),
     ("status_command", 8),
     ("reload", 8),
+    ("reload_command", 8),
 ];
 
 /// What `upstream` must never name: the host side.

@@ -50,6 +50,7 @@ pub mod middleware;
 pub mod policy;
 pub mod protocol;
 pub mod reload;
+pub mod reload_command;
 pub mod seal;
 pub mod session;
 pub mod status_command;
@@ -86,6 +87,7 @@ pub struct Gateway {
     /// Closes the listener and lets open connections finish their current response.
     close_listener: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
+    reloads: Option<tokio::sync::mpsc::Receiver<admin::reload::ReloadRequest>>,
 }
 
 impl Gateway {
@@ -117,9 +119,27 @@ impl Gateway {
         reload::reload_file(&self.hub, path).await
     }
 
+    /// Put a configuration loaded from the file with `digest` (or why it did not load) in force,
+    /// as [`Gateway::reload_file`] does once the file is read.
+    pub async fn reload_loaded(
+        &self,
+        loaded: Result<Config, String>,
+        digest: Option<String>,
+    ) -> Result<reload::Reloaded, String> {
+        reload::reload_loaded(&self.hub, loaded, digest).await
+    }
+
     /// Say which file the configuration in force was read from (its digest is shown by `/status`).
     pub fn loaded_from(&self, path: &std::path::Path) {
         self.hub.config_status.lock().digest = reload::file_digest(path);
+    }
+
+    /// The reloads asked with `POST /reload` (once; until taken, such a request waits): the
+    /// caller reloads and answers each.
+    pub fn take_reload_requests(
+        &mut self,
+    ) -> Option<tokio::sync::mpsc::Receiver<admin::reload::ReloadRequest>> {
+        self.reloads.take()
     }
 
     /// A token that ends the drain of a [`Gateway::stop`] early (an operator's second signal):
@@ -240,7 +260,15 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let mut tasks = Vec::new();
     hub.upstreams.supervise(inputs);
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
-    let (faces, operator) = routes(&hub, admin.as_ref().map(|(_, at)| *at));
+    // `POST /reload` on the admin listener, or on a main listener open to local processes anyway.
+    let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
+    let reload_allowed =
+        admin.is_some() || (config.auth.is_none() && config.gateway.listen.ip().is_loopback());
+    let (faces, operator) = routes(
+        &hub,
+        admin.as_ref().map(|(_, at)| *at),
+        reload_allowed.then_some(reload_tx),
+    );
     let close_listener = CancellationToken::new();
     let (server, admin_server, admin_addr) = match admin {
         Some((admin, admin_addr)) => {
@@ -274,6 +302,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         admin_server,
         close_listener,
         tasks,
+        reloads: Some(reloads),
     })
 }
 
@@ -310,7 +339,11 @@ fn serve(
 /// public (it is how a host learns where to get a token). The operator endpoints are never
 /// behind `[auth]` (probes and monitoring have no token): on the main listener, or, with
 /// `gateway.admin_listen` (bound at `admin`), on that listener only, with its own Host rule.
-fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Router) {
+fn routes(
+    hub: &Arc<Hub>,
+    admin: Option<SocketAddr>,
+    reloads: Option<tokio::sync::mpsc::Sender<admin::reload::ReloadRequest>>,
+) -> (axum::Router, axum::Router) {
     use middleware::access::{AccessLayer, RefusalBody};
     let config = hub.config();
     let access = middleware::origin::AccessPolicy::from_config(&config.gateway);
@@ -341,8 +374,8 @@ fn routes(hub: &Arc<Hub>, admin: Option<SocketAddr>) -> (axum::Router, axum::Rou
         Some(at) => middleware::origin::AccessPolicy::for_admin(&config.gateway, at),
         None => access,
     };
-    let operator =
-        admin::router(hub.clone()).layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
+    let operator = (admin::router(hub.clone()).merge(admin::reload::router(reloads, &config.gateway.path)))
+        .layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
     (faces, operator)
 }
 

@@ -48,6 +48,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Make a running gateway re-read its configuration (as SIGHUP does) and print what changed
+    /// or why the new configuration was refused (exit status 0 reloaded, 1 refused, 2 not
+    /// reached). It asks `POST /reload` on the gateway's `admin_listen` (or its loopback
+    /// `listen` without `[auth]`).
+    Reload {
+        /// The configuration the gateway runs with (its admin_listen, else listen, is used).
+        #[arg(long, conflicts_with = "url")]
+        config: Option<PathBuf>,
+        /// The gateway's reload URL, e.g. http://127.0.0.1:9090/reload.
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Per-principal access policy (`[[policy]]`).
     Policy {
         #[command(subcommand)]
@@ -123,6 +135,7 @@ fn main() -> ExitCode {
     let path = match &cli.command {
         Command::Serve { config } | Command::CheckConfig { config } => config,
         Command::Status { config, url, json } => return status(config.as_deref(), url.as_deref(), *json),
+        Command::Reload { config, url } => return reload_command(config.as_deref(), url.as_deref()),
         Command::Policy {
             command:
                 PolicyCommand::Explain {
@@ -148,7 +161,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    let config = match mcpmux::Config::load(path) {
+    let (loaded, files) = mcpmux::Config::load_tracked(path);
+    let config = match loaded {
         Ok(c) => c,
         Err(err) => {
             eprintln!("error: {err}");
@@ -172,12 +186,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(serve(config, path))
+    runtime.block_on(serve(config, path, files))
 }
 
 /// Serve until the first stop signal, then stop gracefully; a second signal ends the drain.
-/// SIGHUP re-reads the configuration at `path`.
-async fn serve(config: mcpmux::Config, path: &std::path::Path) -> ExitCode {
+/// SIGHUP, `POST /reload` and an edit of any of `files` (what the configuration at `path` read)
+/// re-read it.
+async fn serve(config: mcpmux::Config, path: &std::path::Path, files: Vec<PathBuf>) -> ExitCode {
     let mut signals = match StopSignals::install() {
         Ok(signals) => signals,
         Err(err) => {
@@ -185,7 +200,7 @@ async fn serve(config: mcpmux::Config, path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let gateway = match mcpmux::start(config).await {
+    let mut gateway = match mcpmux::start(config).await {
         Ok(gateway) => gateway,
         Err(err) => {
             eprintln!("error: {err}");
@@ -194,20 +209,30 @@ async fn serve(config: mcpmux::Config, path: &std::path::Path) -> ExitCode {
     };
     let watching = tokio_util::sync::CancellationToken::new();
     gateway.loaded_from(path);
-    let mut edits = mcpmux::reload::watch_file(
-        path.to_path_buf(),
-        mcpmux::reload::WATCH_INTERVAL,
-        watching.clone(),
-    );
+    let (watched, files) = tokio::sync::watch::channel(files);
+    let mut edits = mcpmux::reload::watch_files(files, mcpmux::reload::WATCH_INTERVAL, watching.clone());
+    let mut asked = gateway.take_reload_requests();
     loop {
+        let request = async {
+            match &mut asked {
+                Some(requests) => requests.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         let stopped = tokio::select! {
             signal = signals.next() => match signal {
-                Signal::Reload => reload(&gateway, path, &mut signals).await,
+                Signal::Reload => reload(&gateway, path, &watched, &mut signals).await.1,
                 Signal::Stop => true,
             },
             Some(()) = edits.recv() => {
                 tracing::info!(config = %path.display(), "the configuration file changed: reloading it");
-                reload(&gateway, path, &mut signals).await
+                reload(&gateway, path, &watched, &mut signals).await.1
+            }
+            Some(request) = request => {
+                tracing::info!(config = %path.display(), "POST /reload: reloading the configuration");
+                let (answer, stopped) = reload(&gateway, path, &watched, &mut signals).await;
+                let _ = request.answer.send(answer);
+                stopped
             }
         };
         if stopped {
@@ -275,31 +300,80 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
     ExitCode::from(mcpmux::status_command::command(&url, json))
 }
 
-/// Re-read the configuration file and put it in force; a file that does not load changes
-/// nothing (the error is logged and the gateway serves on). A SIGHUP meanwhile reloads once more
-/// after it; returns true when a stop signal came meanwhile (the reload is then given up).
-async fn reload(gateway: &mcpmux::Gateway, path: &std::path::Path, signals: &mut StopSignals) -> bool {
-    let mut again = true;
-    while again {
-        again = false;
-        let reloading = reload_once(gateway, path);
+/// `mcpmux reload`: the gateway's reload URL from `--url`, or from the file it serves.
+fn reload_command(config: Option<&std::path::Path>, url: Option<&str>) -> ExitCode {
+    let url = match (url, config) {
+        (Some(url), _) => url.to_string(),
+        (None, Some(path)) => match mcpmux::reload_command::reload_url(path) {
+            Ok(url) => url,
+            Err((status, message)) => {
+                eprintln!("{message}");
+                return ExitCode::from(status);
+            }
+        },
+        (None, None) => {
+            eprintln!(
+                "error: say which gateway: --url http://HOST:PORT/reload (its operator address), or \
+                 --config FILE (the configuration it runs with; its admin_listen, else listen, is used)"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    ExitCode::from(mcpmux::reload_command::command(&url))
+}
+
+/// Re-read the configuration file (and what it reads) and put it in force; a configuration that
+/// does not load changes nothing (the error is logged, returned, and the gateway serves on). A
+/// SIGHUP meanwhile reloads once more after it; the flag is true when a stop signal came
+/// meanwhile (the reload is then given up).
+async fn reload(
+    gateway: &mcpmux::Gateway,
+    path: &std::path::Path,
+    watched: &tokio::sync::watch::Sender<Vec<PathBuf>>,
+    signals: &mut StopSignals,
+) -> (Result<String, String>, bool) {
+    loop {
+        let reloading = reload_once(gateway, path, watched);
         tokio::pin!(reloading);
-        loop {
+        let mut again = false;
+        let answer = loop {
             tokio::select! {
-                () = &mut reloading => break,
+                answer = &mut reloading => break answer,
                 signal = signals.next() => match signal {
-                    Signal::Stop => return true,
+                    Signal::Stop => return (Err("mcpmux is stopping".into()), true),
                     Signal::Reload => again = true,
                 },
             }
+        };
+        if !again {
+            return (answer, false);
         }
     }
-    false
 }
 
-async fn reload_once(gateway: &mcpmux::Gateway, path: &std::path::Path) {
+/// One reload. The files watched become those this load read (with the old ones too when it
+/// failed, so fixing either is seen).
+async fn reload_once(
+    gateway: &mcpmux::Gateway,
+    path: &std::path::Path,
+    watched: &tokio::sync::watch::Sender<Vec<PathBuf>>,
+) -> Result<String, String> {
     let digest = mcpmux::reload::file_digest(path).unwrap_or_else(|| "unreadable".into());
-    match gateway.reload_file(path).await {
+    let (loaded, mut files) = mcpmux::Config::load_tracked(path);
+    if loaded.is_err() {
+        for old in watched.borrow().iter() {
+            if !files.contains(old) {
+                files.push(old.clone());
+            }
+        }
+    }
+    watched.send_if_modified(|now| {
+        let changed = *now != files;
+        *now = files;
+        changed
+    });
+    let loaded = loaded.map_err(|err| err.to_string());
+    match gateway.reload_loaded(loaded, Some(digest.clone())).await {
         Ok(done) => {
             let names = |ids: &[mcpmux::config::UpstreamId]| {
                 ids.iter().map(|id| id.as_str()).collect::<Vec<_>>().join(", ")
@@ -316,18 +390,28 @@ async fn reload_once(gateway: &mcpmux::Gateway, path: &std::path::Path) {
                 lists_changed = %lists.join(", "),
                 "configuration reloaded: in force from the next request"
             );
+            let mut message = format!("configuration reloaded (config_digest {digest})");
+            if done.policy_changed {
+                message.push_str("; the [[policy]] rules changed");
+            }
             if !done.needs_restart.is_empty() {
+                let changed = done.needs_restart.join(", ");
                 tracing::warn!(
-                    changed = %done.needs_restart.join(", "),
+                    changed = %changed,
                     "these parts of the configuration changed but keep their running value until a restart"
                 );
+                message.push_str(&format!("; changed but kept until a restart: {changed}"));
             }
+            Ok(message)
         }
-        Err(err) => tracing::error!(
-            config = %path.display(),
-            config_digest = %digest,
-            "reload refused, nothing changed: {err}"
-        ),
+        Err(err) => {
+            tracing::error!(
+                config = %path.display(),
+                config_digest = %digest,
+                "reload refused, nothing changed: {err}"
+            );
+            Err(err)
+        }
     }
 }
 

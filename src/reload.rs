@@ -22,7 +22,7 @@ use crate::upstream::reconcile::ServerDiff;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// How often [`watch_file`] looks at the file.
@@ -32,8 +32,7 @@ const SETTLE: Duration = Duration::from_millis(250);
 /// Files larger than this are not compared byte for byte but by size and time.
 const MAX_FINGERPRINT_BYTES: u64 = 4 << 20;
 
-/// What the file looks like now: its SHA-256 (a file that cannot be read has none; a missing
-/// file mid-rename is not a change).
+/// What the file looks like now: its SHA-256 (a file that cannot be read has none).
 fn fingerprint(path: &std::path::Path) -> Option<Vec<u8>> {
     let meta = std::fs::metadata(path).ok()?;
     if meta.len() > MAX_FINGERPRINT_BYTES {
@@ -60,24 +59,66 @@ pub fn file_digest(path: &std::path::Path) -> Option<String> {
 /// settled), until `stop` fires. The path is followed, so a Kubernetes ConfigMap's symlink swap
 /// counts as a change.
 pub fn watch_file(path: PathBuf, interval: Duration, stop: CancellationToken) -> mpsc::Receiver<()> {
+    let (files, watched) = watch::channel(vec![path]);
+    let changes = watch_files(watched, interval, stop.clone());
+    // The set never changes: keep its sender as long as the watch runs.
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        drop(files);
+    });
+    changes
+}
+
+/// A message each time any of the files in `files` changes content (the file, its includes, its
+/// `mcp_json` files: the set is replaced after each reload), checked every `interval`; changes
+/// to several files at once (or an editor's steps) settle into one message. Each path is
+/// followed (a symlink swap is a change); a file that is gone for a moment (a rename in
+/// progress) is no change, one that stays gone (a removed `mcp_json` file) is; a file new to the
+/// set is taken as it is when it joins.
+pub fn watch_files(
+    mut files: watch::Receiver<Vec<PathBuf>>,
+    interval: Duration,
+    stop: CancellationToken,
+) -> mpsc::Receiver<()> {
     let (tx, rx) = mpsc::channel(1);
     tokio::spawn(async move {
-        let mut seen = fingerprint(&path);
+        let mut seen: Vec<(PathBuf, Option<Vec<u8>>)> = Vec::new();
+        let mut update = true;
         loop {
+            if update {
+                let now: Vec<PathBuf> = files.borrow_and_update().clone();
+                seen.retain(|(path, _)| now.contains(path));
+                for path in now {
+                    if !seen.iter().any(|(p, _)| *p == path) {
+                        let print = fingerprint(&path);
+                        seen.push((path, print));
+                    }
+                }
+            }
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
             }
-            let now = fingerprint(&path);
-            if now.is_none() || now == seen {
+            update = files.has_changed().unwrap_or(false);
+            if update {
+                continue;
+            }
+            let changed: Vec<(usize, Option<Vec<u8>>)> = (seen.iter().enumerate())
+                .map(|(i, (path, was))| (i, was, fingerprint(path)))
+                .filter(|(_, was, now)| now != *was)
+                .map(|(i, _, now)| (i, now))
+                .collect();
+            if changed.is_empty() {
                 continue;
             }
             tokio::time::sleep(SETTLE).await;
-            if fingerprint(&path) != now {
-                continue;
+            if changed.iter().any(|(i, now)| fingerprint(&seen[*i].0) != *now) {
+                continue; // still being written (or back after a rename): look again
             }
-            seen = now;
-            // One pending reload is enough: it reads the file as it is then.
+            for (i, now) in changed {
+                seen[i].1 = now;
+            }
+            // One pending reload is enough: it reads the files as they are then.
             if let Err(mpsc::error::TrySendError::Closed(())) = tx.try_send(()) {
                 return;
             }
@@ -106,10 +147,20 @@ pub struct Reloaded {
 /// Re-read the file at `path` and put it in force ([`apply`]); the outcome is what `/status`
 /// shows as the last reload.
 pub async fn reload_file(hub: &Hub, path: &Path) -> Result<Reloaded, String> {
-    let digest = file_digest(path);
-    let result = match Config::load(path) {
+    let (loaded, _files) = Config::load_tracked(path);
+    reload_loaded(hub, loaded.map_err(|err| err.to_string()), file_digest(path)).await
+}
+
+/// Put a configuration just loaded (or why it did not load) in force, and note the outcome with
+/// the main file's `digest` for `/status`.
+pub async fn reload_loaded(
+    hub: &Hub,
+    loaded: Result<Config, String>,
+    digest: Option<String>,
+) -> Result<Reloaded, String> {
+    let result = match loaded {
         Ok(config) => apply(hub, config).await,
-        Err(err) => Err(err.to_string()),
+        Err(err) => Err(err),
     };
     record(hub, &result, digest);
     result
@@ -278,6 +329,48 @@ mod tests {
             tokio::time::timeout(Duration::from_secs(5), changes.recv()).await,
             Ok(None)
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn every_file_of_the_set_is_watched_and_the_set_follows_the_reloads() {
+        let dir = std::env::temp_dir().join(format!("mcpmux-watch-set-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (main, team, json) = (dir.join("main.toml"), dir.join("team.toml"), dir.join("mcp.json"));
+        for file in [&main, &team] {
+            std::fs::write(file, "a = 1\n").unwrap();
+        }
+        let _ = std::fs::remove_file(&json);
+        let stop = CancellationToken::new();
+        let (set, watched) = watch::channel(vec![main.clone(), team.clone(), json.clone()]);
+        let mut changes = watch_files(watched, Duration::from_millis(20), stop.clone());
+        async fn next(changes: &mut mpsc::Receiver<()>) -> Option<()> {
+            tokio::time::timeout(Duration::from_secs(5), changes.recv())
+                .await
+                .ok()
+                .flatten()
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(changes.try_recv().is_err(), "no change yet");
+        std::fs::write(&team, "a = 2\n").unwrap();
+        assert_eq!(next(&mut changes).await, Some(()), "an included file");
+        std::fs::write(&json, "{}").unwrap();
+        assert_eq!(
+            next(&mut changes).await,
+            Some(()),
+            "a missing mcp_json file that appears"
+        );
+        std::fs::remove_file(&json).unwrap();
+        assert_eq!(next(&mut changes).await, Some(()), "one that is removed for good");
+        // The reload found team.toml is no longer included: its edits are not watched.
+        set.send(vec![main.clone()]).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::fs::write(&team, "a = 3\n").unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(changes.try_recv().is_err(), "a file out of the set");
+        std::fs::write(&main, "a = 4\n").unwrap();
+        assert_eq!(next(&mut changes).await, Some(()));
+        stop.cancel();
         let _ = std::fs::remove_dir_all(&dir);
     }
 

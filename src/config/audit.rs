@@ -30,8 +30,8 @@ pub struct AuditConfig {
 pub enum AuditSink {
     /// `path = "-"`.
     Stdout,
-    /// Appended to; [`super::Config::load`] makes a relative path absolute against the
-    /// configuration file's directory.
+    /// Appended to; [`super::Config::load`] makes a relative path absolute against the folder of
+    /// the file that wrote it (the configuration file or an included one).
     File(PathBuf),
 }
 
@@ -45,7 +45,11 @@ pub(super) fn build_audit(ctx: &Ctx<'_>, raw: &RawAudit) -> Result<AuditConfig, 
                 "audit.path must not be empty (\"-\" for stdout)",
             ))
         }
-        _ => AuditSink::File(PathBuf::from(path)),
+        // Read from a file: relative to the file that wrote it (an included one's).
+        _ => match ctx.sources.dir_at(raw.path.span().start) {
+            Some(dir) => AuditSink::File(super::paths::join(dir, std::path::Path::new(&path))),
+            None => AuditSink::File(PathBuf::from(path)),
+        },
     };
     let queue_size = match &raw.queue_size {
         Some(v) => ctx.nonzero(v, "audit.queue_size")?,

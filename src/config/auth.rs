@@ -213,7 +213,7 @@ fn sha256_hex(ctx: &Ctx<'_>, v: &Spanned<String>, key: &str) -> Result<[u8; 32],
 pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Result<AuthConfig, ConfigError> {
     // A rule about the whole table, which has no one line.
     let whole = |msg: &str| ConfigError::Invalid {
-        message: format!("{}: {msg}", ctx.source),
+        message: format!("{}: {msg}", ctx.source()),
     };
     let url_key = |v: &Option<Spanned<String>>, key: &str| -> Result<Option<String>, ConfigError> {
         let Some(v) = v else { return Ok(None) };

@@ -14,7 +14,10 @@ mod audit;
 mod auth;
 mod cluster;
 mod id;
+mod include;
 mod interpolate;
+mod mcp_json;
+mod operator;
 mod paths;
 mod policy;
 mod preflight;
@@ -22,6 +25,7 @@ mod profiles;
 mod raw;
 mod server;
 mod shaping;
+mod sources;
 mod transport;
 mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
@@ -29,12 +33,14 @@ pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use cluster::ClusterConfig;
 pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
+pub use operator::operator_address;
 pub use policy::{PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
 pub use profiles::{resource_url, Profile, ProfileFace};
-use raw::{line_col, parse_error, RawConfig, RawGateway};
+use raw::{RawConfig, RawGateway};
 use server::build_server;
 pub use shaping::{Filter, Shaping};
+use sources::Sources;
 pub use transport::HttpMode;
 pub use validate::Problem;
 
@@ -243,22 +249,36 @@ pub enum TransportConfig {
 }
 
 impl Config {
-    /// Reads and parses `path`, interpolating from the process environment; relative paths
-    /// of stdio servers are resolved against the file's directory (see [`Config::resolve_paths`]).
+    /// Reads and parses `path` with its includes and `mcp_json` files, interpolating from the
+    /// process environment; relative paths of stdio servers are resolved against the directory
+    /// of the file that wrote them (see [`Config::resolve_paths`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        let source_name = path.display().to_string();
-        let mut config = Config::from_toml_str(text, &source_name, &|var| std::env::var(var).ok())?;
-        config.resolve_paths(&paths::base_dir(path));
-        Ok(config)
+        Config::load_tracked(path).0
+    }
+
+    /// [`Config::load`], and every file it read or looked for (the file, its includes, its
+    /// `mcp_json` files, missing ones too): what to watch for changes, even when loading failed.
+    pub fn load_tracked(path: &Path) -> (Result<Config, ConfigError>, Vec<PathBuf>) {
+        let mut sources = Sources::default();
+        let mut files = Vec::new();
+        let tree = match include::read(path, &mut sources, &mut files) {
+            Ok(tree) => tree,
+            Err(err) => return (Err(err), files),
+        };
+        files.extend(tree.mcp_json.iter().map(|f| f.path.clone()));
+        let mut root = tree.root;
+        let result = mcp_json::add_servers(&mut sources, &mut root, &tree.mcp_json)
+            .and_then(|()| Config::from_tree(root, &sources, &|var| std::env::var(var).ok()))
+            .map(|mut config| {
+                config.resolve_paths(&paths::base_dir(path));
+                config
+            });
+        (result, files)
     }
 
     /// Parses `text`; `source_name` prefixes error messages, `env` resolves `${VAR}`. Relative
-    /// paths are left as written (they follow the process's working directory).
+    /// paths are left as written (they follow the process's working directory); `include` and
+    /// `mcp_json` are not followed (they need a file: [`Config::load`]).
     ///
     /// Interpolation runs after TOML parsing on every string value: `${NAME}` is replaced by
     /// the variable `NAME` (unset is an error), `${NAME:-default}` by `default` when `NAME` is
@@ -269,12 +289,24 @@ impl Config {
         source_name: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| parse_error(text, source_name, &e))?;
-        let ctx = Ctx {
-            source: source_name,
-            text,
-            env,
-        };
+        let mut sources = Sources::default();
+        let mut root = sources.parse(source_name, None, text)?;
+        root.remove("include");
+        root.remove("mcp_json");
+        Config::from_tree(root, &sources, env)
+    }
+
+    /// The merged tree of `sources` into a validated configuration.
+    fn from_tree(
+        root: toml_edit::Table,
+        sources: &Sources,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        use serde::Deserialize;
+        let document = toml_edit::de::Deserializer::from(toml_edit::DocumentMut::from(root));
+        let raw = RawConfig::deserialize(document).map_err(|e| sources.parse_error(e.message(), e.span()))?;
+        let source_name = sources.main();
+        let ctx = Ctx { sources, env };
         let raw_gateway = raw.gateway.unwrap_or_default();
         let gateway = build_gateway(&ctx, &raw_gateway)?;
         let auth = match &raw.auth {
@@ -362,14 +394,18 @@ impl Config {
 }
 
 struct Ctx<'a> {
-    source: &'a str,
-    text: &'a str,
+    sources: &'a Sources,
     env: &'a dyn Fn(&str) -> Option<String>,
 }
 
 impl Ctx<'_> {
+    /// The configuration file's name, for a rule about the whole of it.
+    fn source(&self) -> &str {
+        self.sources.main()
+    }
+
     fn at(&self, span: &Range<usize>) -> String {
-        format!("{}:{}", self.source, line_col(self.text, span.start).0)
+        self.sources.at(span.start)
     }
 
     fn invalid(&self, span: &Range<usize>, msg: impl fmt::Display) -> ConfigError {
@@ -559,6 +595,8 @@ fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayConfig, Confi
 
 #[cfg(test)]
 mod import_tests;
+#[cfg(test)]
+mod include_tests;
 #[cfg(test)]
 mod profiles_tests;
 #[cfg(test)]

@@ -36,7 +36,7 @@ impl Config {
 
 /// A relative command with a `/` resolved against `dir`; `None` to keep the command as it is
 /// (a bare name, an absolute path, or a directory that is not UTF-8).
-fn command_path(command: &str, dir: &Path) -> Option<String> {
+pub(super) fn command_path(command: &str, dir: &Path) -> Option<String> {
     let path = Path::new(command);
     if !command.contains('/') || path.is_absolute() {
         return None;
@@ -45,7 +45,7 @@ fn command_path(command: &str, dir: &Path) -> Option<String> {
 }
 
 /// `rel` under `base` (`rel` itself when absolute), without `.` components.
-fn join(base: &Path, rel: &Path) -> PathBuf {
+pub(super) fn join(base: &Path, rel: &Path) -> PathBuf {
     let rel: PathBuf = (rel.components()).filter(|c| *c != Component::CurDir).collect();
     match rel.as_os_str().is_empty() {
         true => base.to_path_buf(),

@@ -98,8 +98,14 @@ pub(super) fn build_policy(
 ) -> Result<Vec<PolicyRule>, ConfigError> {
     let mut rules = Vec::with_capacity(raw.len());
     for (index, table) in raw.into_iter().enumerate() {
-        let line = header_line(ctx.text, table.span().start);
-        rules.push(build_rule(ctx, index, line, table.into_inner())?);
+        let (line, at) = match ctx.sources.locate(table.span().start) {
+            Some((file, local)) => {
+                let line = header_line(&file.text, local);
+                (line, format!("{}:{line}", file.name))
+            }
+            None => (0, ctx.source().to_string()),
+        };
+        rules.push(build_rule(ctx, index, line, &at, table.into_inner())?);
     }
     Ok(rules)
 }
@@ -114,7 +120,13 @@ fn header_line(text: &str, offset: usize) -> usize {
     }
 }
 
-fn build_rule(ctx: &Ctx<'_>, index: usize, line: usize, raw: RawPolicy) -> Result<PolicyRule, ConfigError> {
+fn build_rule(
+    ctx: &Ctx<'_>,
+    index: usize,
+    line: usize,
+    at: &str,
+    raw: RawPolicy,
+) -> Result<PolicyRule, ConfigError> {
     let key = |name: &str| format!("policy[{index}].{name}");
     let names =
         |values: &Option<Vec<Spanned<String>>>, name: &str| -> Result<Option<Vec<String>>, ConfigError> {
@@ -122,7 +134,7 @@ fn build_rule(ctx: &Ctx<'_>, index: usize, line: usize, raw: RawPolicy) -> Resul
             let key = key(name);
             if values.is_empty() {
                 let msg = format!("{key} must not be empty (leave the key out to match anyone)");
-                return Err(at_line(ctx, line, msg));
+                return Err(at_line(at, msg));
             }
             let out = ctx.expand_list(values, &key)?;
             match out.iter().position(|s| s.trim().is_empty() || s.trim() != s) {
@@ -165,9 +177,9 @@ fn build_rule(ctx: &Ctx<'_>, index: usize, line: usize, raw: RawPolicy) -> Resul
     })
 }
 
-fn at_line(ctx: &Ctx<'_>, line: usize, msg: String) -> ConfigError {
+fn at_line(at: &str, msg: String) -> ConfigError {
     ConfigError::Invalid {
-        message: format!("{}:{line}: {msg}", ctx.source),
+        message: format!("{at}: {msg}"),
     }
 }
 

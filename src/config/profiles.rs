@@ -107,7 +107,8 @@ pub(super) fn build_profiles(
     for (key, table) in raw.0 {
         let name = key.get_ref().clone();
         let at = format!("profiles.{name}");
-        let line = super::raw::line_col(ctx.text, key.span().start).0;
+        let line = (ctx.sources.locate(key.span().start))
+            .map_or(0, |(file, local)| super::raw::line_col(&file.text, local).0);
         if name.is_empty() {
             return Err(ctx.invalid(&key.span(), "a profile name must not be empty"));
         }

@@ -1,7 +1,6 @@
 //! The configuration file as written: raw TOML tables (unknown keys refused), server tables
 //! in file order, and parse errors turned into `file:line:column` messages.
 
-use super::ConfigError;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -170,9 +169,9 @@ pub(super) fn table_header(line: &str) -> Option<String> {
     None
 }
 
-pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> ConfigError {
-    let msg = err
-        .message()
+/// A deserializer's message in the file's terms (keys, tables), without trailing space.
+pub(super) fn friendly(message: &str) -> String {
+    message
         .trim_end()
         .replacen("unknown field", "unknown key", 1)
         .replace("struct RawServer", "a server table")
@@ -186,21 +185,5 @@ pub(super) fn parse_error(text: &str, source: &str, err: &toml::de::Error) -> Co
         .replace("struct RawAudit", "the [audit] table")
         .replace("struct RawCluster", "the [cluster] table")
         .replace("struct RawApiKey", "an [[auth.api_keys]] table")
-        .replace("struct RawStepUp", "an [[auth.step_up]] table");
-    let message = match err.span() {
-        Some(span) => {
-            let (line, col) = line_col(text, span.start);
-            let context = enclosing_table(text, span.start)
-                .map(|t| format!(" (in {t})"))
-                .unwrap_or_default();
-            let header = text.lines().nth(line - 1).and_then(table_header);
-            let hint = match header.as_deref() {
-                Some("[policy]") => " (write [[policy]]: each rule is a table of its own)",
-                _ => "",
-            };
-            format!("{source}:{line}:{col}: {msg}{context}{hint}")
-        }
-        None => format!("{source}: {msg}"),
-    };
-    ConfigError::Parse { message }
+        .replace("struct RawStepUp", "an [[auth.step_up]] table")
 }

@@ -128,13 +128,28 @@ impl ServerCtx<'_> {
         };
         let env_name = |n: &str| !n.is_empty() && !n.contains(['=', '\0']);
         let env = self.secrets(&raw.env, "env", env_name)?;
-        let cwd = match &raw.cwd {
+        let mut cwd = match &raw.cwd {
             Some(v) => match self.expand(v, "cwd")? {
                 dir if dir.is_empty() => return Err(self.fail(Some(&v.span()), "`cwd` must not be empty")),
                 dir => Some(PathBuf::from(dir)),
             },
             None => None,
         };
+        // Read from files: relative paths follow the file that wrote them (an included one's).
+        let sources = self.ctx.sources;
+        let mut cmd = cmd;
+        if let Some(file_dir) = sources.dir_at(command.span().start) {
+            let dir = match (cwd.take(), &raw.cwd) {
+                (Some(dir), Some(v)) => {
+                    super::paths::join(sources.dir_at(v.span().start).unwrap_or(file_dir), &dir)
+                }
+                _ => file_dir.to_path_buf(),
+            };
+            if let Some(resolved) = super::paths::command_path(&cmd, &dir) {
+                cmd = resolved;
+            }
+            cwd = Some(dir);
+        }
         Ok(TransportConfig::Stdio {
             command: cmd,
             args,

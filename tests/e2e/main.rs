@@ -18,6 +18,7 @@ mod canary;
 mod cli;
 mod cluster;
 mod cluster_events;
+mod compose;
 mod drain;
 mod example_config;
 mod faults;

@@ -38,8 +38,14 @@ impl ServeProcess {
         cwd: &Path,
         env: &[(&str, &str)],
     ) -> Self {
-        let config = dir.join("mcpmux.toml");
         let text = format!("[gateway]\nlisten = \"127.0.0.1:{port}\"\n{gateway_extra}\n\n{servers}");
+        Self::start_text(port, dir, &text, cwd, env)
+    }
+
+    /// Write `text` as `dir/mcpmux.toml` as it is (it must listen on `port`) and serve it, as
+    /// [`ServeProcess::start`] does.
+    pub fn start_text(port: u16, dir: &Path, text: &str, cwd: &Path, env: &[(&str, &str)]) -> Self {
+        let config = dir.join("mcpmux.toml");
         fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
         let log_path = dir.join("gateway.log");
         let log = fs::File::create(&log_path).expect("create gateway log");

@@ -1,0 +1,48 @@
+//! Where a running gateway's operator endpoints are, read from its configuration file without
+//! validating the rest of it: `mcpmux reload --config FILE` must reach the gateway even when the
+//! file now holds a mistake (the gateway then answers with it).
+
+use super::include;
+use super::interpolate::interpolate;
+use super::sources::Sources;
+use super::ConfigError;
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// `gateway.admin_listen` when set, else `gateway.listen` (default 127.0.0.1:8080), of the
+/// file at `path` and its includes; a wildcard address is reached on loopback.
+pub fn operator_address(path: &Path) -> Result<SocketAddr, ConfigError> {
+    let mut sources = Sources::default();
+    let tree = include::read(path, &mut sources, &mut Vec::new())?;
+    let gateway = tree.root.get("gateway").and_then(|g| g.as_table_like());
+    let value = ["admin_listen", "listen"]
+        .iter()
+        .find_map(|key| Some((*key, gateway?.get(key)?)));
+    let mut addr = match value {
+        None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+        Some((key, item)) => {
+            let at = item
+                .span()
+                .map_or_else(|| sources.main().to_string(), |s| sources.at(s.start));
+            let bad = |why: String| ConfigError::Invalid {
+                message: format!("{at}: gateway.{key}: {why}"),
+            };
+            let text = item.as_str().ok_or_else(|| bad("not a string".into()))?;
+            let text = interpolate(text, &|var| std::env::var(var).ok()).map_err(|e| match e {
+                super::interpolate::InterpError::Missing(var) => {
+                    bad(format!("environment variable {var:?} is not set"))
+                }
+                super::interpolate::InterpError::Syntax(why) => bad(why),
+            })?;
+            text.parse()
+                .map_err(|_| bad(format!("{text:?} is not a socket address")))?
+        }
+    };
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    Ok(addr)
+}

@@ -1,0 +1,115 @@
+//! `mcpmux reload --config FILE | --url URL`: ask a running gateway to re-read its configuration
+//! (`POST /reload` on its operator address) and print what changed, or why the new configuration
+//! was refused (the gateway then serves on with the old one). Exit status 0 reloaded, 1 refused,
+//! 2 the gateway could not be reached or does not allow it.
+
+use crate::admin::reload::RELOAD_PATH;
+use std::path::Path;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(130);
+
+/// The `/reload` URL of the gateway serving the file at `path` (its `admin_listen`, else its
+/// `listen`), read even when the rest of the file is wrong. When it cannot be read: the exit
+/// status and what to print (1 when the file itself does not load, which a reload would refuse
+/// too: the gateway serves on with what it has; 2 when it cannot be read at all).
+pub fn reload_url(path: &Path) -> Result<String, (u8, String)> {
+    match crate::config::operator_address(path) {
+        Ok(addr) => Ok(format!("http://{addr}{RELOAD_PATH}")),
+        Err(err @ crate::config::ConfigError::Io { .. }) => Err((2, format!("error: {err}"))),
+        Err(err) => Err((
+            1,
+            format!(
+                "reload refused, nothing changed: {err}\n(the gateway's address cannot be read from the \
+                 file either: give it with --url http://HOST:PORT{RELOAD_PATH}, or send the process SIGHUP)"
+            ),
+        )),
+    }
+}
+
+/// A URL given without a path gets `/reload`.
+fn with_path(url: &str) -> Result<reqwest::Url, String> {
+    let mut parsed = reqwest::Url::parse(url).map_err(|e| {
+        format!("--url {url:?} is not a URL ({e}); give the gateway's operator address, e.g. http://127.0.0.1:8080{RELOAD_PATH}")
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!(
+            "--url {url:?}: an http:// or https:// URL with a host is needed"
+        ));
+    }
+    if parsed.path() == "/" || parsed.path().is_empty() {
+        parsed.set_path(RELOAD_PATH);
+    }
+    Ok(parsed)
+}
+
+/// Ask and print; returns the exit status.
+pub fn command(url: &str) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the runtime: {err}");
+            return 2;
+        }
+    };
+    match runtime.block_on(ask(url)) {
+        Ok(Ok(message)) => {
+            println!("{message}");
+            0
+        }
+        Ok(Err(why)) => {
+            eprintln!("reload refused, nothing changed: {why}");
+            1
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            2
+        }
+    }
+}
+
+/// `Ok(Ok(what changed))`, `Ok(Err(why refused))`, or `Err` when there was no answer.
+async fn ask(url: &str) -> Result<Result<String, String>, String> {
+    let parsed = with_path(url)?;
+    let client = reqwest::Client::builder()
+        .timeout(TIMEOUT)
+        .build()
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+    let resp = client.post(parsed.clone()).send().await.map_err(|e| {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            text = format!("{text}: {cause}");
+            source = cause.source();
+        }
+        format!("cannot reach {parsed}: {text}; is `mcpmux serve` running there?")
+    })?;
+    let status = resp.status();
+    let body = resp.text().await.map_err(|e| format!("{parsed}: {e}"))?;
+    let json: serde_json::Value = serde_json::from_str(&body).map_err(|_| {
+        let body: String = body.trim().chars().take(300).collect();
+        format!("{parsed} answered HTTP {status}, not an mcpmux reload answer: {body}")
+    })?;
+    let text = |key: &str| json.get(key).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    match (status.as_u16(), json.get("reloaded").and_then(|v| v.as_bool())) {
+        (200, Some(true)) => Ok(Ok(text("message"))),
+        (422, Some(false)) => Ok(Err(text("error"))),
+        _ => Err(format!("{parsed} answered HTTP {status}: {}", text("error"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_address_gets_the_reload_path() {
+        assert_eq!(
+            with_path("http://127.0.0.1:9/").unwrap().as_str(),
+            "http://127.0.0.1:9/reload"
+        );
+        assert_eq!(with_path("http://127.0.0.1:9/reload").unwrap().path(), "/reload");
+        assert!(with_path("127.0.0.1:9").is_err());
+        assert!(with_path("ftp://h/reload").is_err());
+    }
+}
