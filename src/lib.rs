@@ -367,6 +367,7 @@ fn routes(
     }
     let faces = faces.layer(
         tower::ServiceBuilder::new()
+            .layer(middleware::closing::CloseWhenStopping::new(hub.not_ready.clone()))
             .layer(middleware::trace::layer())
             .layer(AccessLayer::new(access.clone(), RefusalBody::JsonRpc)),
     );
