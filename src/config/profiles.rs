@@ -5,7 +5,6 @@
 use super::raw::{Ordered, RawFilter};
 use super::shaping::Filter;
 use super::{path_problem, ConfigError, Ctx, GatewayConfig, ServerConfig, UpstreamId};
-use crate::util::glob::Glob;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -196,22 +195,6 @@ pub(super) fn build_profiles(
 
 /// An `include`/`exclude` table of globs, each checked at its line.
 fn filter(ctx: &Ctx<'_>, raw: &Option<RawFilter>, key: &str) -> Result<Filter, ConfigError> {
-    let Some(raw) = raw else {
-        return Ok(Filter::default());
-    };
-    let globs = |list: &Option<Vec<Spanned<String>>>, which: &str| {
-        let mut out = Vec::new();
-        for (i, pattern) in list.iter().flatten().enumerate() {
-            let at = format!("{key}.{which}[{i}]");
-            let text = ctx.expand(pattern, &at)?;
-            let glob = Glob::new(&text)
-                .map_err(|why| ctx.invalid(&pattern.span(), format!("{at} {text:?}: {why}")))?;
-            out.push(glob);
-        }
-        Ok::<_, ConfigError>(out)
-    };
-    Ok(Filter {
-        include: globs(&raw.include, "include")?,
-        exclude: globs(&raw.exclude, "exclude")?,
-    })
+    let fail = |span: &std::ops::Range<usize>, msg: String| ctx.invalid(span, msg);
+    super::shaping::glob_filter(raw, key, |pattern, at| ctx.expand(pattern, at), fail)
 }

@@ -87,24 +87,8 @@ fn valid_tool_name(name: &str) -> bool {
 
 impl ServerCtx<'_> {
     fn filter(&self, raw: &Option<RawFilter>, key: &str) -> Result<Filter, ConfigError> {
-        let Some(raw) = raw else {
-            return Ok(Filter::default());
-        };
-        let globs = |list: &Option<Vec<Spanned<String>>>, which: &str| {
-            let mut out = Vec::new();
-            for (i, pattern) in list.iter().flatten().enumerate() {
-                let at = format!("{key}.{which}[{i}]");
-                let text = self.expand(pattern, &at)?;
-                let glob = Glob::new(&text)
-                    .map_err(|why| self.fail(Some(&pattern.span()), format!("{at} {text:?}: {why}")))?;
-                out.push(glob);
-            }
-            Ok::<_, ConfigError>(out)
-        };
-        Ok(Filter {
-            include: globs(&raw.include, "include")?,
-            exclude: globs(&raw.exclude, "exclude")?,
-        })
+        let fail = |span: &std::ops::Range<usize>, msg: String| self.fail(Some(span), msg);
+        glob_filter(raw, key, |pattern, at| self.expand(pattern, at), fail)
     }
 
     /// The `rename` or `descriptions` table, expanded, with each entry's span.
@@ -182,4 +166,32 @@ impl ServerCtx<'_> {
             descriptions: descriptions.into_iter().map(|(_, k, v)| (k, v)).collect(),
         })
     }
+}
+
+/// An `include`/`exclude` table of globs (`key`), each expanded and checked at its line: the
+/// caller says how to expand a value and how to word a failure at a span.
+pub(super) fn glob_filter(
+    raw: &Option<RawFilter>,
+    key: &str,
+    expand: impl Fn(&Spanned<String>, &str) -> Result<String, ConfigError>,
+    fail: impl Fn(&std::ops::Range<usize>, String) -> ConfigError,
+) -> Result<Filter, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(Filter::default());
+    };
+    let globs = |list: &Option<Vec<Spanned<String>>>, which: &str| {
+        let mut out = Vec::new();
+        for (i, pattern) in list.iter().flatten().enumerate() {
+            let at = format!("{key}.{which}[{i}]");
+            let text = expand(pattern, &at)?;
+            let glob =
+                Glob::new(&text).map_err(|why| fail(&pattern.span(), format!("{at} {text:?}: {why}")))?;
+            out.push(glob);
+        }
+        Ok::<_, ConfigError>(out)
+    };
+    Ok(Filter {
+        include: globs(&raw.include, "include")?,
+        exclude: globs(&raw.exclude, "exclude")?,
+    })
 }
