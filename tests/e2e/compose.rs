@@ -45,17 +45,6 @@ async fn wait_lines(gateway: &ServeProcess, needle: &str, n: usize) {
     }
 }
 
-fn call_text<'a>(run: &'a ClientRun, tool: &str) -> &'a str {
-    let calls = run.json["calls"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    (calls.iter())
-        .find(|c| c["tool"] == tool)
-        .and_then(|c| c["text"].as_str())
-        .unwrap_or_else(|| panic!("no call of {tool}:\n{run}"))
-}
-
 const RELOADED: &str = "configuration reloaded";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,12 +139,9 @@ async fn an_include_and_clients_files_are_served_and_each_edit_reloads() {
     ];
     let run = run_py_client_async(&gateway.url(), args[0], &args[1..]).await;
     run.assert_ok();
-    assert!(call_text(&run, "time__get_current_time").contains("UTC"), "{run}");
-    assert!(
-        call_text(&run, "everything__get-env").contains("cost $5"),
-        "{run}"
-    );
-    assert!(call_text(&run, "vs__echo").contains("composed"), "{run}");
+    assert!(run.call_text("time__get_current_time").contains("UTC"), "{run}");
+    assert!(run.call_text("everything__get-env").contains("cost $5"), "{run}");
+    assert!(run.call_text("vs__echo").contains("composed"), "{run}");
 
     // An edit of the included file reloads; so does one of a client's file.
     write(&team, &format!("# the team's servers, edited\n{time_table}"));

@@ -30,18 +30,6 @@ fn write(path: &Path, text: &str) {
     fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
-/// The text of the `tool` call in a `call` scenario's observations.
-fn call_text<'a>(run: &'a ClientRun, tool: &str) -> &'a str {
-    let calls = run.json["calls"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    (calls.iter())
-        .find(|c| c["tool"] == tool)
-        .and_then(|c| c["text"].as_str())
-        .unwrap_or_else(|| panic!("no call of {tool}:\n{run}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_clients_file_is_converted_served_and_called() {
     let _suite = crate::suite::enter(module_path!());
@@ -170,14 +158,14 @@ async fn every_clients_file_is_converted_served_and_called() {
     ]);
     let run = run_py_client_async(&gateway.url(), args[0], &args[1..]).await;
     run.assert_ok();
-    assert!(call_text(&run, "time__get_current_time").contains("UTC"), "{run}");
-    assert!(call_text(&run, "api-events__echo").contains("imported"), "{run}");
+    assert!(run.call_text("time__get_current_time").contains("UTC"), "{run}");
+    assert!(run.call_text("api-events__echo").contains("imported"), "{run}");
     assert!(
-        call_text(&run, "desktop-everything__get-env").contains("cost $5"),
+        run.call_text("desktop-everything__get-env").contains("cost $5"),
         "{run}"
     );
     assert!(
-        call_text(&run, "vs-everything__get-env").contains("swordfish"),
+        run.call_text("vs-everything__get-env").contains("swordfish"),
         "{run}"
     );
 }

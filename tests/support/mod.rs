@@ -478,6 +478,18 @@ pub struct ClientRun {
 }
 
 impl ClientRun {
+    /// The text of the `tool` call in a `call` scenario's observations (panics when absent).
+    pub fn call_text(&self, tool: &str) -> &str {
+        let calls = self.json["calls"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        (calls.iter())
+            .find(|c| c["tool"] == tool)
+            .and_then(|c| c["text"].as_str())
+            .unwrap_or_else(|| panic!("no call of {tool}:\n{self}"))
+    }
+
     pub fn success(&self) -> bool {
         self.exited_ok() && self.json["ok"] == serde_json::Value::Bool(true)
     }
