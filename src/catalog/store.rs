@@ -1,0 +1,181 @@
+//! The catalog store: each upstream's lists as it sent them, merged (shaped, namespaced, earlier
+//! upstreams winning a clash) into snapshots published behind an atomic swap; the set of
+//! upstreams changes with a reload.
+
+use super::*;
+
+/// One upstream's lists as it sent them, and the shaping problems last logged for them.
+#[derive(Default)]
+struct Part {
+    lists: [Vec<RawObject>; 4],
+    /// The `rename`/`descriptions` keys naming no tool and the rename collisions of the last
+    /// tools list (logged when they change, not on every list).
+    noted: Vec<String>,
+}
+
+/// Every upstream with its naming, in configuration order, and its lists in the same order.
+struct Parts {
+    namings: Arc<[(UpstreamId, Naming)]>,
+    lists: Vec<Part>,
+}
+
+/// Owns the per-upstream lists and publishes merged snapshots.
+pub struct CatalogStore {
+    current: ArcSwap<Catalog>,
+    parts: Mutex<Parts>,
+}
+
+impl CatalogStore {
+    /// A store for these upstreams; earlier ones win a clash of exposed names.
+    pub fn new(namings: Vec<(UpstreamId, Naming)>) -> Self {
+        let lists = namings.iter().map(|_| Default::default()).collect();
+        let namings: Arc<[(UpstreamId, Naming)]> = namings.into();
+        let store = CatalogStore {
+            current: ArcSwap::from_pointee(Catalog::default()),
+            parts: Mutex::new(Parts { namings, lists }),
+        };
+        store.rebuild(&store.parts.lock(), 0);
+        store
+    }
+
+    /// A reload changed the upstreams: from now on these, in this order. An upstream that stays
+    /// (by id) keeps its lists, under its new naming; a new one starts empty; a gone one's items
+    /// vanish.
+    pub fn set_upstreams(&self, namings: Vec<(UpstreamId, Naming)>) {
+        let mut parts = self.parts.lock();
+        let lists = std::mem::take(&mut parts.lists);
+        let mut old: IdMap<Part> = (parts.namings.iter().map(|(id, _)| id.clone()))
+            .zip(lists)
+            .collect();
+        parts.lists = (namings.iter())
+            .map(|(id, _)| old.remove(id).unwrap_or_default())
+            .collect();
+        parts.namings = namings.into();
+        let epoch = self.snapshot().epoch + 1;
+        self.rebuild(&parts, epoch);
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        self.current.load_full()
+    }
+
+    /// Replace one upstream's list of one kind (a list it sent); returns whether what hosts see
+    /// changed. A tools list that leaves a `rename` or `descriptions` key of its server without a
+    /// tool, or makes a rename collide, is logged (once, until that changes).
+    pub fn replace(&self, upstream: &UpstreamId, kind: ListKind, items: Vec<RawObject>) -> bool {
+        self.put(upstream, kind, items, true, &|| true)
+    }
+
+    /// [`CatalogStore::replace`] only while `current()` holds, checked under the same lock as a
+    /// reload's [`CatalogStore::set_upstreams`]: an upstream a reload retired (whose id may be its
+    /// replacement's now) writes nothing once the reload has moved on.
+    pub fn replace_while(
+        &self,
+        upstream: &UpstreamId,
+        kind: ListKind,
+        items: Vec<RawObject>,
+        current: &dyn Fn() -> bool,
+    ) -> bool {
+        self.put(upstream, kind, items, true, current)
+    }
+
+    fn put(
+        &self,
+        upstream: &UpstreamId,
+        kind: ListKind,
+        items: Vec<RawObject>,
+        arrived: bool,
+        current: &dyn Fn() -> bool,
+    ) -> bool {
+        let mut parts = self.parts.lock();
+        if !current() {
+            return false;
+        }
+        let Some(position) = parts.namings.iter().position(|(id, _)| id == upstream) else {
+            return false;
+        };
+        let shaping = parts.namings[position].1.shaping.clone();
+        let Some(slot) = parts.lists.get_mut(position) else {
+            return false;
+        };
+        if arrived && kind == ListKind::Tools {
+            shape::note_problems(upstream, &shaping, &items, &mut slot.noted);
+        }
+        slot.lists[kind as usize] = items;
+        let before = self.snapshot();
+        let after = self.rebuild(&parts, before.epoch + 1);
+        after.list(kind).differs_from(before.list(kind))
+    }
+
+    /// Drop everything an upstream offered (it went away); returns the kinds that changed.
+    pub fn clear(&self, upstream: &UpstreamId) -> Vec<ListKind> {
+        self.clear_while(upstream, &|| true)
+    }
+
+    /// [`CatalogStore::clear`] only while `current()` holds (see [`CatalogStore::replace_while`]).
+    pub fn clear_while(&self, upstream: &UpstreamId, current: &dyn Fn() -> bool) -> Vec<ListKind> {
+        ListKind::ALL
+            .into_iter()
+            .filter(|&k| self.put(upstream, k, Vec::new(), false, current))
+            .collect()
+    }
+
+    /// Merge `parts` into a new snapshot and publish it; a clash of names not seen in the
+    /// previous snapshot is logged once, naming both upstreams.
+    fn rebuild(&self, parts: &Parts, epoch: u64) -> Arc<Catalog> {
+        let lists = ListKind::ALL.map(|kind| self.merge(parts, kind));
+        let before = self.current.load();
+        for kind in ListKind::ALL {
+            for clash in lists[kind as usize].fresh_clashes(before.list(kind)) {
+                tracing::warn!(
+                    "{} {:?} of upstream {:?} is hidden: upstream {:?} (earlier in the configuration) exposes the same {}; set a distinct `namespace` to list both",
+                    kind.singular(),
+                    clash.exposed,
+                    clash.loser.as_str(),
+                    clash.winner.as_str(),
+                    kind.key_field(),
+                );
+            }
+        }
+        let catalog = Arc::new(Catalog {
+            epoch,
+            lists,
+            namings: parts.namings.clone(),
+        });
+        self.current.store(catalog.clone());
+        catalog
+    }
+
+    fn merge(&self, parts: &Parts, kind: ListKind) -> ItemList {
+        let mut list = ItemList::default();
+        for ((upstream, naming), part) in parts.namings.iter().zip(&parts.lists) {
+            let shaped = shape::shape(&naming.shaping, kind, &part.lists[kind as usize]);
+            for shape::ShapedItem { original, name, item } in shaped.items {
+                let exposed = match kind {
+                    ListKind::Tools | ListKind::Prompts => naming.expose_name(&name),
+                    ListKind::Resources | ListKind::Templates => naming.expose_uri(&name),
+                };
+                if let Some(&winner) = list.index.get(&exposed) {
+                    let winner = list.items[winner].upstream.clone();
+                    list.shadowed.push(Shadowed {
+                        exposed,
+                        winner,
+                        loser: upstream.clone(),
+                    });
+                    continue;
+                }
+                let mut edited = item.into_owned();
+                edited.set_str(kind.key_field(), &exposed);
+                list.items.push(ExposedItem {
+                    upstream: upstream.clone(),
+                    original,
+                    exposed: exposed.as_str().into(),
+                    json: edited.to_raw(),
+                });
+                list.index.insert(exposed, list.items.len() - 1);
+            }
+        }
+        list
+    }
+}
