@@ -25,7 +25,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a replica may take to start answering a forwarded request (its answer is quick:
 /// 202, a JSON reply within the reply window, or the head of an SSE stream).
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an idle connection to another replica is kept. Short: a stopping replica answers
+/// with `Connection: close` from the start of its stop, so the only connections it can close
+/// under a request are those idle since before; kept under a second, none is left by the time
+/// its listener closes (after `shutdown_delay_secs`), and a request is never sent on one.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_millis(900);
 /// How long a replica found unreachable is not tried again: each session homed there is served
 /// here at once instead of waiting for its own connect timeout.
 pub const GONE_MEMORY: Duration = Duration::from_secs(5);
