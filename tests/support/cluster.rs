@@ -79,6 +79,9 @@ fn sbin(name: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Where a replica's earlier runs' logs are kept, in its folder.
+const EARLIER_LOGS: &str = "earlier-runs.log";
+
 /// One replica: its ports, its folder (config and log) and its process while it runs.
 pub struct Replica {
     pub port: u16,
@@ -103,9 +106,27 @@ impl Replica {
         self.process.as_mut().expect("the replica is running")
     }
 
-    /// What it logged (its current or last run).
+    /// What it logged: its earlier runs (kept by [`Cluster::restart`]), then its current or
+    /// last one, so a failure in a rolling restart shows the replica that was stopping.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
+        let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
+        let earlier = read(EARLIER_LOGS);
+        let now = read("gateway.log");
+        match earlier.is_empty() {
+            true => now,
+            false => format!("{earlier}----- restarted -----\n{now}"),
+        }
+    }
+
+    /// Keep what the run that ended logged, before the next run starts its log afresh.
+    fn keep_log(&self) {
+        let ended = std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default();
+        let mut earlier = std::fs::read_to_string(self.dir.join(EARLIER_LOGS)).unwrap_or_default();
+        if !earlier.is_empty() {
+            earlier.push_str("----- restarted -----\n");
+        }
+        earlier.push_str(&ended);
+        let _ = std::fs::write(self.dir.join(EARLIER_LOGS), earlier);
     }
 }
 
@@ -246,6 +267,7 @@ impl Cluster {
             "replica {} is still running",
             i + 1
         );
+        self.replicas[i].keep_log();
         self.spawn(i);
         self.wait_ready(i).await;
         self.wait_balancer_sees(i, true).await;
