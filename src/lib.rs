@@ -73,6 +73,9 @@ const UPSTREAM_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Once the calls are over (finished, or answered with an error at the drain deadline), how long
 /// their last answers get to reach their hosts before the remaining connections are dropped.
 const ANSWER_GRACE: Duration = Duration::from_secs(2);
+/// With `[cluster]`, how long a stopping replica keeps its listener open after its calls drained,
+/// answering that it is stopping (so the replicas forwarding to it learn and stop).
+const PEER_NOTICE: Duration = Duration::from_secs(1);
 /// How long a stop waits for the audit log's queued lines to be written.
 const AUDIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -186,6 +189,15 @@ impl Gateway {
                 "calls still in flight at the end of the drain; answering them with an error"
             );
             self.hub.drain_expired.cancel();
+        }
+        if self.hub.config().cluster.is_some() {
+            // Other replicas forward this one's sessions here until an answer says it is
+            // stopping: for a moment more each gets that answer (and takes the session over)
+            // rather than a connection closed under its request.
+            tokio::select! {
+                _ = tokio::time::sleep(PEER_NOTICE) => {}
+                _ = self.hub.drain_expired.cancelled() => {}
+            }
         }
         // The calls are over: their last answers go out, then every connection closes.
         self.close_listener.cancel();

@@ -92,6 +92,12 @@ impl Peers {
         (gone.get(home).map(Instant::elapsed)).filter(|since| *since < GONE_MEMORY)
     }
 
+    /// Remember that `home` said it is stopping: it is not sent requests for a while, as if
+    /// unreachable (its sessions are served here).
+    pub fn leaving(&self, home: &str) {
+        self.mark(home, false);
+    }
+
     /// Remember that `home` could not be reached (or forget it, once it answers).
     fn mark(&self, home: &str, reachable: bool) {
         let mut gone = self.gone.lock();
@@ -304,6 +310,15 @@ mod tests {
         assert!(matches!(answer, Err(PeerError::Failed(_))), "{answer:?}");
         let nobody = "http://127.0.0.1:9"; // discard: nothing listens
         let answer = peers().forward(nobody, &post(), Bytes::new(), None).await;
+        assert!(matches!(answer, Err(PeerError::Unreachable(_))), "{answer:?}");
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_said_it_is_stopping_is_not_sent_requests_for_a_while() {
+        let peers = peers();
+        let home = closing_replica(false).await;
+        peers.leaving(&home);
+        let answer = peers.forward(&home, &post(), Bytes::new(), None).await;
         assert!(matches!(answer, Err(PeerError::Unreachable(_))), "{answer:?}");
     }
 }

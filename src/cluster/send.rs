@@ -142,6 +142,10 @@ where
                             .and_then(|v| v.to_str().ok())
                             .unwrap_or("");
                         tracing::info!(session = %id, %home, %why, "the session's home declined the request; serving it here");
+                        if why == "stopping" {
+                            // Every session homed there is served here from now on.
+                            peers.leaving(&home);
+                        }
                         inner.call(Request::from_parts(parts, Body::from(body))).await
                     }
                     Err(PeerError::Unreachable(why)) => {
