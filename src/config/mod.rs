@@ -480,6 +480,8 @@ impl Config {
 }
 
 #[cfg(test)]
+mod gateway_tests;
+#[cfg(test)]
 mod import_tests;
 #[cfg(test)]
 mod include_tests;
