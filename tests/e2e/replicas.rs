@@ -141,7 +141,7 @@ async fn session_era_behind_nginx_consistent_hash() {
 }
 
 /// One 2026-07-28 `tools/call` (no session): the result, or what went wrong.
-async fn modern_call(
+pub(crate) async fn modern_call(
     http: &reqwest::Client,
     url: &str,
     id: u64,

@@ -12,7 +12,6 @@
 
 use crate::support::cluster::{BalancerKind, Cluster, Spread};
 use crate::support::everything::check_everything;
-use crate::support::mcp::{messages, ACCEPT_BOTH};
 use crate::support::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -358,7 +357,7 @@ async fn list_changed_on_every_replica(cluster: &Cluster, live: &[usize], tag: &
     for &i in live {
         let name = format!("{tag}_{i}");
         let url = cluster.replicas[i].url();
-        let result = modern_call(&http, &url, ADD_TOOL, json!({"name": name}))
+        let result = crate::replicas::modern_call(&http, &url, 1, ADD_TOOL, json!({"name": name}))
             .await
             .unwrap_or_else(|e| panic!("add_tool on replica {}: {e}{}", i + 1, cluster.logs()));
         assert_eq!(result["isError"], Value::Null, "{result}");
@@ -366,33 +365,6 @@ async fn list_changed_on_every_replica(cluster: &Cluster, live: &[usize], tag: &
     // Let the notifications (debounced) arrive before the clients stop.
     tokio::time::sleep(Duration::from_secs(2)).await;
     changed_at
-}
-
-/// One 2026-07-28 `tools/call` straight to `url`: its result, or what went wrong.
-async fn modern_call(http: &reqwest::Client, url: &str, tool: &str, args: Value) -> Result<Value, String> {
-    let params = json!({"name": tool, "arguments": args, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}});
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-    let resp = http
-        .post(url)
-        .header("accept", ACCEPT_BOTH)
-        .header("content-type", "application/json")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .body(body.to_string())
-        .send()
-        .await
-        .map_err(|e| format!("POST: {e}"))?;
-    let mut rx = messages(resp);
-    while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await {
-        if msg["id"] == 1 {
-            return msg.get("result").cloned().ok_or(format!("{msg}"));
-        }
-    }
-    Err("no answer".into())
 }
 
 /// `kill -9` of one replica while every session of both eras has one long call in flight (and
