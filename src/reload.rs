@@ -190,9 +190,9 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     if old.audit.is_none() {
         if let Some(rule) = new.policy.iter().find(|rule| rule.audit_arguments) {
             return Err(format!(
-                "[[policy]] at line {}: audit_arguments needs the audit log, and this gateway was \
+                "[[policy]] at {}: audit_arguments needs the audit log, and this gateway was \
                  started without [audit] (adding it needs a restart)",
-                rule.line
+                rule.site()
             ));
         }
     }

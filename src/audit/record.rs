@@ -15,6 +15,9 @@ pub struct Event {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
     pub principal: Option<Principal>,
+    /// The `[profiles.NAME]` whose endpoint the request came to (absent: the main endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     pub method: String,
     /// The exposed tool or prompt name or resource URI, as the host sent it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -27,11 +30,14 @@ pub struct Event {
     /// `allowed` or `denied` (on a decision line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<&'static str>,
-    /// The first rule that made the decision (`policy[0]`) and its line.
+    /// The first rule that made the decision (`policy[0]`), its line, and its file when that is
+    /// not the configuration file itself (an `include`d one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule_line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_file: Option<String>,
     /// Why, in words (the decision with every rule that made it, or the step-up refusal).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -67,9 +67,9 @@ pub(super) fn check_rules(
     match (rules.iter().position(|r| r.audit_arguments), audit) {
         (Some(i), None) => Err(ConfigError::Invalid {
             message: format!(
-                "{source}:{}: policy[{i}].audit_arguments = true needs an [audit] table (there is no audit \
+                "{}: policy[{i}].audit_arguments = true needs an [audit] table (there is no audit \
                  log to record the arguments in)",
-                rules[i].line
+                rules[i].at(source)
             ),
         }),
         _ => Ok(()),

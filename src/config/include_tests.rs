@@ -72,6 +72,46 @@ fn later_keys_win_tables_merge_and_arrays_of_tables_append() {
 }
 
 #[test]
+fn a_policy_rule_in_an_included_file_is_named_by_that_file_and_line() {
+    let dir = folder(&[
+        (
+            "main.toml",
+            "include = [\"team.toml\"]\n\n[servers.a]\ncommand = \"a\"\n[[policy]]\nallow = [\"a__*\"]\n",
+        ),
+        (
+            "team.toml",
+            &format!("{KEYS}\n\n[[policy]]\nallow = [\"b__*\"]\n"),
+        ),
+    ]);
+    let config = load(&dir).unwrap();
+    let team = dir.join("team.toml").display().to_string();
+    let main = dir.join("main.toml").display().to_string();
+    let sites: Vec<String> = config.policy.iter().map(|r| r.site()).collect();
+    assert_eq!(sites, [format!("{team} line 6"), "line 5".to_string()]);
+    assert_eq!(config.policy[0].at(&main), format!("{team}:6"));
+    assert_eq!(config.policy[1].at(&main), format!("{main}:5"));
+
+    // A rule's own refusals found after parsing name its file too.
+    std::fs::write(
+        dir.join("team.toml"),
+        format!("{KEYS}\n[[policy]]\nallow = [\"b__*\"]\naudit_arguments = true\n"),
+    )
+    .unwrap();
+    let err = load(&dir).unwrap_err();
+    assert!(
+        err.starts_with(&format!("{team}:5: policy[0].audit_arguments")),
+        "{err}"
+    );
+    std::fs::write(dir.join("team.toml"), "\n[[policy]]\nallow = [\"b__*\"]\n").unwrap();
+    let err = load(&dir).unwrap_err();
+    assert!(
+        err.starts_with(&format!("{team}:2: [[policy]] needs [auth]")),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn an_error_in_an_included_file_names_that_file_and_line() {
     let dir = folder(&[
         (

@@ -36,7 +36,7 @@ use gateway::{build_gateway, path_problem};
 pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
 pub use operator::operator_address;
-pub use policy::{PolicyRule, RateLimit, RatePeriod};
+pub use policy::{rule_site, PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
 pub use profiles::{resource_url, Profile, ProfileFace};
 use raw::RawConfig;
@@ -354,9 +354,9 @@ impl Config {
         if let (Some(first), None) = (policy.first(), &auth) {
             return Err(ConfigError::Invalid {
                 message: format!(
-                    "{source_name}:{}: [[policy]] needs [auth]: without authentication no request has a \
+                    "{}: [[policy]] needs [auth]: without authentication no request has a \
                      principal for the rules to decide on",
-                    first.line
+                    first.at(source_name)
                 ),
             });
         }

@@ -7,6 +7,7 @@ use super::{ConfigError, Ctx};
 use crate::util::glob::Glob;
 use std::fmt;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 use toml::Spanned;
 
@@ -16,6 +17,8 @@ use toml::Spanned;
 pub struct PolicyRule {
     /// The 1-based line of the rule's table in its file.
     pub line: usize,
+    /// That file, when it is not the configuration file itself (an `include`d one).
+    pub file: Option<Arc<str>>,
     /// The principal's name is one of these.
     pub principals: Option<Vec<String>>,
     /// The principal is in at least one of these groups.
@@ -29,6 +32,26 @@ pub struct PolicyRule {
     pub rate_limit: Option<RateLimit>,
     /// Whether the audit log records a call's arguments.
     pub audit_arguments: bool,
+}
+
+impl PolicyRule {
+    /// Where the rule is written, for people: `line 4`, or `team.toml line 4` in an included file.
+    pub fn site(&self) -> String {
+        rule_site(self.file.as_deref(), self.line)
+    }
+
+    /// `FILE:LINE` of the rule, `main` being the configuration file's name.
+    pub fn at(&self, main: &str) -> String {
+        format!("{}:{}", self.file.as_deref().unwrap_or(main), self.line)
+    }
+}
+
+/// `line N`, with the file in front when there is one.
+pub fn rule_site(file: Option<&str>, line: usize) -> String {
+    match file {
+        Some(file) => format!("{file} line {line}"),
+        None => format!("line {line}"),
+    }
 }
 
 /// `rate_limit = "N/sec|min|hour"`: at most `requests` per `per`.
@@ -98,14 +121,17 @@ pub(super) fn build_policy(
 ) -> Result<Vec<PolicyRule>, ConfigError> {
     let mut rules = Vec::with_capacity(raw.len());
     for (index, table) in raw.into_iter().enumerate() {
-        let (line, at) = match ctx.sources.locate(table.span().start) {
+        let (line, file, at) = match ctx.sources.locate(table.span().start) {
             Some((file, local)) => {
                 let line = header_line(&file.text, local);
-                (line, format!("{}:{line}", file.name))
+                let included = (file.name != ctx.source()).then(|| Arc::from(file.name.as_str()));
+                (line, included, format!("{}:{line}", file.name))
             }
-            None => (0, ctx.source().to_string()),
+            None => (0, None, ctx.source().to_string()),
         };
-        rules.push(build_rule(ctx, index, line, &at, table.into_inner())?);
+        let mut rule = build_rule(ctx, index, line, &at, table.into_inner())?;
+        rule.file = file;
+        rules.push(rule);
     }
     Ok(rules)
 }
@@ -167,6 +193,7 @@ fn build_rule(
     };
     Ok(PolicyRule {
         line,
+        file: None,
         principals: names(&raw.principals, "principals")?,
         groups: names(&raw.groups, "groups")?,
         scopes: names(&raw.scopes, "scopes")?,

@@ -30,7 +30,8 @@ struct Pending {
 
 struct Decided {
     allowed: bool,
-    rule: Option<(usize, usize)>,
+    /// The first rule that made it: its index, line and included file.
+    rule: Option<(usize, usize, Option<Arc<str>>)>,
     reason: String,
     arguments: Option<Box<serde_json::value::RawValue>>,
 }
@@ -58,6 +59,7 @@ impl Trail {
             trace_id: ctx.trace_id.to_string(),
             session: ctx.session.as_ref().map(|s| s.id.clone()),
             principal,
+            profile: ctx.profile.as_deref().map(str::to_string),
             method: method.to_string(),
             ..Event::default()
         };
@@ -121,7 +123,7 @@ impl Trail {
             .flatten();
         pending.decided = Some(Decided {
             allowed: decision.allowed,
-            rule: decision.because.first().map(|m| (m.rule, m.line)),
+            rule: (decision.because.first()).map(|m| (m.rule, m.line, m.file.clone())),
             reason: decision.to_string(),
             arguments,
         });
@@ -149,8 +151,12 @@ impl Trail {
             decided,
         } = *pending;
         let Some(decided) = decided else { return outcome };
-        let (rule, rule_line) = decided.rule.map_or((None, None), |(i, line)| {
-            (Some(format!("policy[{i}]")), Some(line))
+        let (rule, rule_line, rule_file) = decided.rule.map_or((None, None, None), |(i, line, file)| {
+            (
+                Some(format!("policy[{i}]")),
+                Some(line),
+                file.map(|f| f.to_string()),
+            )
         });
         log.record(Event {
             time: record::now_rfc3339(),
@@ -158,6 +164,7 @@ impl Trail {
             decision: Some(if decided.allowed { "allowed" } else { "denied" }),
             rule,
             rule_line,
+            rule_file,
             reason: Some(decided.reason),
             arguments: decided.arguments,
             ..base.clone()

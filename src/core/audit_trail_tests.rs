@@ -25,7 +25,8 @@ async fn step_up_refusals_denials_and_own_answers_are_audited() {
          [auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"secret-key\"\n\
          [[auth.step_up]]\ntools = [\"t__echo\"]\nscopes = [\"mcp:write\"]\n\n\
          [[policy]]\nallow = [\"t__*\"]\ndeny = [\"t__add\"]\naudit_arguments = true\n\n\
-         [audit]\npath = {:?}\n",
+         [audit]\npath = {:?}\n\n\
+         [profiles.review]\npath = \"/mcp/review\"\nservers = [\"t\"]\n",
         path.display().to_string()
     );
     let config = Config::from_toml_str(&text, "t.toml", &|_| None).expect("config");
@@ -46,7 +47,7 @@ async fn step_up_refusals_denials_and_own_answers_are_audited() {
         scopes: Vec::new(),
     };
     let session = hub.new_session("s".into(), "2025-11-25".into(), ClientCaps::ALL);
-    let ctx = RequestCtx::on(session).by(Some(Arc::new(principal)));
+    let ctx = RequestCtx::on(session.clone()).by(Some(Arc::new(principal)));
     let call = |name: &str| {
         let params =
             RawObject::parse(&format!(r#"{{"name":"{name}","arguments":{{"x":1}}}}"#)).expect("params");
@@ -58,6 +59,18 @@ async fn step_up_refusals_denials_and_own_answers_are_audited() {
         "denied by the policy"
     );
     assert!(matches!(call("t__nothing").await, Outcome::Reply(_)), "unknown");
+    let at_review = RequestCtx::on(session.clone())
+        .by(ctx.principal.clone())
+        .at(Some("review".into()));
+    let params = RawObject::parse(r#"{"name":"t__nothing"}"#).expect("params");
+    let via_profile = request(
+        &hub,
+        &at_review,
+        RequestId::number(2),
+        "tools/call".into(),
+        params,
+    );
+    assert!(matches!(via_profile.await, Outcome::Reply(_)), "at the profile");
     assert!(audit.flush(Duration::from_secs(10)).await);
     let lines: Vec<Value> = std::fs::read_to_string(&path)
         .expect("read")
@@ -82,7 +95,22 @@ async fn step_up_refusals_denials_and_own_answers_are_audited() {
             ("decision", "t__add", "denied"),
             ("decision", "t__nothing", "allowed"),
             ("completed", "t__nothing", "error"),
+            ("decision", "t__nothing", "allowed"),
+            ("completed", "t__nothing", "error"),
         ]
+    );
+    let profiles: Vec<&Value> = lines.iter().map(|l| &l["profile"]).collect();
+    assert_eq!(
+        profiles,
+        [
+            &Value::Null,
+            &Value::Null,
+            &Value::Null,
+            &Value::Null,
+            &"review".into(),
+            &"review".into()
+        ],
+        "the lines of a request at a profile's endpoint name the profile"
     );
     let step_up = &lines[0];
     assert!(

@@ -72,10 +72,10 @@ pub fn explain(policy: &Policy, facts: &PrincipalFacts<'_>, name: &str, decision
         let rule = &rules[m.rule];
         let _ = match (&m.effect, &m.glob) {
             (Effect::Allow, Some(glob)) => {
-                writeln!(out, "  policy[{}] (line {}) allows it: {glob:?}", m.rule, m.line)
+                writeln!(out, "  policy[{}] ({}) allows it: {glob:?}", m.rule, m.site())
             }
             (Effect::Deny, Some(glob)) => {
-                writeln!(out, "  policy[{}] (line {}) denies it: {glob:?}", m.rule, m.line)
+                writeln!(out, "  policy[{}] ({}) denies it: {glob:?}", m.rule, m.site())
             }
             _ => {
                 let allow: Vec<String> = rule.allow.iter().map(|g| format!("{:?}", g.as_str())).collect();
@@ -86,8 +86,9 @@ pub fn explain(policy: &Policy, facts: &PrincipalFacts<'_>, name: &str, decision
                 };
                 writeln!(
                     out,
-                    "  policy[{}] (line {}) applies but allows only: {allow}",
-                    m.rule, m.line
+                    "  policy[{}] ({}) applies but allows only: {allow}",
+                    m.rule,
+                    m.site()
                 )
             }
         };
@@ -96,8 +97,8 @@ pub fn explain(policy: &Policy, facts: &PrincipalFacts<'_>, name: &str, decision
         for (i, rule) in rules.iter().enumerate().filter(|(_, r)| !applies(r, facts)) {
             let _ = writeln!(
                 out,
-                "  policy[{i}] (line {}) does not apply: {}",
-                rule.line,
+                "  policy[{i}] ({}) does not apply: {}",
+                rule.site(),
                 why_not(rule, facts)
             );
         }

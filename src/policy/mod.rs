@@ -13,6 +13,7 @@ pub mod rate_limit;
 
 use crate::config::{Config, PolicyRule, RateLimit};
 use std::fmt;
+use std::sync::Arc;
 
 /// What policy knows of a principal, however authentication represents it: its name (a JWT's
 /// `sub` or an API key's name), its groups and its granted scopes.
@@ -74,8 +75,9 @@ pub enum Reason {
 pub struct RuleMatch {
     /// The rule's position in the configuration's `[[policy]]` list (0-based: `policy[0]`).
     pub rule: usize,
-    /// The line of its `[[policy]]` table.
+    /// The line of its `[[policy]]` table, and the file when that is an included one.
     pub line: usize,
+    pub file: Option<Arc<str>>,
     pub effect: Effect,
     /// The first of the rule's `allow` (or `deny`) globs that matched; `None` for [`Effect::Applies`].
     pub glob: Option<String>,
@@ -167,6 +169,7 @@ impl PrincipalView<'_> {
             Some(RuleMatch {
                 rule: i,
                 line: rules[i].line,
+                file: rules[i].file.clone(),
                 effect,
                 glob: Some(glob.as_str().to_string()),
             })
@@ -187,6 +190,7 @@ impl PrincipalView<'_> {
             .map(|&i| RuleMatch {
                 rule: i,
                 line: rules[i].line,
+                file: rules[i].file.clone(),
                 effect: Effect::Applies,
                 glob: None,
             })
@@ -251,9 +255,16 @@ impl fmt::Display for Reason {
     }
 }
 
+impl RuleMatch {
+    /// Where the rule is written: `line 4`, or `team.toml line 4` in an included file.
+    pub fn site(&self) -> String {
+        crate::config::rule_site(self.file.as_deref(), self.line)
+    }
+}
+
 impl fmt::Display for RuleMatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "policy[{}] (line {})", self.rule, self.line)?;
+        write!(f, "policy[{}] ({})", self.rule, self.site())?;
         match (&self.effect, &self.glob) {
             (Effect::Allow, Some(glob)) => write!(f, " allow {glob:?}"),
             (Effect::Deny, Some(glob)) => write!(f, " deny {glob:?}"),

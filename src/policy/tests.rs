@@ -18,6 +18,7 @@ fn globs(items: &[&str]) -> Vec<Glob> {
 fn rule(line: usize, allow: &[&str], deny: &[&str]) -> PolicyRule {
     PolicyRule {
         line,
+        file: None,
         principals: None,
         groups: None,
         scopes: None,
@@ -148,6 +149,14 @@ fn union_of_allow_minus_union_of_deny() {
     let d = policy.decide(&readonly_admin, "fs__read_file");
     assert_eq!(d.because.len(), 1);
     assert_eq!(d.to_string(), "allowed: policy[1] (line 10) allow \"fs__*\"");
+    let mut included = policy.rules().to_vec();
+    included[1].file = Some("team.toml".into());
+    let d = Policy::new(included).decide(&readonly_admin, "fs__read_file");
+    assert_eq!(
+        d.to_string(),
+        "allowed: policy[1] (team.toml line 10) allow \"fs__*\"",
+        "a rule from an included file is named by that file"
+    );
     let d = policy.decide(&readonly_admin, "other__tool");
     assert_eq!((d.allowed, d.reason), (false, Reason::NotAllowed));
     let applying: Vec<usize> = d.because.iter().map(|m| m.rule).collect();
