@@ -34,6 +34,7 @@ INSPECTOR_VERSION="2.12.0"         # @modelcontextprotocol/inspector
 MCP_REMOTE_VERSION="0.15.1"        # mcp-remote (the README's Claude Desktop bridge pins the same)
 OAUTH_MOCK_VERSION="9.3.0"         # oauth2-mock-server: the authorization server of the auth tests (node 22)
 OIDC_PROVIDER_VERSION="9.13.3"     # oidc-provider: the authorization server of the OAuth flow tests (node 22)
+PLAYWRIGHT_CORE_VERSION="1.65.1"   # playwright-core: drives Debian's chromium in the admin page test
 STAMP_FORMAT="2"                   # bump when the layout changes
 PY_SQLITE_VERSION="2025.4.25"      # mcp-server-sqlite (PyPI), run on ...
 PY_SQLITE_MCP_VERSION="1.6.0"      # ... this old mcp SDK (exits on an unknown method before initialize)
@@ -123,6 +124,8 @@ install_npm_prefix() {
 }
 install_npm_prefix oauth2-mock-server "$OAUTH_MOCK_VERSION"
 install_npm_prefix oidc-provider "$OIDC_PROVIDER_VERSION"
+# The browser driver of the admin page test (the browser is Debian's chromium: install-browser.sh).
+install_npm_prefix playwright-core "$PLAYWRIGHT_CORE_VERSION"
 
 # ---- the linters of deploy/, in a venv of their own (its own stamp) ----
 install_deploy_venv() {

@@ -387,7 +387,9 @@ fn routes(
         Some(at) => middleware::origin::AccessPolicy::for_admin(&config.gateway, at),
         None => access,
     };
-    let operator = (admin::router(hub.clone()).merge(admin::reload::router(reloads, &config.gateway.path)))
+    let operator = (admin::router(hub.clone()))
+        .merge(admin::page::router(hub.clone()))
+        .merge(admin::reload::router(reloads, &config.gateway.path))
         .layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
     (faces, operator)
 }

@@ -163,7 +163,7 @@ fn profiles(hub: &Hub, catalog: &crate::catalog::Catalog, sessions: &[Arc<Sessio
 /// characters, the same for every session), so 16 leaves about 64 random bits to tell them apart.
 const SESSION_ID_PREFIX_CHARS: usize = 16;
 
-fn session_entry(session: &Session) -> SessionStatus {
+pub(super) fn session_entry(session: &Session) -> SessionStatus {
     SessionStatus {
         id_prefix: session.id.chars().take(SESSION_ID_PREFIX_CHARS).collect(),
         protocol_version: session.protocol_version.clone(),

@@ -121,6 +121,11 @@ impl Session {
         let _ = self.owner.set(owner);
     }
 
+    /// Who opened the session (the principal's owner key), when authentication is on.
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.get().map(String::as_str)
+    }
+
     /// Whether a request by `owner` (`None`: unauthenticated) may use this session: only its
     /// opener's, and an unowned session only unauthenticated.
     pub fn owned_by(&self, owner: Option<&str>) -> bool {

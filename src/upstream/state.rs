@@ -6,13 +6,16 @@
 pub use crate::status_doc::Phase;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Failures within [`CRASH_LOOP_WINDOW`] that make a crash loop.
 pub const CRASH_LOOP_FAILURES: usize = 5;
 pub const CRASH_LOOP_WINDOW: Duration = Duration::from_secs(120);
 /// What a failure the upstream has recovered from is prefixed with in the report.
 pub const PAST_ERROR: &str = "past (ready again): ";
+/// How many of its latest failures an upstream keeps, with their times (the admin page's recent
+/// errors).
+pub const FAILURE_HISTORY: usize = 10;
 
 /// A copy of the state for reporting.
 #[derive(Clone, Debug)]
@@ -34,6 +37,8 @@ struct Inner {
     /// The upstream was ready again after `last_error`.
     recovered: bool,
     failures: VecDeque<Instant>,
+    /// The latest failures, oldest first, at most [`FAILURE_HISTORY`].
+    history: VecDeque<(SystemTime, String)>,
 }
 
 #[derive(Debug)]
@@ -51,6 +56,7 @@ impl Default for UpstreamState {
                 last_error: None,
                 recovered: false,
                 failures: VecDeque::new(),
+                history: VecDeque::new(),
             }),
         }
     }
@@ -89,6 +95,10 @@ impl UpstreamState {
         let mut inner = self.inner.lock();
         inner.last_error = Some(reason.to_string());
         inner.recovered = false;
+        if inner.history.len() == FAILURE_HISTORY {
+            inner.history.pop_front();
+        }
+        inner.history.push_back((SystemTime::now(), reason.to_string()));
         inner.failures.push_back(now);
         while inner
             .failures
@@ -104,6 +114,11 @@ impl UpstreamState {
         };
         Self::enter(&mut inner, phase, now);
         phase
+    }
+
+    /// Its latest failures with their times, oldest first.
+    pub fn failure_history(&self) -> Vec<(SystemTime, String)> {
+        self.inner.lock().history.iter().cloned().collect()
     }
 
     pub fn report(&self) -> StateReport {
@@ -123,6 +138,24 @@ impl UpstreamState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_latest_failures_are_kept_with_their_times_and_bounded() {
+        let state = UpstreamState::default();
+        assert!(state.failure_history().is_empty());
+        let before = SystemTime::now();
+        for i in 0..FAILURE_HISTORY + 3 {
+            state.failed(&format!("exit {i}"), Instant::now());
+        }
+        let history = state.failure_history();
+        assert_eq!(history.len(), FAILURE_HISTORY);
+        assert_eq!(history[0].1, "exit 3", "the oldest ones went first");
+        assert_eq!(
+            history[FAILURE_HISTORY - 1].1,
+            format!("exit {}", FAILURE_HISTORY + 2)
+        );
+        assert!(history.iter().all(|(at, _)| *at >= before));
+    }
 
     #[test]
     fn five_failures_in_two_minutes_are_a_crash_loop() {

