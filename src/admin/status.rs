@@ -146,7 +146,9 @@ fn profiles(hub: &Hub, catalog: &crate::catalog::Catalog, sessions: &[Arc<Sessio
             ProfileStatus {
                 name: p.name.clone(),
                 path: p.path.clone(),
-                servers: servers.chain(named).map(|s| s.name.clone()).collect(),
+                servers: (servers.map(|s| s.name.clone()))
+                    .chain(named.map(|s| s.name.clone()))
+                    .collect(),
                 tools: seen(ListKind::Tools),
                 prompts: seen(ListKind::Prompts),
                 resources: seen(ListKind::Resources),

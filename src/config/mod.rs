@@ -88,9 +88,10 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// In file order; the gateway merges upstream lists in this order. Only the enabled ones.
     pub servers: Vec<ServerConfig>,
-    /// The servers with `enabled = false`, in file order: validated like the others (so turning
-    /// one on cannot surprise), never started, named by `/status`.
-    pub disabled: Vec<ServerConfig>,
+    /// The servers with `enabled = false`, in file order: never started, named by `/status`.
+    /// Each is checked like the others; what would stop it from starting is a warning, not an
+    /// error (a disabled table may be a placeholder: `[servers.github]` with only `enabled`).
+    pub disabled: Vec<DisabledServer>,
     /// The `[[policy]]` rules in file order; empty when there is none (everything is allowed).
     pub policy: Vec<PolicyRule>,
     /// `[auth]`; `None` authenticates nobody (only on loopback, or with
@@ -102,6 +103,15 @@ pub struct Config {
     pub cluster: Option<ClusterConfig>,
     /// `[profiles.NAME]` in file order: more endpoints, each with a subset of the catalog.
     pub profiles: Vec<Profile>,
+}
+
+/// A `[servers.NAME]` table with `enabled = false`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DisabledServer {
+    pub name: String,
+    pub id: UpstreamId,
+    /// Why it could not start as written (`file:line: ...`), if it could not.
+    pub problem: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -334,11 +344,17 @@ impl Config {
         let mut disabled = Vec::new();
         for (key, raw_server) in raw.servers.0 {
             let enabled = raw_server.enabled.as_ref().is_none_or(|v| *v.get_ref());
-            let server = build_server(&ctx, &key, raw_server, &gateway)?;
             if !enabled {
-                disabled.push(server);
+                let name = key.get_ref().clone();
+                let problem = build_server(&ctx, &key, raw_server, &gateway).err();
+                disabled.push(DisabledServer {
+                    id: UpstreamId::new(&name),
+                    name,
+                    problem: problem.map(|e| e.to_string()),
+                });
                 continue;
             }
+            let server = build_server(&ctx, &key, raw_server, &gateway)?;
             spans.push((server.id.clone(), key.span()));
             if !server.namespace.is_empty() && server.namespace.contains(&gateway.separator) {
                 tracing::warn!(

@@ -82,6 +82,17 @@ impl Config {
         if let Some(why) = self.audit_path_problem(workdir) {
             error(format!("audit.path: {why}"));
         }
+        for server in &self.disabled {
+            if let Some(problem) = &server.problem {
+                found.push(Finding {
+                    severity: Severity::Warning,
+                    message: format!(
+                        "servers.{} has enabled = false, and as written it could not start once enabled: {problem}",
+                        server.name
+                    ),
+                });
+            }
+        }
         if self.servers.is_empty() {
             let message = match self.disabled.len() {
                 0 => "no [servers.NAME] table: the gateway would serve an empty catalog",

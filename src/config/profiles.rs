@@ -91,7 +91,7 @@ pub(super) fn build_profiles(
     ctx: &Ctx<'_>,
     raw: Ordered<RawProfile>,
     gateway: &GatewayConfig,
-    (servers, disabled): (&[ServerConfig], &[ServerConfig]),
+    (servers, disabled): (&[ServerConfig], &[super::DisabledServer]),
 ) -> Result<Vec<Profile>, ConfigError> {
     let mut taken: Vec<(String, String)> = vec![(gateway.path.clone(), "gateway.path".into())];
     let (sse, message) = super::legacy_paths(&gateway.path);

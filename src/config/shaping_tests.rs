@@ -56,10 +56,36 @@ fn the_issue_example_parses_into_a_shaping_and_a_disabled_server() {
 }
 
 #[test]
-fn a_disabled_server_is_validated_but_may_share_a_namespace_with_an_enabled_one() {
-    let e = err("[servers.off]\nenabled = false\n\n[servers.on]\ncommand = \"x\"\n");
-    assert!(e.starts_with("shape.toml:1:"), "{e}");
-    assert!(e.contains("missing `command`"), "{e}");
+fn a_disabled_server_may_be_a_placeholder_and_may_share_a_namespace_with_an_enabled_one() {
+    // The issue's `[servers.github]` with only `enabled = false`: kept, and what it lacks is a
+    // warning for when it is turned on.
+    let config = parse("[servers.off]\nenabled = false\n\n[servers.on]\ncommand = \"x\"\n").unwrap();
+    let off = &config.disabled[0];
+    assert_eq!(off.name, "off");
+    let problem = off.problem.as_deref().unwrap_or_default();
+    assert!(
+        problem.starts_with("shape.toml:1:") && problem.contains("missing `command`"),
+        "{problem}"
+    );
+    let findings = config.preflight(None, std::path::Path::new("/"));
+    let warned = findings
+        .iter()
+        .find(|f| f.message.contains("servers.off has enabled = false"));
+    assert!(
+        warned.is_some_and(|f| f.severity == Severity::Warning && f.message.contains("missing `command`")),
+        "{findings:?}"
+    );
+    // A complete disabled server has no problem.
+    let complete =
+        parse("[servers.off]\nenabled = false\ncommand = \"x\"\n[servers.on]\ncommand = \"y\"\n").unwrap();
+    assert_eq!(complete.disabled[0].problem, None);
+    // Nor does an unset variable in a disabled server stop the file from loading.
+    let unset =
+        parse("[servers.off]\nenabled = false\nurl = \"https://x/${SURELY_UNSET_TOKEN_VAR}\"\n").unwrap();
+    assert!(unset.disabled[0]
+        .problem
+        .as_deref()
+        .is_some_and(|p| p.contains("SURELY_UNSET_TOKEN_VAR")));
     // Two definitions of one server, one of them off: a usual way to keep an alternative.
     let text = "[servers.local]\nnamespace = \"gh\"\ncommand = \"x\"\n\n\
                 [servers.remote]\nnamespace = \"gh\"\nenabled = false\nurl = \"https://example.com/mcp\"\n";
@@ -74,11 +100,13 @@ fn a_disabled_server_is_validated_but_may_share_a_namespace_with_an_enabled_one(
         messages,
         ["warning: every server has enabled = false: the gateway would serve an empty catalog"]
     );
-    // Its shaping is checked too.
-    let e = err("[servers.a]\nenabled = false\ncommand = \"x\"\ntools = { include = [\"[a]\"] }\n");
+    // Its shaping is checked too (a warning while it is off).
+    let off =
+        parse("[servers.a]\nenabled = false\ncommand = \"x\"\ntools = { include = [\"[a]\"] }\n").unwrap();
+    let problem = off.disabled[0].problem.as_deref().unwrap_or_default();
     assert!(
-        e.starts_with("shape.toml:4:") && e.contains("tools.include[0]"),
-        "{e}"
+        problem.starts_with("shape.toml:4:") && problem.contains("tools.include[0]"),
+        "{problem}"
     );
 }
 
