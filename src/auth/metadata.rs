@@ -2,7 +2,7 @@
 //! and at the root, built from `gateway.public_url` (never from the request's Host header); a
 //! profile's at `/.well-known/oauth-protected-resource{profile path}`, naming its own resource.
 
-use super::Authenticator;
+use super::{AuthInForce, Authenticator};
 use crate::config::Config;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -68,12 +68,20 @@ fn json(body: String) -> Response {
 /// The routes serving the document: under the gateway's path, under `public_url`'s path (when
 /// a proxy serves it under another one), and at the root; below the well-known path, a
 /// profile's document for each profile path `profiles` knows (looked up per request, so a
-/// reload's profiles are served), also under `public_url`'s prefix.
-pub fn router(config: &Config, auth: &Arc<Authenticator>, profiles: ProfileResources) -> axum::Router {
-    let body = Arc::new(document(config, auth).to_string());
-    let serve = move || {
-        let body = body.clone();
-        async move { json(body.as_str().to_owned()) }
+/// reload's profiles are served), also under `public_url`'s prefix. Each is made from the
+/// authenticator in force when it is asked for (a reload's `[auth]`); without one, 404.
+pub fn router(config: &Config, auth: &Arc<AuthInForce>, profiles: ProfileResources) -> axum::Router {
+    let main = {
+        let auth = auth.clone();
+        move || {
+            let current = auth.current();
+            async move {
+                match current {
+                    Some(auth) => json(document_for(auth.public_url(), &auth).to_string()),
+                    None => http::StatusCode::NOT_FOUND.into_response(),
+                }
+            }
+        }
     };
     let prefix = url::Url::parse(&config.gateway.public_url)
         .ok()
@@ -85,8 +93,11 @@ pub fn router(config: &Config, auth: &Arc<Authenticator>, profiles: ProfileResou
         .unwrap_or_default();
     let auth = auth.clone();
     let profile = move |uri: http::Uri| {
-        let (auth, profiles, prefix) = (auth.clone(), profiles.clone(), prefix.clone());
+        let (auth, profiles, prefix) = (auth.current(), profiles.clone(), prefix.clone());
         async move {
+            let Some(auth) = auth else {
+                return http::StatusCode::NOT_FOUND.into_response();
+            };
             let path = uri.path().strip_prefix(WELL_KNOWN).unwrap_or_default();
             let bare = path.strip_prefix(prefix.as_str()).filter(|_| !prefix.is_empty());
             let resource = profiles(path).or_else(|| bare.and_then(|p| profiles(p)));
@@ -110,7 +121,7 @@ pub fn router(config: &Config, auth: &Arc<Authenticator>, profiles: ProfileResou
     }
     let mut router = axum::Router::new();
     for path in paths {
-        router = router.route(&path, get(serve.clone()));
+        router = router.route(&path, get(main.clone()));
     }
     router.route(&format!("{WELL_KNOWN}/{{*path}}"), get(profile))
 }
