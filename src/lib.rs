@@ -368,7 +368,7 @@ fn routes(
 ) -> (axum::Router, axum::Router) {
     use middleware::access::{AccessLayer, RefusalBody};
     let config = hub.config();
-    let access = middleware::origin::AccessPolicy::from_config(&config.gateway);
+    let access = access_in_force(hub, middleware::origin::AccessPolicy::from_config);
     let mut faces = http::router(hub.clone());
     if config.cluster.is_some() {
         let peers = Arc::new(cluster::Peers::new(
@@ -390,15 +390,41 @@ fn routes(
         tower::ServiceBuilder::new()
             .layer(middleware::closing::CloseWhenStopping::new(hub.not_ready.clone()))
             .layer(middleware::trace::layer())
-            .layer(AccessLayer::new(access.clone(), RefusalBody::JsonRpc)),
+            .layer(AccessLayer::in_force(access.clone(), RefusalBody::JsonRpc)),
     );
     let operator_access = match admin {
-        Some(at) => middleware::origin::AccessPolicy::for_admin(&config.gateway, at),
+        Some(at) => access_in_force(hub, move |gateway| {
+            middleware::origin::AccessPolicy::for_admin(gateway, at)
+        }),
         None => access,
     };
     let operator = (admin::router(hub.clone()).merge(admin::reload::router(reloads, &config.gateway.path)))
-        .layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
+        .layer(AccessLayer::in_force(operator_access, RefusalBody::PlainText));
     (faces, operator)
+}
+
+/// The Host/Origin rules `make` derives from the configuration in force (`allowed_hosts`,
+/// `allowed_origins`), made again only when a reload swapped the configuration.
+fn access_in_force(
+    hub: &Arc<Hub>,
+    make: impl Fn(&config::GatewayConfig) -> middleware::origin::AccessPolicy + Send + Sync + 'static,
+) -> middleware::access::PolicySource {
+    let first = hub.config_full();
+    let made = arc_swap::ArcSwap::from_pointee((first.clone(), Arc::new(make(&first.gateway))));
+    let hub = Arc::downgrade(hub);
+    Arc::new(move || {
+        let last = made.load();
+        let Some(hub) = hub.upgrade() else {
+            return last.1.clone();
+        };
+        let config = hub.config();
+        if Arc::ptr_eq(&last.0, &config) {
+            return last.1.clone();
+        }
+        let policy = Arc::new(make(&config.gateway));
+        made.store(Arc::new((Arc::clone(&config), policy.clone())));
+        policy
+    })
 }
 
 /// The resource URL of the profile (in force) a request path belongs to.

@@ -10,15 +10,15 @@
 //! check or connect, and its shaping in the catalog: `upstream::tunables`; the others are
 //! untouched: same process, connection and calls in flight), and the configuration is swapped,
 //! so what is read per request (`[[policy]]`, profiles, timeouts, limits, page size,
-//! `allow_unauthenticated`) applies to the next one. `[auth]` too: its authenticator (JWT
+//! `allowed_hosts`, `allowed_origins`, `allow_unauthenticated`) applies to the next one. `[auth]` too: its authenticator (JWT
 //! verifier, JWKS cache, introspection client) is rebuilt when `[auth]` changed, and the next
 //! request is authenticated by it (a session is not dropped; one whose key was removed is
 //! refused 401 at its next request). A new configuration without `[auth]` on a non-loopback
 //! listener without `allow_unauthenticated` is refused. Calls in flight keep the timeout they
 //! started with. What is bound or built at start keeps its running value, is named in the log
 //! as needing a restart and listed in the reload's outcome (`/status`): `gateway.listen`,
-//! `admin_listen`, `path`, `separator`, `allowed_hosts`, `allowed_origins` (the access layer is
-//! built with them), `public_url` (the metadata routes), `[audit]` (its writer) and `[cluster]`
+//! `admin_listen`, `path`, `separator` (every exposed name), `public_url` (the metadata routes
+//! and resource URLs), `[audit]` (its writer) and `[cluster]`
 //! (the sealer is built once, so a new key, or new `previous_keys`, needs a (rolling) restart).
 //! Hosts get one `list_changed` per list that changed, once the added and changed servers
 //! loaded their lists (or [`LIST_WAIT`] passed).
@@ -284,15 +284,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
             }
         )*};
     }
-    kept!(
-        listen,
-        admin_listen,
-        path,
-        separator,
-        allowed_hosts,
-        allowed_origins,
-        public_url
-    );
+    kept!(listen, admin_listen, path, separator, public_url);
     let mut keep = |name: &'static str, changed: bool| {
         if changed {
             needs_restart.push(name);

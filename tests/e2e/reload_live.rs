@@ -175,3 +175,37 @@ async fn a_reload_changes_api_keys_for_the_next_request_and_keeps_sessions() {
     );
     gateway.stop().await;
 }
+
+/// An `initialize` from a page at `origin`: the HTTP status.
+async fn initialize_from(url: &str, origin: &str) -> u16 {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "page", "version": "0"}}});
+    let resp = reqwest::Client::new()
+        .post(url)
+        .header("accept", crate::support::mcp::ACCEPT_BOTH)
+        .header("content-type", "application/json")
+        .header("origin", origin)
+        .body(init.to_string())
+        .send()
+        .await
+        .expect("POST");
+    resp.status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_changes_the_allowed_origins_for_the_next_request() {
+    let _suite = crate::suite::enter(module_path!());
+    let server = test_server_toml("t", &[], None);
+    let page = "http://app.example";
+    let gateway = mcpmux::start(config("", &server)).await.expect("gateway starts");
+    let url = gateway.url();
+    assert_eq!(initialize_from(&url, page).await, 403, "a foreign origin");
+    let allowing = config(&format!("allowed_origins = [{page:?}]\n"), &server);
+    let done = gateway.reload(allowing).await.expect("reload");
+    assert!(done.needs_restart.is_empty(), "{done:?}");
+    assert_eq!(initialize_from(&url, page).await, 200, "admitted at once");
+    gateway.reload(config("", &server)).await.expect("reload");
+    assert_eq!(initialize_from(&url, page).await, 403, "refused again");
+    gateway.stop().await;
+}
