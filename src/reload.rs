@@ -2,26 +2,32 @@
 //! file seen by [`watch_file`]).
 //!
 //! The new file is validated whole first: one that does not load, or asks what the running
-//! gateway cannot honour, changes nothing (the error is logged and shown by `/status`). Then
-//! `[servers]` is applied by diff (added ones start, removed ones stop; a changed one restarts
-//! only when a field that needs a new process or connection changed: command, args, env, cwd,
-//! url, headers, transport, era, isolation, namespace; its timeouts, `max_in_flight`, health
-//! checks, `handshake_timeout_secs` and `max_line_bytes` change live, read by the next call,
-//! check or connect, and its shaping in the catalog: `upstream::tunables`; the others are
-//! untouched: same process, connection and calls in flight), and the configuration is swapped,
-//! so what is read per request (`[[policy]]`, profiles, timeouts, limits, page size,
-//! `allowed_hosts`, `allowed_origins`, `allow_unauthenticated`) applies to the next one. `[auth]` too: its authenticator (JWT
-//! verifier, JWKS cache, introspection client) is rebuilt when `[auth]` changed, and the next
-//! request is authenticated by it (a session is not dropped; one whose key was removed is
-//! refused 401 at its next request). A new configuration without `[auth]` on a non-loopback
-//! listener without `allow_unauthenticated` is refused. Calls in flight keep the timeout they
-//! started with. What is bound or built at start keeps its running value, is named in the log
-//! as needing a restart and listed in the reload's outcome (`/status`): `gateway.listen`,
-//! `admin_listen`, `path`, `separator` (every exposed name), `public_url` (the metadata routes
-//! and resource URLs), `[audit]` (its writer) and `[cluster]`
-//! (the sealer is built once, so a new key, or new `previous_keys`, needs a (rolling) restart).
-//! Hosts get one `list_changed` per list that changed, once the added and changed servers
-//! loaded their lists (or [`LIST_WAIT`] passed).
+//! gateway cannot honour, changes nothing (the error is logged and shown by `/status`).
+//!
+//! Then `[servers]` is applied by diff: added ones start, removed ones stop, and a changed one
+//! restarts only when a field that needs a new process or connection changed (`command`,
+//! `args`, `env`, `cwd`, `inherit_env`, `url`, `headers`, `transport`, `era`, `isolation`,
+//! `namespace`); its timeouts, `max_in_flight` and health checks change live (the next call or
+//! check reads them), `handshake_timeout_secs` and `max_line_bytes` at its next connect, and its
+//! shaping in the catalog, without a restart (`upstream::tunables` classifies every field). The
+//! others are untouched: same process, connection and calls in flight; a call in flight keeps
+//! the timeout it started with.
+//!
+//! The configuration is then swapped, so what is read per request applies to the next one:
+//! `[[policy]]`, profiles, gateway timeouts and limits, page size, `allowed_hosts`,
+//! `allowed_origins`, `public_url`, `allow_unauthenticated`, and `[auth]`: its authenticator
+//! (JWT verifier, JWKS cache, introspection client) is rebuilt when `[auth]` or `public_url`
+//! changed. No session is dropped; one whose API key was removed is refused 401 at its next
+//! request, as any request with that key is. A configuration without `[auth]` on the running
+//! non-loopback listener without `allow_unauthenticated` is refused.
+//!
+//! What is bound or built at start keeps its running value, is named in the log as needing a
+//! restart and listed in the reload's outcome (`/status`, `last_reload.needs_restart`):
+//! `gateway.listen`, `admin_listen`, `path`, `separator` (every exposed name),
+//! `max_body_bytes` (the body limit of the host faces' router), `[audit]` (its writer) and
+//! `[cluster]` (the sealer is built once, so a new key, or new `previous_keys`,
+//! needs a (rolling) restart). Hosts get one `list_changed` per list that changed, once the
+//! added and changed servers loaded their lists (or [`LIST_WAIT`] passed).
 
 use crate::catalog::ListKind;
 use crate::config::Config;
@@ -223,8 +229,10 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
         ));
     }
     let auth_changed = in_force.auth != old.auth;
-    // Built before anything changes (no I/O: keys are fetched when a token needs them).
-    let authenticator = auth_changed.then(|| crate::auth::Authenticator::from_config(&in_force));
+    // Built before anything changes (no I/O: keys are fetched when a token needs them); the
+    // running one (its JWKS cache) stays unless `[auth]` or the resource it names changed.
+    let rebuild = auth_changed || in_force.gateway.public_url != old.gateway.public_url;
+    let authenticator = rebuild.then(|| crate::auth::Authenticator::from_config(&in_force));
     let policy_changed = in_force.policy != old.policy;
     let profiles_changed = in_force.profiles != old.profiles;
     let hold = hub.upstreams.hold_lists();
@@ -284,7 +292,17 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
             }
         )*};
     }
-    kept!(listen, admin_listen, path, separator, public_url);
+    // The default `public_url` (and `[auth]` audience) follows `listen` and `path`: made from
+    // the running ones while those wait for a restart.
+    let defaulted = format!("http://{}{}", gateway.listen, gateway.path);
+    kept!(listen, admin_listen, path, separator, max_body_bytes);
+    let mut auth = new.auth;
+    if gateway.public_url == defaulted {
+        gateway.public_url = format!("http://{}{}", gateway.listen, gateway.path);
+        if let Some(auth) = auth.as_mut().filter(|auth| auth.audience == [defaulted.clone()]) {
+            auth.audience = vec![gateway.public_url.clone()];
+        }
+    }
     let mut keep = |name: &'static str, changed: bool| {
         if changed {
             needs_restart.push(name);
@@ -298,7 +316,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         disabled: new.disabled,
         policy: new.policy,
         profiles: new.profiles,
-        auth: new.auth,
+        auth,
         audit: old.audit.clone(),
         cluster: old.cluster.clone(),
     };
@@ -559,9 +577,14 @@ mod tests {
             "nothing changed"
         );
         // With allow_unauthenticated (read live), it goes: nobody is authenticated any more.
-        let open = config("[gateway]\nallow_unauthenticated = true\n");
+        let open = config("[gateway]\nallow_unauthenticated = true\nmax_body_bytes = 1024\n");
         let done = apply(&hub, open).await.unwrap();
-        assert_eq!(done.needs_restart, vec!["gateway.listen", "gateway.public_url"]);
+        assert_eq!(
+            done.needs_restart,
+            vec!["gateway.listen", "gateway.max_body_bytes"]
+        );
         assert!(!hub.auth.is_on());
+        // The default public_url follows the running listen, not the file's.
+        assert_eq!(hub.config().gateway.public_url, "http://0.0.0.0:8080/mcp");
     }
 }

@@ -209,3 +209,81 @@ async fn a_reload_changes_the_allowed_origins_for_the_next_request() {
     assert_eq!(initialize_from(&url, page).await, 403, "refused again");
     gateway.stop().await;
 }
+
+/// The protected resource metadata at `path` below the well-known path: status and `resource`.
+async fn metadata(gateway: &mcpmux::Gateway, path: &str) -> (u16, Value) {
+    let url = format!(
+        "http://{}/.well-known/oauth-protected-resource{path}",
+        gateway.local_addr()
+    );
+    let resp = reqwest::get(url).await.expect("GET metadata");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    let doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    (status, doc["resource"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_adding_auth_and_moving_public_url_applies_to_the_next_request() {
+    let _suite = crate::suite::enter(module_path!());
+    let server = test_server_toml("t", &[], None);
+    let gateway = mcpmux::start(config("", &server)).await.expect("gateway starts");
+    let url = gateway.url();
+    let open = RawSession::open(&url, json!({})).await;
+    assert_eq!(metadata(&gateway, "/mcp").await.0, 404, "no [auth], no metadata");
+
+    // [auth] added: the next request needs a key, the metadata is served.
+    let public = "public_url = \"https://a.example/mcp\"\n";
+    let done = gateway
+        .reload(config(public, &format!("[auth]\n{ALICE}\n{server}")))
+        .await
+        .expect("reload");
+    assert!(done.auth_changed && done.needs_restart.is_empty(), "{done:?}");
+    assert_eq!(echo_status(&open).await, 401, "an unauthenticated session");
+    let refused = RawSession::try_open(&url, json!({}), "2025-11-25").await;
+    assert!(refused.err().is_some_and(|e| e.contains("401")));
+    assert_eq!(
+        metadata(&gateway, "/mcp").await,
+        (200, json!("https://a.example/mcp"))
+    );
+    let alice = RawSession::open_as(&url, "alice-key-0123456789").await;
+    assert_eq!(
+        alice.tool_text("t__echo", json!({"message": "a"})).await,
+        "echo: a"
+    );
+
+    // public_url moved behind a proxy prefix: the metadata names it, under both paths.
+    let moved = "public_url = \"https://b.example/gw/mcp\"\n";
+    let done = gateway
+        .reload(config(moved, &format!("[auth]\n{ALICE}\n{server}")))
+        .await
+        .expect("reload");
+    assert!(done.needs_restart.is_empty(), "{done:?}");
+    for path in ["/mcp", "/gw/mcp", ""] {
+        assert_eq!(
+            metadata(&gateway, path).await,
+            (200, json!("https://b.example/gw/mcp")),
+            "{path}"
+        );
+    }
+    let challenge = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .expect("POST");
+    let www = challenge.headers()["www-authenticate"]
+        .to_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        www.contains("https://b.example/.well-known/oauth-protected-resource/gw/mcp"),
+        "{www}"
+    );
+    assert_eq!(
+        alice.tool_text("t__echo", json!({"message": "b"})).await,
+        "echo: b"
+    );
+    gateway.stop().await;
+}
