@@ -272,14 +272,21 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let mut tasks = Vec::new();
     hub.upstreams.supervise(inputs);
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
-    // `POST /reload` on the admin listener, or on a main listener open to local processes anyway.
+    // `POST /reload` on the admin listener, or on a main listener open to local processes anyway
+    // (loopback, and no `[auth]` in force when the request comes: a reload may add it).
     let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
-    let reload_allowed =
-        admin.is_some() || (config.auth.is_none() && config.gateway.listen.ip().is_loopback());
+    let reload_allowed: admin::reload::Allowed = if admin.is_some() {
+        Arc::new(|| true)
+    } else if config.gateway.listen.ip().is_loopback() {
+        let auth = hub.auth.clone();
+        Arc::new(move || !auth.is_on())
+    } else {
+        Arc::new(|| false)
+    };
     let (faces, operator) = routes(
         &hub,
         admin.as_ref().map(|(_, at)| *at),
-        reload_allowed.then_some(reload_tx),
+        (reload_tx, reload_allowed),
     );
     let close_listener = CancellationToken::new();
     let (server, admin_server, admin_addr) = match admin {
@@ -354,11 +361,14 @@ fn serve(
 fn routes(
     hub: &Arc<Hub>,
     admin: Option<SocketAddr>,
-    reloads: Option<tokio::sync::mpsc::Sender<admin::reload::ReloadRequest>>,
+    reloads: (
+        tokio::sync::mpsc::Sender<admin::reload::ReloadRequest>,
+        admin::reload::Allowed,
+    ),
 ) -> (axum::Router, axum::Router) {
     use middleware::access::{AccessLayer, RefusalBody};
     let config = hub.config();
-    let access = middleware::origin::AccessPolicy::from_config(&config.gateway);
+    let access = access_in_force(hub, middleware::origin::AccessPolicy::from_config);
     let mut faces = http::router(hub.clone());
     if config.cluster.is_some() {
         let peers = Arc::new(cluster::Peers::new(
@@ -367,13 +377,12 @@ fn routes(
         ));
         faces = faces.layer(cluster::send::ForwardLayer::new(hub.clone(), peers));
     }
-    if let Some(authenticator) = &hub.auth {
-        let profiles = profile_resources(hub);
-        let layer = auth::layer::AuthLayer::new(authenticator.clone());
-        faces = faces
-            .layer(layer.with_profiles(profiles.clone(), unserved_paths(hub)))
-            .merge(auth::metadata::router(&config, authenticator, profiles));
-    }
+    // Always in place: `[auth]` is read per request, so a reload may add, change or remove it.
+    let profiles = profile_resources(hub);
+    let layer = auth::layer::AuthLayer::in_force(hub.auth.clone());
+    faces = faces
+        .layer(layer.with_profiles(profiles.clone(), unserved_paths(hub)))
+        .merge(auth::metadata::router(&config, &hub.auth, profiles));
     if config.cluster.is_some() {
         faces = faces.layer(cluster::receive::PassportLayer::new(hub.clone()));
     }
@@ -381,17 +390,43 @@ fn routes(
         tower::ServiceBuilder::new()
             .layer(middleware::closing::CloseWhenStopping::new(hub.not_ready.clone()))
             .layer(middleware::trace::layer())
-            .layer(AccessLayer::new(access.clone(), RefusalBody::JsonRpc)),
+            .layer(AccessLayer::in_force(access.clone(), RefusalBody::JsonRpc)),
     );
     let operator_access = match admin {
-        Some(at) => middleware::origin::AccessPolicy::for_admin(&config.gateway, at),
+        Some(at) => access_in_force(hub, move |gateway| {
+            middleware::origin::AccessPolicy::for_admin(gateway, at)
+        }),
         None => access,
     };
     let operator = (admin::router(hub.clone()))
         .merge(admin::page::router(hub.clone()))
         .merge(admin::reload::router(reloads, &config.gateway.path))
-        .layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
+        .layer(AccessLayer::in_force(operator_access, RefusalBody::PlainText));
     (faces, operator)
+}
+
+/// The Host/Origin rules `make` derives from the configuration in force (`allowed_hosts`,
+/// `allowed_origins`), made again only when a reload swapped the configuration.
+fn access_in_force(
+    hub: &Arc<Hub>,
+    make: impl Fn(&config::GatewayConfig) -> middleware::origin::AccessPolicy + Send + Sync + 'static,
+) -> middleware::access::PolicySource {
+    let first = hub.config_full();
+    let made = arc_swap::ArcSwap::from_pointee((first.clone(), Arc::new(make(&first.gateway))));
+    let hub = Arc::downgrade(hub);
+    Arc::new(move || {
+        let last = made.load();
+        let Some(hub) = hub.upgrade() else {
+            return last.1.clone();
+        };
+        let config = hub.config();
+        if Arc::ptr_eq(&last.0, &config) {
+            return last.1.clone();
+        }
+        let policy = Arc::new(make(&config.gateway));
+        made.store(Arc::new((Arc::clone(&config), policy.clone())));
+        policy
+    })
 }
 
 /// The resource URL of the profile (in force) a request path belongs to.

@@ -387,6 +387,7 @@ async fn reload_once(
                 removed = %names(&done.servers.removed),
                 changed = %names(&done.servers.changed),
                 reshaped = %names(&done.servers.reshaped),
+                retuned = %names(&done.servers.retuned),
                 lists_changed = %lists.join(", "),
                 "configuration reloaded: in force from the next request"
             );

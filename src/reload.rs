@@ -2,16 +2,32 @@
 //! file seen by [`watch_file`]).
 //!
 //! The new file is validated whole first: one that does not load, or asks what the running
-//! gateway cannot honour, changes nothing (the error is logged and shown by `/status`). Then
-//! `[servers]` is applied by diff (added ones start, removed ones stop, changed ones restart, the
-//! others are untouched: same process, connection and calls in flight), and the configuration
-//! is swapped, so what is read per request (`[[policy]]`, timeouts, limits, page size) applies to
-//! the next one. What is bound or built at start keeps its running value and is named in the log
-//! as needing a restart: `gateway.listen`, `admin_listen`, `path`, `separator`, `allowed_hosts`,
-//! `allowed_origins`, `public_url`, `allow_unauthenticated`, `[auth]`, `[audit]` and `[cluster]`
-//! (the sealer is built once, so a new key, or new `previous_keys`, needs a (rolling) restart).
-//! Hosts get one `list_changed` per list that changed, once the added and changed servers
-//! loaded their lists (or [`LIST_WAIT`] passed).
+//! gateway cannot honour, changes nothing (the error is logged and shown by `/status`).
+//!
+//! Then `[servers]` is applied by diff: added ones start, removed ones stop, and a changed one
+//! restarts only when a field that needs a new process or connection changed (`command`,
+//! `args`, `env`, `cwd`, `inherit_env`, `url`, `headers`, `transport`, `era`, `isolation`,
+//! `namespace`); its timeouts, `max_in_flight` and health checks change live (the next call or
+//! check reads them), `handshake_timeout_secs` and `max_line_bytes` at its next connect, and its
+//! shaping in the catalog, without a restart (`upstream::tunables` classifies every field). The
+//! others are untouched: same process, connection and calls in flight; a call in flight keeps
+//! the timeout it started with.
+//!
+//! The configuration is then swapped, so what is read per request applies to the next one:
+//! `[[policy]]`, profiles, gateway timeouts and limits, page size, `allowed_hosts`,
+//! `allowed_origins`, `public_url`, `allow_unauthenticated`, and `[auth]`: its authenticator
+//! (JWT verifier, JWKS cache, introspection client) is rebuilt when `[auth]` or `public_url`
+//! changed. No session is dropped; one whose API key was removed is refused 401 at its next
+//! request, as any request with that key is. A configuration without `[auth]` on the running
+//! non-loopback listener without `allow_unauthenticated` is refused.
+//!
+//! What is bound or built at start keeps its running value, is named in the log as needing a
+//! restart and listed in the reload's outcome (`/status`, `last_reload.needs_restart`):
+//! `gateway.listen`, `admin_listen`, `path`, `separator` (every exposed name),
+//! `max_body_bytes` (the body limit of the host faces' router), `[audit]` (its writer) and
+//! `[cluster]` (the sealer is built once, so a new key, or new `previous_keys`,
+//! needs a (rolling) restart). Hosts get one `list_changed` per list that changed, once the
+//! added and changed servers loaded their lists (or [`LIST_WAIT`] passed).
 
 use crate::catalog::ListKind;
 use crate::config::Config;
@@ -136,6 +152,8 @@ pub const LIST_WAIT: Duration = Duration::from_secs(10);
 pub struct Reloaded {
     /// Whether the `[[policy]]` rules changed (they are in force either way).
     pub policy_changed: bool,
+    /// Whether `[auth]` changed (the next request is authenticated by the new one).
+    pub auth_changed: bool,
     /// How `[servers]` changed (in force now).
     pub servers: ServerDiff,
     /// The lists hosts were told changed.
@@ -179,11 +197,15 @@ pub fn record(hub: &Hub, result: &Result<Reloaded, String>, digest: Option<Strin
         at_unix: now,
         error: result.as_ref().err().cloned(),
         digest,
+        needs_restart: (result.as_ref())
+            .map(|done| done.needs_restart.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_default(),
     });
 }
 
 /// Put `new` in force on `hub` (see the module doc); refuse, changing nothing, what the
-/// running gateway cannot honour: `audit_arguments` when it was started without `[audit]`.
+/// running gateway cannot honour: `audit_arguments` when it was started without `[audit]`, no
+/// `[auth]` on the running non-loopback listener without `allow_unauthenticated`.
 pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     let _one_at_a_time = hub.reloading.lock().await;
     let old = hub.config();
@@ -197,6 +219,20 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
         }
     }
     let (in_force, needs_restart) = in_force(&old, new);
+    let gateway = &in_force.gateway;
+    if in_force.auth.is_none() && !gateway.listen.ip().is_loopback() && !gateway.allow_unauthenticated {
+        return Err(format!(
+            "the gateway listens on {} (not loopback) and the new configuration has no [auth]: \
+             add [auth], or set gateway.allow_unauthenticated = true (e.g. behind an \
+             authenticating proxy)",
+            gateway.listen
+        ));
+    }
+    let auth_changed = in_force.auth != old.auth;
+    // Built before anything changes (no I/O: keys are fetched when a token needs them); the
+    // running one (its JWKS cache) stays unless `[auth]` or the resource it names changed.
+    let rebuild = auth_changed || in_force.gateway.public_url != old.gateway.public_url;
+    let authenticator = rebuild.then(|| crate::auth::Authenticator::from_config(&in_force));
     let policy_changed = in_force.policy != old.policy;
     let profiles_changed = in_force.profiles != old.profiles;
     let hold = hub.upstreams.hold_lists();
@@ -204,6 +240,9 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     let (servers, started) = hub.upstreams.reconcile(&old.servers, &in_force.servers);
     drop(old);
     hub.replace_config(Arc::new(in_force));
+    if let Some(authenticator) = authenticator {
+        hub.auth.replace(authenticator);
+    }
     let first_loads = started.iter().map(|slot| slot.first_start.cancelled());
     let all_loaded = futures_util::future::join_all(first_loads);
     if tokio::time::timeout(LIST_WAIT, all_loaded).await.is_err() {
@@ -233,6 +272,7 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     }
     Ok(Reloaded {
         policy_changed,
+        auth_changed,
         servers,
         lists_changed,
         needs_restart,
@@ -252,22 +292,22 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
             }
         )*};
     }
-    kept!(
-        listen,
-        admin_listen,
-        path,
-        separator,
-        allowed_hosts,
-        allowed_origins,
-        public_url,
-        allow_unauthenticated
-    );
+    // The default `public_url` (and `[auth]` audience) follows `listen` and `path`: made from
+    // the running ones while those wait for a restart.
+    let defaulted = format!("http://{}{}", gateway.listen, gateway.path);
+    kept!(listen, admin_listen, path, separator, max_body_bytes);
+    let mut auth = new.auth;
+    if gateway.public_url == defaulted {
+        gateway.public_url = format!("http://{}{}", gateway.listen, gateway.path);
+        if let Some(auth) = auth.as_mut().filter(|auth| auth.audience == [defaulted.clone()]) {
+            auth.audience = vec![gateway.public_url.clone()];
+        }
+    }
     let mut keep = |name: &'static str, changed: bool| {
         if changed {
             needs_restart.push(name);
         }
     };
-    keep("[auth]", new.auth != old.auth);
     keep("[audit]", new.audit != old.audit);
     keep("[cluster]", new.cluster != old.cluster);
     let config = Config {
@@ -276,7 +316,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         disabled: new.disabled,
         policy: new.policy,
         profiles: new.profiles,
-        auth: old.auth.clone(),
+        auth,
         audit: old.audit.clone(),
         cluster: old.cluster.clone(),
     };
@@ -396,6 +436,7 @@ mod tests {
             done,
             Reloaded {
                 policy_changed: true,
+                auth_changed: false,
                 servers: ServerDiff {
                     added: vec!["s".into()],
                     ..ServerDiff::default()
@@ -507,5 +548,43 @@ mod tests {
         let again = hub.sealer.seal(Purpose::Cursor, b"", b"y");
         let old_only = crate::seal::Sealer::new(&crate::seal::ClusterKey::parse(OLD).unwrap(), &[]);
         assert_eq!(old_only.open(Purpose::Cursor, b"", &again), Ok(b"y".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn auth_changes_for_the_next_request_unless_it_would_leave_a_public_listener_open() {
+        let public = "[gateway]\nlisten = \"0.0.0.0:8080\"\n";
+        let first = config(&format!("{public}{KEYS}"));
+        let (hub, _inputs) = Hub::new(Arc::new(first), CancellationToken::new(), None);
+        let knows = |hub: &Hub, key: &'static str| {
+            let auth = hub.auth.current();
+            async move {
+                match auth {
+                    Some(auth) => auth.verify(key).await.is_ok(),
+                    None => false,
+                }
+            }
+        };
+        assert!(knows(&hub, "k").await && !knows(&hub, "k2").await);
+        let other = "[[auth.api_keys]]\nname = \"two\"\nkey = \"k2\"\n";
+        let done = apply(&hub, config(&format!("{public}{other}"))).await.unwrap();
+        assert!(done.auth_changed && done.needs_restart.is_empty(), "{done:?}");
+        assert!(knows(&hub, "k2").await && !knows(&hub, "k").await);
+        // No [auth] on the running public listener (the file's own listen is loopback): refused.
+        let refused = apply(&hub, config("")).await.unwrap_err();
+        assert!(refused.contains("no [auth]"), "{refused}");
+        assert!(
+            knows(&hub, "k2").await && hub.config().auth.is_some(),
+            "nothing changed"
+        );
+        // With allow_unauthenticated (read live), it goes: nobody is authenticated any more.
+        let open = config("[gateway]\nallow_unauthenticated = true\nmax_body_bytes = 1024\n");
+        let done = apply(&hub, open).await.unwrap();
+        assert_eq!(
+            done.needs_restart,
+            vec!["gateway.listen", "gateway.max_body_bytes"]
+        );
+        assert!(!hub.auth.is_on());
+        // The default public_url follows the running listen, not the file's.
+        assert_eq!(hub.config().gateway.public_url, "http://0.0.0.0:8080/mcp");
     }
 }

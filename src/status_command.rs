@@ -148,10 +148,16 @@ fn reload_line(config: &crate::status_doc::ConfigStatus, now: u64) -> Option<Str
     let ago = |at: u64| now.saturating_sub(at);
     let digest = |d: &Option<String>| d.clone().unwrap_or_else(|| "-".into());
     Some(match &last.error {
-        None => format!(
+        None if last.needs_restart.is_empty() => format!(
             "last reload: ok {} s ago (config digest {})",
             ago(last.at_unix),
             digest(&last.digest)
+        ),
+        None => format!(
+            "last reload: ok {} s ago (config digest {}); changed but kept until a restart: {}",
+            ago(last.at_unix),
+            digest(&last.digest),
+            last.needs_restart.join(", ")
         ),
         Some(error) => format!(
             "last reload: REFUSED {} s ago (config digest {}): {}; serving the configuration loaded {} s ago (config digest {})",
@@ -352,6 +358,16 @@ mod tests {
         assert_eq!(
             reload_line(&ok.config, 160).as_deref(),
             Some("last reload: ok 60 s ago (config digest aa)")
+        );
+        let kept = doc(
+            json!({"outcome": "ok", "at_unix": 100, "digest": "aa", "needs_restart": ["gateway.listen", "[cluster]"]}),
+        );
+        assert_eq!(
+            reload_line(&kept.config, 160).as_deref(),
+            Some(
+                "last reload: ok 60 s ago (config digest aa); changed but kept until a restart: \
+                 gateway.listen, [cluster]"
+            )
         );
         let refused = doc(
             json!({"outcome": "error", "at_unix": 150, "error": "t.toml:3:1: bad\nmore", "digest": "bb"}),

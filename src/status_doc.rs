@@ -63,6 +63,10 @@ pub struct ReloadStatus {
     pub error: Option<String>,
     /// The digest of the file it read (when it could be read).
     pub digest: Option<String>,
+    /// What changed in the file but keeps its running value until a restart (`gateway.listen`,
+    /// `[cluster]`, ...); left out when nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub needs_restart: Vec<String>,
 }
 
 /// One profile: where it is served, its servers and what it sees of the catalog now.
@@ -258,6 +262,7 @@ mod tests {
                     at_unix: 1_800_000_100,
                     error: Some("t.toml:3:1: unknown key".into()),
                     digest: Some("0123456789abcdef".into()),
+                    needs_restart: Vec::new(),
                 }),
             },
         }

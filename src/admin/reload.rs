@@ -2,8 +2,8 @@
 //! answer what changed or why the new configuration was refused. The composition root hands the
 //! request to whoever reloads (`mcpmux serve`). It is served on `gateway.admin_listen`, or, when
 //! there is none, on the main listener only when that is open to local processes anyway (a
-//! loopback `listen` without `[auth]`); anywhere else it is refused (403), never left open on a
-//! public face.
+//! loopback `listen` without `[auth]` in force when the request comes); anywhere else it is
+//! refused (403), never left open on a public face.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -22,15 +22,18 @@ pub struct ReloadRequest {
     pub answer: oneshot::Sender<Result<String, String>>,
 }
 
-/// The route (none when the MCP path is `/reload` itself); `requests` is `None` where reloading
-/// over HTTP is not allowed.
-pub fn router(requests: Option<mpsc::Sender<ReloadRequest>>, mcp_path: &str) -> axum::Router {
+/// Whether reloading over HTTP is allowed now (asked per request: a reload may add `[auth]`).
+pub type Allowed = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The route (none when the MCP path is `/reload` itself): its requests go to `requests` while
+/// `allowed` says so.
+pub fn router((requests, allowed): (mpsc::Sender<ReloadRequest>, Allowed), mcp_path: &str) -> axum::Router {
     if mcp_path == RELOAD_PATH {
         return axum::Router::new();
     }
     axum::Router::new()
         .route(RELOAD_PATH, post(reload))
-        .with_state(requests)
+        .with_state((requests, allowed))
 }
 
 fn answer(status: StatusCode, body: serde_json::Value) -> Response {
@@ -38,8 +41,8 @@ fn answer(status: StatusCode, body: serde_json::Value) -> Response {
     (status, json, format!("{body}\n")).into_response()
 }
 
-async fn reload(State(requests): State<Option<mpsc::Sender<ReloadRequest>>>) -> Response {
-    let Some(requests) = requests else {
+async fn reload(State((requests, allowed)): State<(mpsc::Sender<ReloadRequest>, Allowed)>) -> Response {
+    if !allowed() {
         return answer(
             StatusCode::FORBIDDEN,
             serde_json::json!({
@@ -48,7 +51,7 @@ async fn reload(State(requests): State<Option<mpsc::Sender<ReloadRequest>>>) -> 
                           without [auth]); set gateway.admin_listen, or send the process SIGHUP",
             }),
         );
-    };
+    }
     let unavailable = || {
         answer(
             StatusCode::SERVICE_UNAVAILABLE,

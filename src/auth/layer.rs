@@ -1,6 +1,8 @@
 //! Authentication as a tower layer around every host face: the bearer credential is checked
 //! before any handler (or body read) runs, the [`Principal`] goes into the request's extensions,
-//! and the `Authorization` header is removed so nothing behind can forward or log it.
+//! and the `Authorization` header is removed so nothing behind can forward or log it. The
+//! authenticator is the one in force when the request arrives ([`AuthInForce`]: a reload adding,
+//! changing or removing `[auth]` applies to the next request); with none, requests pass.
 //!
 //! A refused request's body is read (a bounded amount, for a bounded time) and dropped before
 //! the refusal is sent: the connection then stays usable. Unread, the server would close it
@@ -9,7 +11,7 @@
 //! loses its next request: the metadata fetch that follows a 401.
 
 use super::challenge::{refusal, Failure};
-use super::{Authenticator, Principal};
+use super::{AuthInForce, Authenticator, Principal};
 use axum::body::Body;
 use axum::response::Response;
 use futures_util::future::BoxFuture;
@@ -24,10 +26,10 @@ pub const DRAIN_LIMIT: usize = 64 * 1024;
 /// How long reading it may take.
 pub const DRAIN_TIME: Duration = Duration::from_secs(2);
 
-/// Authenticates each request with an [`Authenticator`].
+/// Authenticates each request with the [`Authenticator`] in force.
 #[derive(Clone)]
 pub struct AuthLayer {
-    auth: Arc<Authenticator>,
+    auth: Arc<AuthInForce>,
     profiles: Option<super::metadata::ProfileResources>,
     unserved: Option<UnservedPaths>,
 }
@@ -36,7 +38,13 @@ pub struct AuthLayer {
 pub type UnservedPaths = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 impl AuthLayer {
+    /// Authenticate with `auth` always.
     pub fn new(auth: Arc<Authenticator>) -> Self {
+        Self::in_force(Arc::new(AuthInForce::new(Some(auth))))
+    }
+
+    /// Authenticate with the authenticator `auth` holds when each request arrives.
+    pub fn in_force(auth: Arc<AuthInForce>) -> Self {
         AuthLayer {
             auth,
             profiles: None,
@@ -75,7 +83,7 @@ impl<S> Layer<S> for AuthLayer {
 #[derive(Clone)]
 pub struct Authenticate<S> {
     inner: S,
-    auth: Arc<Authenticator>,
+    auth: Arc<AuthInForce>,
     profiles: Option<super::metadata::ProfileResources>,
     unserved: Option<UnservedPaths>,
 }
@@ -97,6 +105,10 @@ where
         // The service that was polled ready serves this request; a fresh clone waits for the next.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        let Some(auth) = self.auth.current() else {
+            // No `[auth]` in force: nobody is authenticated.
+            return Box::pin(inner.call(request));
+        };
         let unserved = self
             .unserved
             .as_ref()
@@ -106,7 +118,6 @@ where
             // principal in its passport (`cluster::receive`, the layer outside this one).
             return Box::pin(inner.call(request));
         }
-        let auth = self.auth.clone();
         // A profile's paths: its resource is an audience there, and challenges name its metadata.
         let resource = (self.profiles.as_ref()).and_then(|resource_of| resource_of(request.uri().path()));
         let credential = bearer_token(&request);

@@ -2,7 +2,7 @@
 //! and at the root, built from `gateway.public_url` (never from the request's Host header); a
 //! profile's at `/.well-known/oauth-protected-resource{profile path}`, naming its own resource.
 
-use super::Authenticator;
+use super::{AuthInForce, Authenticator};
 use crate::config::Config;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -68,27 +68,40 @@ fn json(body: String) -> Response {
 /// The routes serving the document: under the gateway's path, under `public_url`'s path (when
 /// a proxy serves it under another one), and at the root; below the well-known path, a
 /// profile's document for each profile path `profiles` knows (looked up per request, so a
-/// reload's profiles are served), also under `public_url`'s prefix.
-pub fn router(config: &Config, auth: &Arc<Authenticator>, profiles: ProfileResources) -> axum::Router {
-    let body = Arc::new(document(config, auth).to_string());
-    let serve = move || {
-        let body = body.clone();
-        async move { json(body.as_str().to_owned()) }
+/// reload's profiles are served), also under `public_url`'s prefix. Each is made from the
+/// authenticator in force when it is asked for (a reload's `[auth]` and `public_url`); without
+/// one, 404.
+pub fn router(config: &Config, auth: &Arc<AuthInForce>, profiles: ProfileResources) -> axum::Router {
+    let main = {
+        let auth = auth.clone();
+        move || {
+            let current = auth.current();
+            async move {
+                match current {
+                    Some(auth) => json(document_for(auth.public_url(), &auth).to_string()),
+                    None => http::StatusCode::NOT_FOUND.into_response(),
+                }
+            }
+        }
     };
-    let prefix = url::Url::parse(&config.gateway.public_url)
-        .ok()
-        .map(|url| {
-            let own = url.path().trim_end_matches('/').to_string();
-            let main = config.gateway.path.trim_end_matches('/');
-            own.strip_suffix(main).unwrap_or(&own).to_string()
-        })
-        .unwrap_or_default();
+    let gateway_path = config.gateway.path.trim_end_matches('/').to_string();
     let auth = auth.clone();
-    let profile = move |uri: http::Uri| {
-        let (auth, profiles, prefix) = (auth.clone(), profiles.clone(), prefix.clone());
+    let below = move |uri: http::Uri| {
+        let (auth, profiles, gateway_path) = (auth.current(), profiles.clone(), gateway_path.clone());
         async move {
+            let Some(auth) = auth else {
+                return http::StatusCode::NOT_FOUND.into_response();
+            };
             let path = uri.path().strip_prefix(WELL_KNOWN).unwrap_or_default();
-            let bare = path.strip_prefix(prefix.as_str()).filter(|_| !prefix.is_empty());
+            let own = url::Url::parse(auth.public_url())
+                .map(|url| url.path().trim_end_matches('/').to_string())
+                .unwrap_or_default();
+            if path == gateway_path || (!own.is_empty() && path == own) {
+                return json(document_for(auth.public_url(), &auth).to_string());
+            }
+            // `public_url`'s prefix (a proxy serving the gateway under another path).
+            let prefix = own.strip_suffix(gateway_path.as_str()).unwrap_or(&own);
+            let bare = path.strip_prefix(prefix).filter(|_| !prefix.is_empty());
             let resource = profiles(path).or_else(|| bare.and_then(|p| profiles(p)));
             match resource {
                 Some(resource) => json(document_for(&resource, &auth).to_string()),
@@ -96,21 +109,7 @@ pub fn router(config: &Config, auth: &Arc<Authenticator>, profiles: ProfileResou
             }
         }
     };
-    let mut paths = vec![WELL_KNOWN.to_string()];
-    let mut add = |path: &str| {
-        let path = path.trim_end_matches('/');
-        let full = format!("{WELL_KNOWN}{path}");
-        if !path.is_empty() && !paths.contains(&full) {
-            paths.push(full);
-        }
-    };
-    add(&config.gateway.path);
-    if let Ok(url) = url::Url::parse(&config.gateway.public_url) {
-        add(url.path());
-    }
-    let mut router = axum::Router::new();
-    for path in paths {
-        router = router.route(&path, get(serve.clone()));
-    }
-    router.route(&format!("{WELL_KNOWN}/{{*path}}"), get(profile))
+    axum::Router::new()
+        .route(WELL_KNOWN, get(main))
+        .route(&format!("{WELL_KNOWN}/{{*path}}"), get(below))
 }

@@ -2,7 +2,8 @@
 //! bearer credential names ([`Principal`]), checked against API keys or JWT access tokens.
 //!
 //! The [`layer::AuthLayer`] wraps every host face; [`metadata`] serves the protected resource
-//! metadata (RFC 9728); [`challenge`] writes the `WWW-Authenticate` answers.
+//! metadata (RFC 9728); [`challenge`] writes the `WWW-Authenticate` answers. Both read the
+//! [`AuthInForce`] per request: a reload that changes `[auth]` applies to the next request.
 
 pub mod api_key;
 pub mod challenge;
@@ -13,6 +14,7 @@ pub mod layer;
 pub mod metadata;
 
 use crate::config::{AuthConfig, Config};
+use arc_swap::ArcSwapOption;
 use challenge::Failure;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -49,11 +51,40 @@ impl Principal {
     }
 }
 
+/// The [`Authenticator`] in force: `None` while there is no `[auth]` (nobody is authenticated).
+/// A reload that changes `[auth]` replaces it whole (verifier, JWKS cache, introspection client);
+/// a request reads the one in force when it arrives.
+#[derive(Default)]
+pub struct AuthInForce(ArcSwapOption<Authenticator>);
+
+impl AuthInForce {
+    pub fn new(authenticator: Option<Arc<Authenticator>>) -> AuthInForce {
+        AuthInForce(ArcSwapOption::new(authenticator))
+    }
+
+    /// The one in force (held: a request keeps it to its end).
+    pub fn current(&self) -> Option<Arc<Authenticator>> {
+        self.0.load_full()
+    }
+
+    /// Whether requests are authenticated now.
+    pub fn is_on(&self) -> bool {
+        self.0.load().is_some()
+    }
+
+    /// Put `authenticator` in force for the next request.
+    pub fn replace(&self, authenticator: Option<Arc<Authenticator>>) {
+        self.0.store(authenticator);
+    }
+}
+
 /// Checks credentials for one configuration.
 pub struct Authenticator {
     config: AuthConfig,
     /// The protected resource metadata URL put in challenges.
     metadata_url: String,
+    /// `gateway.public_url`: the resource the metadata document names.
+    public_url: String,
     jwt: Option<jwt::JwtVerifier>,
     introspection: Option<introspection::Introspector>,
     /// The principal of each `[[auth.api_keys]]`, in their order, made once: a request with a
@@ -97,6 +128,7 @@ impl Authenticator {
         Some(Arc::new(Authenticator {
             introspection,
             metadata_url: metadata::metadata_url(&config.gateway.public_url),
+            public_url: config.gateway.public_url.clone(),
             config: auth,
             jwt,
             key_principals,
@@ -105,6 +137,11 @@ impl Authenticator {
 
     pub fn config(&self) -> &AuthConfig {
         &self.config
+    }
+
+    /// The gateway's resource URL (`gateway.public_url`) it was built with.
+    pub fn public_url(&self) -> &str {
+        &self.public_url
     }
 
     /// The principal a bearer token names, or why it names none; its scopes include those

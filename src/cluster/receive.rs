@@ -112,7 +112,7 @@ where
             };
             tracing::debug!(from = %passport.from, path = %parts.uri.path(), "request forwarded by a replica");
             let mut request = Request::from_parts(parts, Body::from(body));
-            if let (Some(principal), Some(_)) = (passport.principal, &hub.auth) {
+            if let (Some(principal), true) = (passport.principal, hub.auth.is_on()) {
                 request.extensions_mut().insert(Arc::new(principal));
             }
             if let Some(why) = not_ready_for(&hub, &request) {

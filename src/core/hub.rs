@@ -51,8 +51,9 @@ pub struct Hub {
     policy: ArcSwap<Policy>,
     /// Each principal's token buckets for the `rate_limit` of the rules that apply to it.
     pub rate_limits: RateLimiter,
-    /// Who may use the gateway (`[auth]`, read at start); `None` authenticates nobody.
-    pub auth: Option<Arc<crate::auth::Authenticator>>,
+    /// Who may use the gateway (`[auth]` in force: a reload that changes it replaces it); none
+    /// authenticates nobody.
+    pub auth: Arc<crate::auth::AuthInForce>,
     /// The audit log (`[audit]`, opened at start); `None` keeps none.
     pub audit: Option<Arc<crate::audit::AuditLog>>,
     /// Seals what hosts carry (cursors, `requestState`) with the `[cluster]` key, read at start
@@ -122,7 +123,9 @@ impl Hub {
             sealer,
             session_ids,
             tokens,
-            auth: crate::auth::Authenticator::from_config(&config),
+            auth: Arc::new(crate::auth::AuthInForce::new(
+                crate::auth::Authenticator::from_config(&config),
+            )),
             audit,
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),
             rate_limits: RateLimiter::default(),

@@ -88,7 +88,7 @@ async fn profile_face(
 ) -> Response {
     use crate::config::ProfileFace;
     let who = principal.map(|Extension(p)| p);
-    if ep.hub.auth.is_some() && who.is_none() {
+    if ep.hub.auth.is_on() && who.is_none() {
         // Passed on unauthenticated as a path no face served (a reload may have added the
         // profile since): nothing is served here without a credential.
         return StatusCode::NOT_FOUND.into_response();

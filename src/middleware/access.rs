@@ -1,5 +1,7 @@
 //! The DNS-rebinding defence as a tower layer: a request whose `Host` or `Origin` the
-//! [`AccessPolicy`] refuses is answered 403 before any handler (or body read) runs.
+//! [`AccessPolicy`] refuses is answered 403 before any handler (or body read) runs. The policy
+//! is asked for per request ([`PolicySource`]): a reload's `allowed_hosts` and `allowed_origins`
+//! apply to the next one.
 
 use super::origin::AccessPolicy;
 use crate::error::DownstreamError;
@@ -20,19 +22,26 @@ pub enum RefusalBody {
     PlainText,
 }
 
+/// The rules in force for the next request.
+pub type PolicySource = Arc<dyn Fn() -> Arc<AccessPolicy> + Send + Sync>;
+
 /// Checks `Host` and `Origin` before the wrapped service.
 #[derive(Clone)]
 pub struct AccessLayer {
-    policy: Arc<AccessPolicy>,
+    policy: PolicySource,
     body: RefusalBody,
 }
 
 impl AccessLayer {
+    /// Always the rules of `policy`.
     pub fn new(policy: AccessPolicy, body: RefusalBody) -> Self {
-        AccessLayer {
-            policy: Arc::new(policy),
-            body,
-        }
+        let policy = Arc::new(policy);
+        Self::in_force(Arc::new(move || policy.clone()), body)
+    }
+
+    /// The rules `policy` gives when each request arrives.
+    pub fn in_force(policy: PolicySource, body: RefusalBody) -> Self {
+        AccessLayer { policy, body }
     }
 }
 
@@ -52,7 +61,7 @@ impl<S> Layer<S> for AccessLayer {
 #[derive(Clone)]
 pub struct Access<S> {
     inner: S,
-    policy: Arc<AccessPolicy>,
+    policy: PolicySource,
     body: RefusalBody,
 }
 
@@ -69,7 +78,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        match self.policy.check(request.headers()) {
+        match (self.policy)().check(request.headers()) {
             Ok(()) => Either::Right(self.inner.call(request)),
             Err(refusal) => {
                 log_refusal(&request, &refusal);

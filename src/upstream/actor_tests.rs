@@ -39,6 +39,7 @@ impl Harness {
         let (events, _) = mpsc::channel(8);
         let ctx = ConnectionContext {
             server: Arc::new(config.servers[0].clone()),
+            tunables: crate::upstream::tunables::live(&config.servers[0]),
             id: UpstreamId::new("t"),
             naming: Naming::new("t", "__"),
             hosts: Arc::new(NoHosts),

@@ -53,7 +53,10 @@ pub enum ConnectionEvent {
 /// Everything a connection needs from the rest of the gateway.
 #[derive(Clone)]
 pub struct ConnectionContext {
+    /// The server's configuration as its slot started (its live settings are in `tunables`).
     pub server: Arc<ServerConfig>,
+    /// The server's settings in force, read per call and per connect (a reload changes them).
+    pub tunables: super::tunables::LiveTunables,
     pub id: UpstreamId,
     pub naming: Naming,
     /// Where list changes, resource updates and unclaimed log messages go.
@@ -177,12 +180,12 @@ impl Actor {
             TransportConfig::Stdio { .. } => StdioTransport::spawn(
                 self.handle.name().into(),
                 &self.ctx.server.transport,
-                self.ctx.server.max_line_bytes,
+                self.ctx.tunables.load().max_line_bytes,
                 inbound_tx,
             )
             .map(Transport::Stdio),
             TransportConfig::Http { .. } => {
-                super::legacy_link::http_transport(self.handle.name().into(), &self.ctx.server, inbound_tx)
+                super::legacy_link::http_transport(self.handle.name().into(), &self.ctx, inbound_tx)
             }
         }?;
         Ok((transport, inbound))
@@ -204,7 +207,7 @@ impl Actor {
         mut commands: mpsc::Receiver<Command>,
         stop: CancellationToken,
     ) {
-        let limit = self.ctx.server.handshake_timeout;
+        let limit = self.ctx.tunables.load().handshake_timeout;
         let opening = tokio::time::timeout(limit, self.initialize(&mut transport, &mut inbound));
         let reason = tokio::select! {
             r = opening => match r {
@@ -329,7 +332,7 @@ impl Actor {
         if self.modern {
             super::listen::keep_listening(self.handle.clone(), &facts);
         }
-        super::health::watch(self.handle.clone(), &self.ctx.server);
+        super::health::watch(self.handle.clone(), self.ctx.tunables.clone());
         self.status.send_replace(Status::Ready(Arc::new(facts)));
         Ok(())
     }
@@ -391,13 +394,12 @@ impl Actor {
             span,
         } = call;
         let in_call = span.enter();
-        if matches!(origin, CallOrigin::Host { .. }) && self.host_calls() >= self.ctx.server.max_in_flight {
+        // Read per call: a reload changes it for the next call, calls in flight stay.
+        let max_in_flight = self.ctx.tunables.load().max_in_flight;
+        if matches!(origin, CallOrigin::Host { .. }) && self.host_calls() >= max_in_flight {
             let error = UpstreamError::Overloaded {
                 name: self.name().to_string(),
-                reason: format!(
-                    "{} requests in flight (max_in_flight)",
-                    self.ctx.server.max_in_flight
-                ),
+                reason: format!("{max_in_flight} requests in flight (max_in_flight)"),
             };
             return self.fail_origin(origin, error);
         }

@@ -3,24 +3,32 @@
 //! checks in a row without one give the connection up, so that its pending calls fail at once
 //! and its supervisor restarts it.
 
+use super::tunables::LiveTunables;
 use super::{CallFailure, Status, UpstreamHandle};
-use crate::config::ServerConfig;
 
 /// Checks in a row that may go unanswered before the connection is given up.
 const MISSED_CHECKS_ALLOWED: u32 = 1;
+/// How often a connection whose check is disabled looks whether a reload enabled it.
+const DISABLED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Check `handle` periodically while it lives (nothing when the server's check is disabled).
-pub fn watch(handle: UpstreamHandle, server: &ServerConfig) {
-    let Some(interval) = server.health_check_interval else {
-        return;
-    };
-    let timeout = server.health_check_timeout;
+/// Check `handle` periodically while it lives. The interval and timeout are read from the
+/// server's live settings each round: a reload changes them from the next check on (an interval
+/// of `0`, no check, is looked at again every few seconds).
+pub fn watch(handle: UpstreamHandle, tunables: LiveTunables) {
     tokio::spawn(async move {
         let mut missed = 0;
         loop {
+            let (interval, timeout) = {
+                let now = tunables.load();
+                (now.health_check_interval, now.health_check_timeout)
+            };
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(interval.unwrap_or(DISABLED_RECHECK)) => {}
                 _ = handle.closed() => return,
+            }
+            if interval.is_none() || tunables.load().health_check_interval.is_none() {
+                missed = 0;
+                continue;
             }
             match handle.request("ping", None, timeout).await {
                 Ok(_) | Err(CallFailure::Rpc(_)) => missed = 0,

@@ -3,14 +3,14 @@
 //! refused with 400, 404 or 405, then a GET whose first event is `endpoint`), and reconnecting
 //! with backoff when a legacy stream is lost (no resumption exists: initialize again).
 
-use super::connection::{Actor, ConnectionEvent, Inbound, Transport};
+use super::connection::{Actor, ConnectionContext, ConnectionEvent, Inbound, Transport};
 use super::http::HttpTransport;
 use super::http_endpoint::Failure;
 use super::legacy_sse::LegacySseTransport;
 use super::opening::timed_out;
 use super::{Command, ServerFacts, Status};
 use crate::catalog::ListKind;
-use crate::config::{HttpMode, ServerConfig, TransportConfig};
+use crate::config::{HttpMode, TransportConfig};
 use crate::error::UpstreamError;
 use crate::util::Backoff;
 use std::sync::Arc;
@@ -28,13 +28,13 @@ const RECONNECT_ATTEMPTS: u32 = 8;
 /// (which [`Actor::open_http`] may still swap for legacy SSE).
 pub(super) fn http_transport(
     name: Arc<str>,
-    server: &ServerConfig,
+    ctx: &ConnectionContext,
     inbound: mpsc::Sender<Inbound>,
 ) -> Result<Transport, UpstreamError> {
-    let TransportConfig::Http { url, headers, mode } = &server.transport else {
+    let TransportConfig::Http { url, headers, mode } = &ctx.server.transport else {
         return Err(UpstreamError::unavailable(name.to_string(), "not a url server"));
     };
-    let max = server.max_line_bytes;
+    let max = ctx.tunables.load().max_line_bytes;
     Ok(match mode {
         HttpMode::LegacySse => {
             let t = LegacySseTransport::new(name, url, headers, max, inbound)?;
@@ -69,7 +69,7 @@ impl Actor {
                 let TransportConfig::Http { url, headers, .. } = &self.ctx.server.transport else {
                     return Err(refusal.to_string());
                 };
-                let max = self.ctx.server.max_line_bytes;
+                let max = self.ctx.tunables.load().max_line_bytes;
                 let mut legacy =
                     LegacySseTransport::new(self.handle.name().into(), url, headers, max, t.inbound())
                         .map_err(|e| e.detail())?;
@@ -119,7 +119,7 @@ impl Actor {
         self.fail_all(&reason);
         let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX);
         let mut last = reason;
-        let limit = self.ctx.server.handshake_timeout;
+        let limit = self.ctx.tunables.load().handshake_timeout;
         for _ in 0..RECONNECT_ATTEMPTS {
             let Transport::LegacySse(t) = transport else {
                 return Err(last);

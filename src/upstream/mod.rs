@@ -32,6 +32,7 @@ pub mod state;
 mod stdio;
 pub mod supervisor;
 pub mod ties;
+pub mod tunables;
 
 pub use call::{CallEvent, CallFailure, CallOrigin, CallParams, Command, OutboundCall};
 pub use connection::{spawn_connection, ConnectionContext, ConnectionEvent};

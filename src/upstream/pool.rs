@@ -31,7 +31,11 @@ const SUPERVISOR_EVENTS: usize = 64;
 
 /// One configured upstream.
 pub struct UpstreamSlot {
+    /// Its configuration as it started; the settings a reload changes live are read from
+    /// `tunables` instead (they may have changed since).
     pub server: Arc<ServerConfig>,
+    /// Its settings in force that change without a restart (shared with its connections).
+    pub tunables: super::tunables::LiveTunables,
     /// Its identity (the config name), which survives a reload.
     pub id: UpstreamId,
     /// How its names are exposed, with the shaping it started with (a reload that changes only
@@ -69,6 +73,7 @@ impl UpstreamSlot {
         let (tx, rx) = mpsc::channel(SUPERVISOR_EVENTS);
         let slot = UpstreamSlot {
             server: Arc::new(server.clone()),
+            tunables: super::tunables::live(server),
             id: server.id.clone(),
             naming: Naming {
                 namespace: server.namespace.clone(),
@@ -293,6 +298,7 @@ impl Upstreams {
     ) -> ConnectionContext {
         ConnectionContext {
             server: slot.server.clone(),
+            tunables: slot.tunables.clone(),
             id: slot.id.clone(),
             naming: slot.naming.clone(),
             hosts: self.hosts.clone(),

@@ -1,10 +1,12 @@
 //! A reload's `[servers]` put in force by diff: servers added start (slot, supervisor, catalog
-//! entry), removed ones stop, changed ones (their `ServerConfig` differs) restart, those whose
-//! only change is their shaping (`tools`, `prompts`, `resources`, `rename`, `descriptions`) are
-//! reshaped in the catalog without a restart, and the others keep their slot, connections and
-//! calls in flight untouched.
+//! entry), removed ones stop, changed ones restart (a field that needs a new process or
+//! connection differs: `FieldChanges`), those whose only changes are their shaping (`tools`,
+//! `prompts`, `resources`, `rename`, `descriptions`) or their live settings (timeouts, limits,
+//! health checks: `Tunables`) are reshaped in the catalog and retuned in their slot without a
+//! restart, and the others keep their slot, connections and calls in flight untouched.
 
 use super::pool::{SupervisorInputs, UpstreamSlot, Upstreams};
+use super::tunables::{FieldChanges, Tunables};
 use crate::config::{IdMap, ServerConfig, UpstreamId};
 use std::sync::Arc;
 
@@ -15,8 +17,12 @@ pub struct ServerDiff {
     pub added: Vec<UpstreamId>,
     pub removed: Vec<UpstreamId>,
     pub changed: Vec<UpstreamId>,
-    /// Only their shaping changed: the catalog applies the new one, the server runs on.
+    /// Their shaping changed (and nothing that needs a restart): the catalog applies the new
+    /// one, the server runs on.
     pub reshaped: Vec<UpstreamId>,
+    /// Their live settings changed (and nothing that needs a restart): the next call, check or
+    /// connect reads the new ones, the server runs on (a server may be reshaped too).
+    pub retuned: Vec<UpstreamId>,
     pub unchanged: Vec<UpstreamId>,
 }
 
@@ -31,13 +37,24 @@ impl ServerDiff {
         let by_id: IdMap<&ServerConfig> = running.iter().map(|s| (s.id.clone(), *s)).collect();
         let mut diff = ServerDiff::default();
         for server in new {
-            let list = match by_id.get(&server.id) {
-                None => &mut diff.added,
-                Some(old) if *old == server => &mut diff.unchanged,
-                Some(old) if only_shaping_differs(old, server) => &mut diff.reshaped,
-                Some(_) => &mut diff.changed,
-            };
-            list.push(server.id.clone());
+            let id = server.id.clone();
+            match by_id.get(&server.id) {
+                None => diff.added.push(id),
+                Some(old) if *old == server => diff.unchanged.push(id),
+                Some(old) => {
+                    let changes = FieldChanges::between(old, server);
+                    if changes.needs_restart() {
+                        diff.changed.push(id);
+                        continue;
+                    }
+                    if !changes.catalog.is_empty() {
+                        diff.reshaped.push(id.clone());
+                    }
+                    if !changes.live.is_empty() {
+                        diff.retuned.push(id);
+                    }
+                }
+            }
         }
         let kept: IdMap<()> = new.iter().map(|s| (s.id.clone(), ())).collect();
         (diff.removed).extend(
@@ -55,21 +72,21 @@ impl ServerDiff {
             && self.removed.is_empty()
             && self.changed.is_empty()
             && self.reshaped.is_empty()
+            && self.retuned.is_empty()
     }
 
-    /// Whether the server `id` keeps running as it is (unchanged, or only reshaped).
+    /// Whether the server `id` keeps running (unchanged, reshaped or retuned).
     fn keeps(&self, id: &UpstreamId) -> bool {
-        self.unchanged.contains(id) || self.reshaped.contains(id)
+        self.unchanged.contains(id) || self.reshaped.contains(id) || self.retuned.contains(id)
     }
-}
 
-/// Whether `old` and `new` differ in their shaping and in nothing else.
-fn only_shaping_differs(old: &ServerConfig, new: &ServerConfig) -> bool {
-    let reshaped = ServerConfig {
-        shaping: new.shaping.clone(),
-        ..old.clone()
-    };
-    old.shaping != new.shaping && reshaped == *new
+    /// Whether nothing but live settings changed (the slots and the catalog stay as they are).
+    fn only_retuned(&self) -> bool {
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.reshaped.is_empty()
+    }
 }
 
 /// What a reload told the calls in flight on a removed server.
@@ -94,10 +111,17 @@ impl Upstreams {
         servers: &[ServerConfig],
     ) -> (ServerDiff, Vec<Arc<UpstreamSlot>>) {
         let diff = ServerDiff::between(in_force, servers);
-        if diff.is_empty() {
+        let running: Vec<Arc<UpstreamSlot>> = self.iter().collect();
+        // Retuned first: the next call on a kept server reads its new settings.
+        for server in servers.iter().filter(|s| diff.retuned.contains(&s.id)) {
+            if let Some(slot) = running.iter().find(|slot| slot.id == server.id) {
+                tracing::info!(upstream = %server.name, "live settings changed; the server runs on");
+                slot.tunables.store(Arc::new(Tunables::of(server)));
+            }
+        }
+        if diff.only_retuned() {
             return (diff, Vec::new());
         }
-        let running: Vec<Arc<UpstreamSlot>> = self.iter().collect();
         let by_id: IdMap<&Arc<UpstreamSlot>> = running.iter().map(|s| (s.id.clone(), s)).collect();
         let separator = self.separator().to_string();
         let mut slots = Vec::with_capacity(servers.len());
@@ -171,6 +195,7 @@ mod tests {
                 removed: ids(&["gone", "off"]),
                 changed: ids(&["edit"]),
                 reshaped: Vec::new(),
+                retuned: Vec::new(),
                 unchanged: ids(&["keep"]),
             }
         );
@@ -181,14 +206,30 @@ mod tests {
              [servers.off]\ncommand = \"o\"\n[servers.gone]\ncommand = \"g\"\n",
         );
         assert!(ServerDiff::between(&old, &moved).is_empty());
-        // Any other key of a server's table counts: a timeout, the namespace, an argument.
-        for edit in ["request_timeout_secs = 5\n", "namespace = \"other\"\n"] {
+        // A key that needs a new process or connection restarts it: the namespace, the era.
+        for edit in ["namespace = \"other\"\n", "era = \"session\"\n"] {
             let new = servers(&format!("[servers.keep]\ncommand = \"k\"\n{edit}"));
             assert_eq!(
                 ServerDiff::between(&old[..1], &new).changed,
                 ids(&["keep"]),
                 "{edit}"
             );
+        }
+        // A live setting is retuned, the server runs on; with shaping too, it is both.
+        for edit in ["request_timeout_secs = 5\n", "max_in_flight = 1\n"] {
+            let new = servers(&format!("[servers.keep]\ncommand = \"k\"\n{edit}"));
+            let diff = ServerDiff::between(&old[..1], &new);
+            assert_eq!(
+                (diff.retuned.clone(), diff.changed.clone(), diff.reshaped.clone()),
+                (ids(&["keep"]), vec![], vec![]),
+                "{edit}"
+            );
+            assert!(!diff.is_empty() && diff.only_retuned());
+            let shaped = servers(&format!(
+                "[servers.keep]\ncommand = \"k\"\n{edit}tools = {{ exclude = [\"x\"] }}\n"
+            ));
+            let diff = ServerDiff::between(&old[..1], &shaped);
+            assert_eq!((diff.retuned, diff.reshaped), (ids(&["keep"]), ids(&["keep"])));
         }
         // The shaping alone is applied without a restart; with another change, it restarts.
         for shaping in [

@@ -44,8 +44,9 @@ pub async fn supervise(
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX).with_jitter_cap(RESTART_JITTER_MAX);
     // The connection reports its own handshake timeout; this only bounds a connection task
     // that would not (the stop of a stdio child takes a few seconds more).
-    let ready_wait = slot.server.handshake_timeout + READY_MARGIN;
     loop {
+        // Read per attempt: a reload changes it for the next connect.
+        let ready_wait = slot.tunables.load().handshake_timeout + READY_MARGIN;
         slot.state.starting();
         let handle = spawn_connection(pool.connection_context(slot, None));
         let ready = tokio::select! {

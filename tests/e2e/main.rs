@@ -40,6 +40,7 @@ mod profiles;
 mod rate_limit;
 mod real_clients;
 mod reload;
+mod reload_live;
 mod replicas;
 mod replicas_clients;
 mod resumption;

@@ -72,7 +72,7 @@ pub(super) fn step_up(
     trail: &mut Trail,
 ) -> Option<crate::error::DownstreamError> {
     use crate::auth::challenge::{refusal, Failure};
-    let (auth, principal) = (hub.auth.as_ref()?, ctx.principal.as_ref()?);
+    let (auth, principal) = (hub.auth.current()?, ctx.principal.as_ref()?);
     let needed = auth.step_up(principal, exposed)?;
     trail.refused_by_step_up(&needed);
     tracing::info!(principal = %principal.name, name = exposed, "step-up: it needs scopes {needed:?}");

@@ -377,7 +377,10 @@ async fn start_call(
     }
     let config = hub.config();
     let gateway = &config.gateway;
-    let timeout = slot.server.effective_request_timeout(gateway);
+    // The server's live settings as they are now: this call keeps them (a reload changes the
+    // next call's).
+    let tunables = slot.tunables.load_full();
+    let timeout = tunables.effective_request_timeout(gateway);
     let (sink, events) = call_channel(CALL_EVENT_QUEUE);
     let inflight = InflightCall {
         upstream: handle.clone(),
@@ -424,7 +427,7 @@ async fn start_call(
         audit: None,
         deadline: Deadline::new(
             timeout,
-            slot.server.timeout_resets_on_progress,
+            tunables.timeout_resets_on_progress,
             gateway.max_request_timeout,
         ),
         drain: DrainTicket {
