@@ -270,6 +270,8 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     keep("[auth]", new.auth != old.auth);
     keep("[audit]", new.audit != old.audit);
     keep("[cluster]", new.cluster != old.cluster);
+    // The tracer and its exporter are made at start.
+    keep("[telemetry]", new.telemetry != old.telemetry);
     let config = Config {
         gateway,
         servers: new.servers,
@@ -279,6 +281,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         auth: old.auth.clone(),
         audit: old.audit.clone(),
         cluster: old.cluster.clone(),
+        telemetry: old.telemetry.clone(),
     };
     (config, needs_restart)
 }

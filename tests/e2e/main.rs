@@ -45,3 +45,4 @@ mod resumption;
 mod routing;
 mod shaping;
 mod stdio_setup;
+mod traces;

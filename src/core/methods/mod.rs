@@ -23,6 +23,7 @@ use super::audit_trail::Trail;
 use super::context::{Era, RequestCtx};
 use super::forward::{Deadline, DrainTicket, ForwardedCall};
 use super::hub::Hub;
+use super::request_spans;
 use crate::catalog::results::ResultShape;
 use crate::catalog::{ListKind, UriMiss};
 use crate::config::{Isolation, UpstreamId};
@@ -221,8 +222,28 @@ pub fn invalid_params_object(id: RequestId) -> Message {
     RequestError::ParamsNotObject.reply(id)
 }
 
-/// Serve one request; the reply is in the request's era.
+/// Serve one request; the reply is in the request's era. With traces on, inside its SERVER span.
 pub async fn request(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    params: RawObject,
+) -> Outcome {
+    let Some(tracer) = &hub.tracer else {
+        return serve_request(hub, ctx, id, method, params).await;
+    };
+    let span = request_spans::server_span(tracer, ctx, (&id, &method), &params);
+    let Some(context) = span.context().cloned() else {
+        return serve_request(hub, ctx, id, method, params).await;
+    };
+    let serving = serve_request(hub, ctx, id, method, params);
+    let mut outcome = crate::telemetry::trace_context::serving(context, serving).await;
+    request_spans::settle(span, &mut outcome);
+    outcome
+}
+
+async fn serve_request(
     hub: &Arc<Hub>,
     ctx: &RequestCtx,
     id: RequestId,
@@ -375,6 +396,11 @@ async fn start_call(
             params.set("_meta", meta.to_raw());
         }
     }
+    let (client_span, trace_headers) =
+        match request_spans::client_span(&hub.tracer, &slot.server, (upstream_id, &method), &mut params) {
+            Some((span, headers)) => (Some(span), headers),
+            None => (None, Vec::new()),
+        };
     let config = hub.config();
     let gateway = &config.gateway;
     let timeout = slot.server.effective_request_timeout(gateway);
@@ -403,6 +429,7 @@ async fn start_call(
             sink,
         },
         span: ctx.span.clone(),
+        trace_headers: trace_headers.clone(),
     };
     if let Err(err) = handle.send_call(call) {
         session.finish_inflight(&id, upstream_id);
@@ -422,6 +449,11 @@ async fn start_call(
         naming: slot.naming.clone(),
         span: ctx.span.clone(),
         audit: None,
+        spans: request_spans::CallSpans {
+            server: None,
+            client: client_span,
+        },
+        trace_headers,
         deadline: Deadline::new(
             timeout,
             slot.server.timeout_resets_on_progress,

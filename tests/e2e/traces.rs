@@ -1,0 +1,489 @@
+//! OpenTelemetry traces end to end: an OTLP/HTTP receiver in the test collects what mcpmux
+//! exports (OTLP JSON); hosts send a `traceparent` header (session era) or `_meta.traceparent`
+//! (2026-07-28) through mcpmux to the in-repo test server (stdio, its `echo_meta` tool reports
+//! the `_meta` it got) and to an HTTP upstream (reports its headers and `_meta`). The trace links
+//! host → SERVER span → CLIENT span → upstream, the audit log names the same trace, and no
+//! argument or token is exported. A collector that is down costs a count, not a call.
+
+use crate::support::mcp::{messages, recv, RawSession, ACCEPT_BOTH};
+use crate::support::*;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "trace-test-key-0123456789abcdef";
+/// An argument value that must never reach the collector.
+const SECRET_ARG: &str = "argument-value-never-exported-5f1e";
+const HOST_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const HOST_SPAN: &str = "b7ad6b7169203331";
+const HOST_STATE: &str = "vendor=abc";
+const MODERN: &str = "2026-07-28";
+
+/// What the receiver got: each request's body as text.
+#[derive(Clone, Default)]
+struct Collected(Arc<Mutex<Vec<String>>>);
+
+impl Collected {
+    fn bodies(&self) -> Vec<String> {
+        self.0.lock().clone()
+    }
+
+    /// Every span received, flattened.
+    fn spans(&self) -> Vec<Value> {
+        let mut spans = Vec::new();
+        for body in self.bodies() {
+            let doc: Value = serde_json::from_str(&body).expect("OTLP JSON");
+            for rs in doc["resourceSpans"].as_array().into_iter().flatten() {
+                assert_eq!(
+                    attr(&rs["resource"], "service.name"),
+                    Some("edge-gw".to_string()),
+                    "service.name"
+                );
+                for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                    spans.extend(ss["spans"].as_array().into_iter().flatten().cloned());
+                }
+            }
+        }
+        spans
+    }
+}
+
+/// An OTLP/HTTP receiver on a free port: `POST /v1/traces` (JSON) is kept.
+async fn start_collector() -> (Collected, u16) {
+    async fn receive(State(got): State<Collected>, headers: HeaderMap, body: String) -> StatusCode {
+        let json =
+            (headers.get("content-type")).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+        if !json {
+            return StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        }
+        got.0.lock().push(body);
+        StatusCode::OK
+    }
+    let got = Collected::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", axum::routing::post(receive))
+        .with_state(got.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (got, port)
+}
+
+/// A JSON body answer.
+fn json_reply(value: Value) -> axum::response::Response {
+    ([("content-type", "application/json")], value.to_string()).into_response()
+}
+
+/// A minimal session-era Streamable HTTP MCP server whose one tool, `echo_headers`, answers
+/// with the `traceparent`/`tracestate` headers and the `_meta.traceparent` its request carried.
+async fn start_http_upstream() -> String {
+    async fn mcp(headers: HeaderMap, body: String) -> axum::response::Response {
+        let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let Some(id) = msg.get("id").cloned() else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(String::from);
+        let result = match msg["method"].as_str().unwrap_or("") {
+            "initialize" => json!({
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "headers", "version": "1"}
+            }),
+            "tools/list" => json!({"tools": [{
+                "name": "echo_headers",
+                "description": "Report the trace context headers",
+                "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}
+            }]}),
+            "tools/call" => {
+                let seen = json!({
+                    "header_traceparent": header("traceparent"),
+                    "header_tracestate": header("tracestate"),
+                    "meta_traceparent": msg["params"]["_meta"]["traceparent"],
+                });
+                json!({"content": [{"type": "text", "text": seen.to_string()}]})
+            }
+            "ping" => json!({}),
+            method => {
+                let error = json!({"code": -32601, "message": format!("Method not found: {method}")});
+                let reply = json!({"jsonrpc": "2.0", "id": id, "error": error});
+                return json_reply(reply);
+            }
+        };
+        json_reply(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    }
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(mcp).get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+/// The test server (`echo_meta`, logging what it receives to `log`) and the HTTP upstream,
+/// behind API-key auth, with `[audit]` and `[telemetry]` exporting to `otlp_port`.
+fn config(otlp_port: u16, http_url: &str, log: &std::path::Path, audit: &std::path::Path) -> String {
+    format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{otlp_port}\"\nservice_name = \"edge-gw\"\n\n\
+         [auth]\n[[auth.api_keys]]\nname = \"alice\"\nkey = \"{KEY}\"\n\n\
+         [audit]\npath = {:?}\n\n\
+         {}\n[servers.web]\nurl = {http_url:?}\n",
+        path_str(audit),
+        test_server_toml("tr", &["--tools", "0", "--echo-meta"], Some(log)),
+    )
+}
+
+fn authed_client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {KEY}");
+    headers.insert("authorization", bearer.parse().expect("header"));
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("client")
+}
+
+/// A session once both upstreams' tools are listed.
+async fn ready_session(url: &str) -> RawSession {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(s) = RawSession::try_open_with(authed_client(), url, json!({}), "2025-11-25").await {
+            let list = s.call("tools/list", json!({})).await;
+            let names: Vec<&str> = (list["result"]["tools"].as_array().into_iter().flatten())
+                .filter_map(|t| t["name"].as_str())
+                .collect();
+            if names.contains(&"tr__echo_meta") && names.contains(&"web__echo_headers") {
+                return s;
+            }
+        }
+        assert!(Instant::now() < deadline, "the tools never showed up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Call `tool` in the session with the host's `traceparent`/`tracestate` headers; the parsed
+/// JSON text the tool answered.
+async fn traced_call(s: &RawSession, tool: &str) -> Value {
+    let id = s.next_id();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": {"message": SECRET_ARG}}});
+    let resp = (s.http.post(&s.url))
+        .header("accept", ACCEPT_BOTH)
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &s.sid)
+        .header("mcp-protocol-version", &s.version)
+        .header("traceparent", format!("00-{HOST_TRACE}-{HOST_SPAN}-01"))
+        .header("tracestate", HOST_STATE)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert!(resp.status().is_success(), "{tool}: HTTP {}", resp.status());
+    let mut rx = messages(resp);
+    while let Some(msg) = recv(&mut rx).await {
+        if msg["id"] == json!(id) {
+            let text = msg["result"]["content"][0]["text"].as_str();
+            let text = text.unwrap_or_else(|| panic!("{tool}: {msg}"));
+            return serde_json::from_str(text).expect("the tool answers JSON");
+        }
+    }
+    panic!("{tool}: no response");
+}
+
+/// The value of attribute `key` of a span (or resource), as text.
+fn attr(span: &Value, key: &str) -> Option<String> {
+    let attrs = span["attributes"].as_array()?;
+    let value = &attrs.iter().find(|a| a["key"] == key)?["value"];
+    value["stringValue"]
+        .as_str()
+        .map(String::from)
+        .or_else(|| value["intValue"].as_str().map(String::from))
+}
+
+/// The one span named `name`.
+fn span_named<'a>(spans: &'a [Value], name: &str) -> &'a Value {
+    let found: Vec<&Value> = spans.iter().filter(|s| s["name"] == name).collect();
+    match found.as_slice() {
+        [one] => one,
+        _ => panic!("{} spans named {name:?} in {spans:#?}", found.len()),
+    }
+}
+
+/// The span id of a `traceparent` value, checking its trace id.
+fn parent_id(traceparent: &Value, trace: &str) -> String {
+    let text = traceparent
+        .as_str()
+        .unwrap_or_else(|| panic!("no traceparent: {traceparent}"));
+    let parts: Vec<&str> = text.split('-').collect();
+    assert_eq!(parts.len(), 4, "{text}");
+    assert_eq!(parts[1], trace, "the upstream's trace id: {text}");
+    parts[2].to_string()
+}
+
+fn audit_trace_ids(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["method"] == "tools/call")
+        .filter_map(|l| l["trace_id"].as_str().map(String::from))
+        .collect()
+}
+
+/// Nothing exported carries an argument value or the credential.
+fn assert_nothing_secret(collected: &Collected) {
+    for body in collected.bodies() {
+        assert!(!body.contains(SECRET_ARG), "an argument was exported: {body}");
+        assert!(!body.contains(KEY), "the API key was exported: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_traceparent_header_links_host_server_client_and_upstream() {
+    let _suite = crate::suite::enter(module_path!());
+    let (collected, otlp_port) = start_collector().await;
+    let http_url = start_http_upstream().await;
+    let dir = scratch_dir("traces-header");
+    let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
+    let gw = boot_gateway(&config(otlp_port, &http_url, &log, &audit), "").await;
+    let s = ready_session(&gw.url()).await;
+
+    let stdio_seen = traced_call(&s, "tr__echo_meta").await;
+    let http_seen = traced_call(&s, "web__echo_headers").await;
+    assert_eq!(stdio_seen["tracestate"], HOST_STATE, "{stdio_seen}");
+    let stdio_parent = parent_id(&stdio_seen["traceparent"], HOST_TRACE);
+    let http_parent = parent_id(&http_seen["header_traceparent"], HOST_TRACE);
+    assert_eq!(http_seen["header_tracestate"], HOST_STATE, "{http_seen}");
+    assert_eq!(
+        http_seen["meta_traceparent"], http_seen["header_traceparent"],
+        "the HTTP upstream gets the same context in _meta and in its headers"
+    );
+    gw.stop().await;
+
+    let spans = collected.spans();
+    for (exposed, original, upstream_saw, transport) in [
+        ("tr__echo_meta", "echo_meta", &stdio_parent, "pipe"),
+        ("web__echo_headers", "echo_headers", &http_parent, "tcp"),
+    ] {
+        let server = span_named(&spans, &format!("tools/call {exposed}"));
+        let client = span_named(&spans, &format!("tools/call {original}"));
+        assert_eq!(server["kind"], 2, "SERVER: {server}");
+        assert_eq!(client["kind"], 3, "CLIENT: {client}");
+        for span in [server, client] {
+            assert_eq!(span["traceId"], HOST_TRACE, "{span}");
+            assert_eq!(span["traceState"], HOST_STATE, "{span}");
+            assert_eq!(attr(span, "mcp.method.name").as_deref(), Some("tools/call"));
+            assert_eq!(
+                attr(span, "gen_ai.operation.name").as_deref(),
+                Some("execute_tool")
+            );
+            assert!(attr(span, "jsonrpc.request.id").is_some(), "{span}");
+            assert!(span.get("status").is_some_and(|s| s["code"] != 2), "{span}");
+        }
+        assert_eq!(
+            server["parentSpanId"], HOST_SPAN,
+            "the SERVER span's parent is the host's"
+        );
+        assert_eq!(
+            client["parentSpanId"], server["spanId"],
+            "the CLIENT span's parent is the SERVER span"
+        );
+        assert_eq!(
+            &client["spanId"],
+            upstream_saw.as_str(),
+            "the upstream's parent is the CLIENT span"
+        );
+        assert_eq!(attr(server, "gen_ai.tool.name").as_deref(), Some(exposed));
+        assert_eq!(attr(client, "gen_ai.tool.name").as_deref(), Some(original));
+        assert_eq!(
+            attr(server, "mcp.protocol.version").as_deref(),
+            Some("2025-11-25")
+        );
+        assert_eq!(attr(server, "mcp.session.id").as_deref(), Some(s.sid.as_str()));
+        assert_eq!(attr(server, "network.transport").as_deref(), Some("tcp"));
+        assert_eq!(attr(client, "network.transport").as_deref(), Some(transport));
+    }
+    let web = span_named(&spans, "tools/call echo_headers");
+    assert_eq!(attr(web, "server.address").as_deref(), Some("127.0.0.1"));
+    assert!(attr(web, "server.port").is_some(), "{web}");
+    assert_nothing_secret(&collected);
+    let traces = audit_trace_ids(&audit);
+    assert!(!traces.is_empty(), "no audit lines");
+    assert!(
+        traces.iter().all(|t| t == HOST_TRACE),
+        "audit trace ids: {traces:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_requests_meta_traceparent_is_its_parent_and_the_rest_of_meta_passes_untouched() {
+    let _suite = crate::suite::enter(module_path!());
+    let (collected, otlp_port) = start_collector().await;
+    let http_url = start_http_upstream().await;
+    let dir = scratch_dir("traces-meta");
+    let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
+    let gw = boot_gateway(&config(otlp_port, &http_url, &log, &audit), "").await;
+    drop(ready_session(&gw.url()).await);
+
+    // The request's own context (in `_meta`) and another one in the HTTP header: `_meta` wins.
+    let meta_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let meta_span = "00f067aa0ba902b7";
+    let header_trace = "11111111111111111111111111111111";
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "tr__echo_meta",
+        "arguments": {"message": SECRET_ARG},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "traceparent": format!("00-{meta_trace}-{meta_span}-01"),
+            "tracestate": "rojo=00f067aa0ba902b7",
+            "example.com/keep": {"kept": [1, "two"]}
+        }
+    }});
+    let resp = authed_client()
+        .post(gw.url())
+        .header("accept", ACCEPT_BOTH)
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "tr__echo_meta")
+        .header("traceparent", format!("00-{header_trace}-2222222222222222-01"))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut rx = messages(resp);
+    let reply = loop {
+        let msg = recv(&mut rx).await.expect("a response");
+        if msg["id"] == 7 {
+            break msg;
+        }
+    };
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"));
+    let seen: Value = serde_json::from_str(text).expect("JSON");
+    let upstream_parent = parent_id(&seen["traceparent"], meta_trace);
+    assert_eq!(seen["tracestate"], "rojo=00f067aa0ba902b7");
+    // The other `_meta` members reached the upstream as the host wrote them.
+    let received = upstream_log(&log);
+    let call = (received.iter())
+        .find(|m| m["method"] == "tools/call" && m["params"]["_meta"].get("traceparent").is_some())
+        .expect("the upstream logged the call");
+    assert_eq!(
+        call["params"]["_meta"]["example.com/keep"],
+        json!({"kept": [1, "two"]})
+    );
+    assert_eq!(call["params"]["arguments"], json!({"message": SECRET_ARG}));
+    gw.stop().await;
+
+    let spans = collected.spans();
+    let server = span_named(&spans, "tools/call tr__echo_meta");
+    let client = span_named(&spans, "tools/call echo_meta");
+    assert_eq!(server["traceId"], meta_trace);
+    assert_eq!(
+        server["parentSpanId"], meta_span,
+        "the SERVER span's parent is `_meta`'s"
+    );
+    assert_eq!(
+        server["links"][0]["traceId"], header_trace,
+        "linked to the HTTP header's context"
+    );
+    assert_eq!(attr(server, "mcp.protocol.version").as_deref(), Some(MODERN));
+    assert_eq!(
+        attr(server, "mcp.session.id"),
+        None,
+        "a modern request has no session"
+    );
+    assert_eq!(client["traceId"], meta_trace);
+    assert_eq!(client["parentSpanId"], server["spanId"]);
+    assert_eq!(client["spanId"], upstream_parent.as_str());
+    assert_nothing_secret(&collected);
+    let traces = audit_trace_ids(&audit);
+    assert!(!traces.is_empty(), "no audit lines");
+    assert!(
+        traces.iter().all(|t| t == meta_trace),
+        "audit trace ids: {traces:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_collector_down_calls_succeed_and_the_dropped_spans_are_counted() {
+    let _suite = crate::suite::enter(module_path!());
+    let down = free_port();
+    let servers = format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{down}\"\n\n{}",
+        test_server_toml("tr", &["--tools", "0", "--echo-meta"], None)
+    );
+    let gw = boot_gateway(&servers, "").await;
+    let s = RawSession::open(&gw.url(), json!({})).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !s
+        .call("tools/list", json!({}))
+        .await
+        .to_string()
+        .contains("tr__echo")
+    {
+        assert!(Instant::now() < deadline, "tr never listed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for _ in 0..3 {
+        assert_eq!(
+            s.tool_text("tr__echo", json!({"message": "hi"})).await,
+            "echo: hi"
+        );
+    }
+    // The exporter sends within a second or so; the count says what it could not deliver.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gw.dropped_spans().unwrap_or(0) < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "dropped spans: {:?}",
+            gw.dropped_spans()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_endpoint_nothing_is_traced_and_meta_passes_as_sent() {
+    let _suite = crate::suite::enter(module_path!());
+    let servers = test_server_toml("tr", &["--tools", "0", "--echo-meta"], None);
+    let gw = boot_gateway(&servers, "").await;
+    assert_eq!(gw.dropped_spans(), None);
+    let s = RawSession::open(&gw.url(), json!({})).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !s
+        .call("tools/list", json!({}))
+        .await
+        .to_string()
+        .contains("tr__echo_meta")
+    {
+        assert!(Instant::now() < deadline, "tr never listed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let host = format!("00-{HOST_TRACE}-{HOST_SPAN}-01");
+    let reply = s
+        .call(
+            "tools/call",
+            json!({"name": "tr__echo_meta", "arguments": {}, "_meta": {"traceparent": host}}),
+        )
+        .await;
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"));
+    let seen: Value = serde_json::from_str(text).expect("JSON");
+    assert_eq!(
+        seen["traceparent"],
+        host.as_str(),
+        "traces off: the host's own context passes"
+    );
+    gw.stop().await;
+}
