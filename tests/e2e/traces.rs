@@ -487,3 +487,139 @@ async fn without_an_endpoint_nothing_is_traced_and_meta_passes_as_sent() {
     );
     gw.stop().await;
 }
+
+/// The `message` events of a legacy SSE stream, as JSON, into a channel.
+fn sse_messages(resp: reqwest::Response) -> tokio::sync::mpsc::Receiver<Value> {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let mut events = crate::support::mcp::sse_events(resp);
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            let msg = match event.event.as_deref() {
+                Some("endpoint") => json!({"endpoint": event.data}),
+                _ => serde_json::from_str(&event.data).unwrap_or(Value::Null),
+            };
+            if tx.send(msg).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_of_a_batch_and_each_legacy_sse_message_gets_its_server_span() {
+    let _suite = crate::suite::enter(module_path!());
+    let (collected, otlp_port) = start_collector().await;
+    let servers = format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{otlp_port}\"\nservice_name = \"edge-gw\"\n\n{}",
+        test_server_toml("tr", &["--tools", "0", "--echo-meta"], None)
+    );
+    let gw = boot_gateway(&servers, "").await;
+    let s = RawSession::open_version(&gw.url(), json!({}), "2025-03-26").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !s
+        .call("tools/list", json!({}))
+        .await
+        .to_string()
+        .contains("tr__echo_meta")
+    {
+        assert!(Instant::now() < deadline, "tr never listed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A 2025-03-26 batch of two calls under one HTTP traceparent: a SERVER span each.
+    let call = |id: i64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"message": SECRET_ARG}}})
+    };
+    let resp = (s.http.post(&s.url))
+        .header("accept", ACCEPT_BOTH)
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &s.sid)
+        .header("mcp-protocol-version", &s.version)
+        .header("traceparent", format!("00-{HOST_TRACE}-{HOST_SPAN}-01"))
+        .body(json!([call(101, "tr__echo_meta"), call(102, "tr__echo")]).to_string())
+        .send()
+        .await
+        .expect("POST batch");
+    assert!(resp.status().is_success(), "batch: HTTP {}", resp.status());
+    let mut rx = messages(resp);
+    let mut answered = Vec::new();
+    while answered.len() < 2 {
+        let msg = recv(&mut rx)
+            .await
+            .unwrap_or_else(|| panic!("batch answers: {answered:?}"));
+        if msg.get("result").is_some() {
+            answered.push(msg["id"].clone());
+        }
+    }
+
+    // A legacy SSE host's message names its parent in `_meta` (its POST was answered already).
+    let legacy_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let legacy_span = "10f067aa0ba902b8";
+    let base = format!("http://{}", gw.local_addr());
+    let http = reqwest::Client::new();
+    let sse = (http.get(format!("{base}/sse")))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET /sse");
+    assert_eq!(sse.status(), 200);
+    let mut events = sse_messages(sse);
+    let first = recv(&mut events).await.expect("the endpoint event");
+    let endpoint = format!("{base}{}", first["endpoint"].as_str().expect("endpoint"));
+    let post = |body: Value| {
+        let request = (http.post(&endpoint))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        async move { request.send().await.expect("POST").status().as_u16() }
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "legacy", "version": "0"}}});
+    assert_eq!(post(init).await, 202);
+    crate::support::mcp::wait_for(&mut events, |m| m["id"] == 1).await;
+    assert_eq!(
+        post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await,
+        202
+    );
+    let traced = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "tr__echo_meta", "arguments": {},
+        "_meta": {"traceparent": format!("00-{legacy_trace}-{legacy_span}-01")}}});
+    assert_eq!(post(traced).await, 202);
+    let reply = crate::support::mcp::wait_for(&mut events, |m| m["id"] == 2).await;
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"));
+    let seen: Value = serde_json::from_str(text).expect("JSON");
+    let upstream_parent = parent_id(&seen["traceparent"], legacy_trace);
+    gw.stop().await;
+
+    let spans = collected.spans();
+    for name in ["tools/call tr__echo_meta", "tools/call tr__echo"] {
+        let batched: Vec<&Value> = (spans.iter())
+            .filter(|s| s["name"] == name && s["traceId"] == HOST_TRACE)
+            .collect();
+        assert_eq!(batched.len(), 1, "{name}: {spans:#?}");
+        assert_eq!(batched[0]["parentSpanId"], HOST_SPAN);
+        assert_eq!(
+            attr(batched[0], "mcp.protocol.version").as_deref(),
+            Some("2025-03-26")
+        );
+    }
+    let legacy: Vec<&Value> = (spans.iter())
+        .filter(|s| s["kind"] == 2 && s["traceId"] == legacy_trace)
+        .collect();
+    assert_eq!(legacy.len(), 1, "{spans:#?}");
+    assert_eq!(legacy[0]["parentSpanId"], legacy_span);
+    assert_eq!(
+        attr(legacy[0], "mcp.protocol.version").as_deref(),
+        Some("2024-11-05")
+    );
+    let client = (spans.iter())
+        .find(|s| s["kind"] == 3 && s["traceId"] == legacy_trace)
+        .unwrap_or_else(|| panic!("no CLIENT span in the legacy trace: {spans:#?}"));
+    assert_eq!(client["name"], "tools/call echo_meta");
+    assert_eq!(client["parentSpanId"], legacy[0]["spanId"]);
+    assert_eq!(client["spanId"], upstream_parent.as_str());
+    assert_nothing_secret(&collected);
+}
