@@ -13,6 +13,9 @@ use crate::telemetry::trace_context::{self, SpanContext};
 use crate::telemetry::trace_names::*;
 use std::sync::Arc;
 
+/// The `sampled` bit of W3C trace flags.
+const SAMPLED: u8 = 1;
+
 /// The spans a forwarded call ends when its response reaches the host.
 #[derive(Debug, Default)]
 pub struct CallSpans {
@@ -40,15 +43,20 @@ fn meta_parent(params: &RawObject) -> Option<SpanContext> {
 /// Start the SERVER span of request `id`. The parent is the request's own `_meta.traceparent`
 /// when it has a valid one (as the MCP conventions ask: one HTTP request may carry several MCP
 /// requests, and a message's context is its own), linked to the HTTP header's context when that
-/// differs; else the HTTP `traceparent`; else none, in the request's own trace id.
+/// differs; else the HTTP `traceparent`; else none, in the request's own trace id. A parent
+/// whose flags say "not sampled" is obeyed: no span (and the request's `_meta` goes on as sent).
 pub fn server_span(
     tracer: &Arc<Tracer>,
     ctx: &RequestCtx,
     (id, method): (&RequestId, &str),
     params: &RawObject,
-) -> ActiveSpan {
+) -> Option<ActiveSpan> {
     let http = trace_context::http_parent().filter(|p| p.trace_id == ctx.trace_id);
-    let (trace, parent, link) = match (meta_parent(params), http) {
+    let meta = meta_parent(params);
+    if (meta.as_ref().or(http.as_ref())).is_some_and(|parent| parent.flags & SAMPLED == 0) {
+        return None;
+    }
+    let (trace, parent, link) = match (meta, http) {
         (Some(meta), http) => {
             let link = http.filter(|h| h.span_id != meta.span_id || h.trace_id != meta.trace_id);
             ((meta.trace_id, meta.tracestate), Some(meta.span_id), link)
@@ -76,7 +84,7 @@ pub fn server_span(
     span.set(MCP_PROTOCOL_VERSION, version);
     span.set(NETWORK_TRANSPORT, "tcp");
     span.set(NETWORK_PROTOCOL_NAME, "http");
-    span
+    Some(span)
 }
 
 /// The attributes both kinds share: the method, its target, and a resource's URI.

@@ -6,13 +6,9 @@
 //! argument or token is exported. A collector that is down costs a count, not a call.
 
 use crate::support::mcp::{messages, recv, RawSession, ACCEPT_BOTH};
+use crate::support::otlp::*;
 use crate::support::*;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::IntoResponse;
-use parking_lot::Mutex;
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "trace-test-key-0123456789abcdef";
@@ -22,108 +18,6 @@ const HOST_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const HOST_SPAN: &str = "b7ad6b7169203331";
 const HOST_STATE: &str = "vendor=abc";
 const MODERN: &str = "2026-07-28";
-
-/// What the receiver got: each request's body as text.
-#[derive(Clone, Default)]
-struct Collected(Arc<Mutex<Vec<String>>>);
-
-impl Collected {
-    fn bodies(&self) -> Vec<String> {
-        self.0.lock().clone()
-    }
-
-    /// Every span received, flattened.
-    fn spans(&self) -> Vec<Value> {
-        let mut spans = Vec::new();
-        for body in self.bodies() {
-            let doc: Value = serde_json::from_str(&body).expect("OTLP JSON");
-            for rs in doc["resourceSpans"].as_array().into_iter().flatten() {
-                assert_eq!(
-                    attr(&rs["resource"], "service.name"),
-                    Some("edge-gw".to_string()),
-                    "service.name"
-                );
-                for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
-                    spans.extend(ss["spans"].as_array().into_iter().flatten().cloned());
-                }
-            }
-        }
-        spans
-    }
-}
-
-/// An OTLP/HTTP receiver on a free port: `POST /v1/traces` (JSON) is kept.
-async fn start_collector() -> (Collected, u16) {
-    async fn receive(State(got): State<Collected>, headers: HeaderMap, body: String) -> StatusCode {
-        let json =
-            (headers.get("content-type")).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-        if !json {
-            return StatusCode::UNSUPPORTED_MEDIA_TYPE;
-        }
-        got.0.lock().push(body);
-        StatusCode::OK
-    }
-    let got = Collected::default();
-    let app = axum::Router::new()
-        .route("/v1/traces", axum::routing::post(receive))
-        .with_state(got.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (got, port)
-}
-
-/// A JSON body answer.
-fn json_reply(value: Value) -> axum::response::Response {
-    ([("content-type", "application/json")], value.to_string()).into_response()
-}
-
-/// A minimal session-era Streamable HTTP MCP server whose one tool, `echo_headers`, answers
-/// with the `traceparent`/`tracestate` headers and the `_meta.traceparent` its request carried.
-async fn start_http_upstream() -> String {
-    async fn mcp(headers: HeaderMap, body: String) -> axum::response::Response {
-        let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        let Some(id) = msg.get("id").cloned() else {
-            return StatusCode::ACCEPTED.into_response();
-        };
-        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(String::from);
-        let result = match msg["method"].as_str().unwrap_or("") {
-            "initialize" => json!({
-                "protocolVersion": msg["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "headers", "version": "1"}
-            }),
-            "tools/list" => json!({"tools": [{
-                "name": "echo_headers",
-                "description": "Report the trace context headers",
-                "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}}
-            }]}),
-            "tools/call" => {
-                let seen = json!({
-                    "header_traceparent": header("traceparent"),
-                    "header_tracestate": header("tracestate"),
-                    "meta_traceparent": msg["params"]["_meta"]["traceparent"],
-                });
-                json!({"content": [{"type": "text", "text": seen.to_string()}]})
-            }
-            "ping" => json!({}),
-            method => {
-                let error = json!({"code": -32601, "message": format!("Method not found: {method}")});
-                let reply = json!({"jsonrpc": "2.0", "id": id, "error": error});
-                return json_reply(reply);
-            }
-        };
-        json_reply(json!({"jsonrpc": "2.0", "id": id, "result": result}))
-    }
-    let app = axum::Router::new().route(
-        "/mcp",
-        axum::routing::post(mcp).get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://127.0.0.1:{port}/mcp")
-}
 
 /// The test server (`echo_meta`, logging what it receives to `log`) and the HTTP upstream,
 /// behind API-key auth, with `[audit]` and `[telemetry]` exporting to `otlp_port`.
@@ -195,36 +89,6 @@ async fn traced_call(s: &RawSession, tool: &str) -> Value {
     panic!("{tool}: no response");
 }
 
-/// The value of attribute `key` of a span (or resource), as text.
-fn attr(span: &Value, key: &str) -> Option<String> {
-    let attrs = span["attributes"].as_array()?;
-    let value = &attrs.iter().find(|a| a["key"] == key)?["value"];
-    value["stringValue"]
-        .as_str()
-        .map(String::from)
-        .or_else(|| value["intValue"].as_str().map(String::from))
-}
-
-/// The one span named `name`.
-fn span_named<'a>(spans: &'a [Value], name: &str) -> &'a Value {
-    let found: Vec<&Value> = spans.iter().filter(|s| s["name"] == name).collect();
-    match found.as_slice() {
-        [one] => one,
-        _ => panic!("{} spans named {name:?} in {spans:#?}", found.len()),
-    }
-}
-
-/// The span id of a `traceparent` value, checking its trace id.
-fn parent_id(traceparent: &Value, trace: &str) -> String {
-    let text = traceparent
-        .as_str()
-        .unwrap_or_else(|| panic!("no traceparent: {traceparent}"));
-    let parts: Vec<&str> = text.split('-').collect();
-    assert_eq!(parts.len(), 4, "{text}");
-    assert_eq!(parts[1], trace, "the upstream's trace id: {text}");
-    parts[2].to_string()
-}
-
 fn audit_trace_ids(path: &std::path::Path) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
@@ -245,7 +109,7 @@ fn assert_nothing_secret(collected: &Collected) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_traceparent_header_links_host_server_client_and_upstream() {
     let _suite = crate::suite::enter(module_path!());
-    let (collected, otlp_port) = start_collector().await;
+    let (collected, otlp_port) = start_collector("edge-gw").await;
     let http_url = start_http_upstream().await;
     let dir = scratch_dir("traces-header");
     let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
@@ -322,7 +186,7 @@ async fn a_traceparent_header_links_host_server_client_and_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modern_requests_meta_traceparent_is_its_parent_and_the_rest_of_meta_passes_untouched() {
     let _suite = crate::suite::enter(module_path!());
-    let (collected, otlp_port) = start_collector().await;
+    let (collected, otlp_port) = start_collector("edge-gw").await;
     let http_url = start_http_upstream().await;
     let dir = scratch_dir("traces-meta");
     let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
@@ -488,28 +352,10 @@ async fn without_an_endpoint_nothing_is_traced_and_meta_passes_as_sent() {
     gw.stop().await;
 }
 
-/// The `message` events of a legacy SSE stream, as JSON, into a channel.
-fn sse_messages(resp: reqwest::Response) -> tokio::sync::mpsc::Receiver<Value> {
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let mut events = crate::support::mcp::sse_events(resp);
-    tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
-            let msg = match event.event.as_deref() {
-                Some("endpoint") => json!({"endpoint": event.data}),
-                _ => serde_json::from_str(&event.data).unwrap_or(Value::Null),
-            };
-            if tx.send(msg).await.is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_request_of_a_batch_and_each_legacy_sse_message_gets_its_server_span() {
     let _suite = crate::suite::enter(module_path!());
-    let (collected, otlp_port) = start_collector().await;
+    let (collected, otlp_port) = start_collector("edge-gw").await;
     let servers = format!(
         "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{otlp_port}\"\nservice_name = \"edge-gw\"\n\n{}",
         test_server_toml("tr", &["--tools", "0", "--echo-meta"], None)
@@ -592,6 +438,20 @@ async fn each_request_of_a_batch_and_each_legacy_sse_message_gets_its_server_spa
         .unwrap_or_else(|| panic!("{reply}"));
     let seen: Value = serde_json::from_str(text).expect("JSON");
     let upstream_parent = parent_id(&seen["traceparent"], legacy_trace);
+
+    // A parent that says "not sampled" is obeyed: no span, and its context goes on as sent.
+    let unsampled = "00-6bf92f3577b34da6a3ce929d0e0e4738-20f067aa0ba902b9-00";
+    let reply = (s.call(
+        "tools/call",
+        json!({"name": "tr__echo_meta", "arguments": {},
+        "_meta": {"traceparent": unsampled}}),
+    ))
+    .await;
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"));
+    let seen: Value = serde_json::from_str(text).expect("JSON");
+    assert_eq!(seen["traceparent"], unsampled);
     gw.stop().await;
 
     let spans = collected.spans();
@@ -621,5 +481,13 @@ async fn each_request_of_a_batch_and_each_legacy_sse_message_gets_its_server_spa
     assert_eq!(client["name"], "tools/call echo_meta");
     assert_eq!(client["parentSpanId"], legacy[0]["spanId"]);
     assert_eq!(client["spanId"], upstream_parent.as_str());
+    let unsampled_spans = spans
+        .iter()
+        .filter(|s| s["traceId"] == "6bf92f3577b34da6a3ce929d0e0e4738");
+    assert_eq!(
+        unsampled_spans.count(),
+        0,
+        "spans of an unsampled trace were exported"
+    );
     assert_nothing_secret(&collected);
 }

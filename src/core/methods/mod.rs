@@ -230,15 +230,16 @@ pub async fn request(
     method: String,
     params: RawObject,
 ) -> Outcome {
-    let Some(tracer) = &hub.tracer else {
-        return serve_request(hub, ctx, id, method, params).await;
-    };
-    let span = request_spans::server_span(tracer, ctx, (&id, &method), &params);
-    let Some(context) = span.context().cloned() else {
+    let traced = (hub.tracer.as_ref())
+        .and_then(|tracer| request_spans::server_span(tracer, ctx, (&id, &method), &params));
+    let Some(span) = traced else {
         return serve_request(hub, ctx, id, method, params).await;
     };
     let serving = serve_request(hub, ctx, id, method, params);
-    let mut outcome = crate::telemetry::trace_context::serving(context, serving).await;
+    let mut outcome = match span.context().cloned() {
+        Some(context) => crate::telemetry::trace_context::serving(context, serving).await,
+        None => serving.await,
+    };
     request_spans::settle(span, &mut outcome);
     outcome
 }
