@@ -3,11 +3,8 @@
 //! `{otlp_endpoint}/v1/traces`. A collector that is down or slow costs the spans it did not
 //! take (counted) and one warning, then at most one a minute.
 
-use super::spans::{AttrValue, SpanRecord};
-use super::trace_context::SpanContext;
-use super::trace_names::{SCOPE_NAME, SERVICE_NAME};
+use super::spans::SpanRecord;
 use parking_lot::Mutex;
-use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,9 +75,7 @@ impl Exporter {
         let sender = Sender {
             client,
             url,
-            resource: json!({
-                "attributes": [attribute(SERVICE_NAME, &AttrValue::Str(service_name.to_string()))]
-            }),
+            service_name: service_name.to_string(),
             drops: drops.clone(),
         };
         tokio::spawn(sender.run(received));
@@ -112,7 +107,7 @@ impl Exporter {
 struct Sender {
     client: reqwest::Client,
     url: url::Url,
-    resource: Value,
+    service_name: String,
     drops: Arc<Drops>,
 }
 
@@ -149,13 +144,13 @@ impl Sender {
         if batch.is_empty() {
             return;
         }
-        let body = encode(&self.resource, batch);
+        let body = super::otlp_proto::encode(&self.service_name, batch);
         let count = batch.len() as u64;
         batch.clear();
         let sent = self
             .client
             .post(self.url.clone())
-            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::CONTENT_TYPE, "application/x-protobuf")
             .body(body)
             .send()
             .await;
@@ -173,64 +168,11 @@ impl Sender {
     }
 }
 
-/// An OTLP `ExportTraceServiceRequest` in its JSON encoding (ids as hex, 64-bit numbers as
-/// strings, enums as numbers).
-pub fn encode(resource: &Value, spans: &[SpanRecord]) -> Vec<u8> {
-    let spans: Vec<Value> = spans.iter().map(span).collect();
-    let request = json!({
-        "resourceSpans": [{
-            "resource": resource,
-            "scopeSpans": [{
-                "scope": { "name": SCOPE_NAME, "version": env!("CARGO_PKG_VERSION") },
-                "spans": spans,
-            }],
-        }],
-    });
-    serde_json::to_vec(&request).unwrap_or_default()
-}
-
-fn span(s: &SpanRecord) -> Value {
-    let mut span = json!({
-        "traceId": &*s.context.trace_id,
-        "spanId": s.context.span_id,
-        "name": s.name,
-        "kind": s.kind as i32,
-        "startTimeUnixNano": s.start_unix_nanos.to_string(),
-        "endTimeUnixNano": s.end_unix_nanos.to_string(),
-        "attributes": s.attributes.iter().map(|(k, v)| attribute(k, v)).collect::<Vec<_>>(),
-        "status": match &s.error {
-            Some(message) => json!({ "code": 2, "message": message }),
-            None => json!({ "code": 0 }),
-        },
-    });
-    if let Some(parent) = &s.parent_span_id {
-        span["parentSpanId"] = json!(parent);
-    }
-    if let Some(state) = &s.context.tracestate {
-        span["traceState"] = json!(&**state);
-    }
-    if !s.links.is_empty() {
-        span["links"] = s.links.iter().map(link).collect();
-    }
-    span
-}
-
-fn link(other: &SpanContext) -> Value {
-    json!({ "traceId": &*other.trace_id, "spanId": other.span_id })
-}
-
-fn attribute(key: &str, value: &AttrValue) -> Value {
-    let value = match value {
-        AttrValue::Str(s) => json!({ "stringValue": s }),
-        AttrValue::Int(n) => json!({ "intValue": n.to_string() }),
-    };
-    json!({ "key": key, "value": value })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::telemetry::spans::SpanKind;
+    use crate::telemetry::trace_context::SpanContext;
 
     fn record() -> Box<SpanRecord> {
         Box::new(SpanRecord {
@@ -251,19 +193,6 @@ mod tests {
             links: Vec::new(),
             error: Some("-32601".into()),
         })
-    }
-
-    #[test]
-    fn spans_encode_as_otlp_json() {
-        let body = encode(&json!({"attributes": []}), &[*record()]);
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        let span = &v["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
-        assert_eq!(span["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
-        assert_eq!(span["parentSpanId"], "1111111111111111");
-        assert_eq!(span["kind"], 3);
-        assert_eq!(span["traceState"], "a=1");
-        assert_eq!(span["status"]["code"], 2);
-        assert_eq!(span["attributes"][1]["value"]["intValue"], "80");
     }
 
     #[tokio::test]

@@ -1,4 +1,5 @@
-//! Trace tests' peers: an OTLP/HTTP receiver (OTLP JSON) that keeps what it is sent, a minimal
+//! Trace tests' peers: an OTLP/HTTP receiver that decodes what it is sent with the official OTLP
+//! types (`opentelemetry-proto`: binary protobuf, or JSON) and keeps it, a minimal
 //! Streamable HTTP MCP server that reports the trace context headers and `_meta` it got, and
 //! readers for spans.
 #![allow(dead_code)]
@@ -10,13 +11,23 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// What the receiver got: each request's body as text.
+/// What the receiver got: each request decoded, in the OTLP JSON form (hex ids, camelCase),
+/// and its raw bytes as they came.
 #[derive(Clone)]
-pub struct Collected(Arc<Mutex<Vec<String>>>, Arc<String>);
+pub struct Collected(Arc<Mutex<Vec<Received>>>, Arc<String>);
+
+/// One export request: decoded into OTLP JSON, and its bytes.
+type Received = (String, Vec<u8>);
 
 impl Collected {
+    /// Each request, decoded into OTLP JSON.
     pub fn bodies(&self) -> Vec<String> {
-        self.0.lock().clone()
+        self.0.lock().iter().map(|(json, _)| json.clone()).collect()
+    }
+
+    /// Each request's bytes as they came.
+    pub fn raw(&self) -> Vec<Vec<u8>> {
+        self.0.lock().iter().map(|(_, raw)| raw.clone()).collect()
     }
 
     /// Every span received, flattened.
@@ -36,16 +47,31 @@ impl Collected {
     }
 }
 
-/// An OTLP/HTTP receiver on a free port: `POST /v1/traces` (JSON) is kept; every resource must
-/// name `service_name`.
+/// An OTLP/HTTP receiver on a free port: `POST /v1/traces` (protobuf or JSON) is decoded as an
+/// `ExportTraceServiceRequest` (400 if it is not one) and kept; every resource must name
+/// `service_name`.
 pub async fn start_collector(service_name: &str) -> (Collected, u16) {
-    async fn receive(State(got): State<Collected>, headers: HeaderMap, body: String) -> StatusCode {
-        let json =
-            (headers.get("content-type")).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-        if !json {
-            return StatusCode::UNSUPPORTED_MEDIA_TYPE;
-        }
-        got.0.lock().push(body);
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message;
+    async fn receive(
+        State(got): State<Collected>,
+        headers: HeaderMap,
+        body: axum::body::Bytes,
+    ) -> StatusCode {
+        let ctype = headers
+            .get("content-type")
+            .map(|v| v.as_bytes())
+            .unwrap_or_default();
+        let request = match ctype {
+            b"application/x-protobuf" => ExportTraceServiceRequest::decode(body.as_ref()).ok(),
+            b"application/json" => serde_json::from_slice::<ExportTraceServiceRequest>(&body).ok(),
+            _ => return StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        };
+        let Some(request) = request else {
+            return StatusCode::BAD_REQUEST;
+        };
+        let json = serde_json::to_string(&request).expect("OTLP JSON");
+        got.0.lock().push((json, body.to_vec()));
         StatusCode::OK
     }
     let got = Collected(Arc::default(), Arc::new(service_name.to_string()));
@@ -114,10 +140,12 @@ pub async fn start_http_upstream() -> String {
 pub fn attr(span: &Value, key: &str) -> Option<String> {
     let attrs = span["attributes"].as_array()?;
     let value = &attrs.iter().find(|a| a["key"] == key)?["value"];
-    value["stringValue"]
-        .as_str()
-        .map(String::from)
-        .or_else(|| value["intValue"].as_str().map(String::from))
+    match (&value["stringValue"], &value["intValue"]) {
+        (Value::String(s), _) => Some(s.clone()),
+        (_, Value::String(n)) => Some(n.clone()),
+        (_, Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    }
 }
 
 /// The one span named `name`.
