@@ -498,3 +498,64 @@ async fn each_request_of_a_batch_and_each_legacy_sse_message_gets_its_server_spa
     );
     assert_nothing_secret(&collected);
 }
+
+/// The Python SDK client (`call` scenario) with a `traceparent` header and the bearer key.
+fn python_call(url: &str, mode: &str, traceparent: &str) -> ClientRun {
+    let mut cmd = std::process::Command::new(&peers().python);
+    cmd.arg(repo_root().join("tests/clients/py_client.py"))
+        .arg(url)
+        .args([
+            "call",
+            "tr__echo_meta",
+            r#"{"message": "from python"}"#,
+            "--mode",
+            mode,
+        ])
+        .env("MCPMUX_TEST_BEARER", KEY)
+        .env("MCPMUX_TEST_TRACEPARENT", traceparent);
+    run_client(cmd, Duration::from_secs(90))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_clients_traceparent_reaches_the_upstream_through_both_eras() {
+    let _suite = crate::suite::enter(module_path!());
+    let (collected, otlp_port) = start_collector("edge-gw").await;
+    let http_url = start_http_upstream().await;
+    let dir = scratch_dir("traces-python");
+    let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
+    let gw = boot_gateway(&config(otlp_port, &http_url, &log, &audit), "").await;
+    drop(ready_session(&gw.url()).await);
+    let mut expected = Vec::new();
+    for (mode, trace) in [
+        ("legacy", "7bf92f3577b34da6a3ce929d0e0e4731"),
+        (MODERN, "8bf92f3577b34da6a3ce929d0e0e4732"),
+    ] {
+        let traceparent = format!("00-{trace}-{HOST_SPAN}-01");
+        let url = gw.url();
+        let run = tokio::task::spawn_blocking(move || python_call(&url, mode, &traceparent))
+            .await
+            .expect("python client");
+        assert!(run.status.success(), "{mode}: {}\n{}", run.stdout, run.stderr);
+        let seen: Value = serde_json::from_str(run.call_text("tr__echo_meta")).expect("JSON");
+        expected.push((mode, trace, parent_id(&seen["traceparent"], trace)));
+    }
+    gw.stop().await;
+    let spans = collected.spans();
+    for (mode, trace, upstream_parent) in expected {
+        let in_trace = |kind: i64| {
+            (spans.iter())
+                .find(|s| {
+                    s["kind"] == kind
+                        && s["traceId"] == trace
+                        && s["name"].as_str().is_some_and(|n| n.starts_with("tools/call"))
+                })
+                .unwrap_or_else(|| panic!("{mode}: no kind {kind} tools/call span in {spans:#?}"))
+        };
+        let (server, client) = (in_trace(2), in_trace(3));
+        assert_eq!(server["name"], "tools/call tr__echo_meta", "{mode}");
+        assert_eq!(server["parentSpanId"], HOST_SPAN, "{mode}");
+        assert_eq!(client["parentSpanId"], server["spanId"], "{mode}");
+        assert_eq!(client["spanId"], upstream_parent.as_str(), "{mode}");
+    }
+    assert_nothing_secret(&collected);
+}
