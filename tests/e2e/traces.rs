@@ -446,6 +446,18 @@ async fn each_request_of_a_batch_and_each_legacy_sse_message_gets_its_server_spa
     let seen: Value = serde_json::from_str(text).expect("JSON");
     let upstream_parent = parent_id(&seen["traceparent"], legacy_trace);
 
+    // Failures are on the spans: a tool's `isError`, and a JSON-RPC error of mcpmux's own.
+    let failed = s
+        .call("tools/call", json!({"name": "tr__echo", "arguments": {}}))
+        .await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    let unknown = s
+        .call("tools/call", json!({"name": "tr__no_such_tool", "arguments": {}}))
+        .await;
+    let code = unknown["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{unknown}"));
+
     // A parent that says "not sampled" is obeyed: no span, and its context goes on as sent.
     let unsampled = "00-6bf92f3577b34da6a3ce929d0e0e4738-20f067aa0ba902b9-00";
     let reply = (s.call(
@@ -488,6 +500,23 @@ async fn each_request_of_a_batch_and_each_legacy_sse_message_gets_its_server_spa
     assert_eq!(client["name"], "tools/call echo_meta");
     assert_eq!(client["parentSpanId"], legacy[0]["spanId"]);
     assert_eq!(client["spanId"], upstream_parent.as_str());
+    let tool_errors: Vec<&Value> = (spans.iter())
+        .filter(|s| attr(s, "error.type").as_deref() == Some("tool_error"))
+        .collect();
+    let names: Vec<&Value> = tool_errors.iter().map(|s| &s["name"]).collect();
+    assert_eq!(
+        names,
+        [&json!("tools/call echo"), &json!("tools/call tr__echo")],
+        "CLIENT, then SERVER"
+    );
+    assert!(
+        tool_errors.iter().all(|s| s["status"]["code"] == 2),
+        "{tool_errors:?}"
+    );
+    let refused = span_named(&spans, "tools/call tr__no_such_tool");
+    assert_eq!(attr(refused, "error.type"), Some(code.to_string()));
+    assert_eq!(attr(refused, "rpc.response.status_code"), Some(code.to_string()));
+    assert_eq!(refused["status"]["code"], 2);
     let unsampled_spans = spans
         .iter()
         .filter(|s| s["traceId"] == "6bf92f3577b34da6a3ce929d0e0e4738");
