@@ -11,6 +11,7 @@ use crate::protocol::{codes, Message, RawObject, RequestId, ResponsePayload};
 use crate::telemetry::spans::{ActiveSpan, Tracer};
 use crate::telemetry::trace_context::{self, SpanContext};
 use crate::telemetry::trace_names::*;
+use crate::upstream::UpstreamHandle;
 use std::sync::Arc;
 
 /// The `sampled` bit of W3C trace flags.
@@ -141,13 +142,14 @@ fn end_with(mut span: ActiveSpan, (_, code, is_error): record::Ending) {
     span.end();
 }
 
-/// The CLIENT span of a leg to upstream `server`, child of the SERVER span being served, with
+/// The CLIENT span of a leg to upstream `server` over `connection`, child of the SERVER span
+/// being served, with
 /// its context written into `params._meta` (`traceparent`, and `tracestate` when the trace has
 /// one; the other `_meta` members and params untouched); and the HTTP headers carrying it.
 /// `None` (and `params` untouched) when no SERVER span is being served.
 pub fn client_span(
     tracer: &Option<Arc<Tracer>>,
-    server: &ServerConfig,
+    (server, connection): (&ServerConfig, &UpstreamHandle),
     (id, method): (u64, &str),
     params: &mut RawObject,
 ) -> Option<(ActiveSpan, Vec<(String, String)>)> {
@@ -158,6 +160,9 @@ pub fn client_span(
     set_common(&mut span, method, target, params);
     span.set(JSONRPC_REQUEST_ID, id.to_string());
     span.set(MCPMUX_UPSTREAM, server.name.clone());
+    if let Some(facts) = connection.facts() {
+        span.set(MCP_PROTOCOL_VERSION, facts.protocol_version.clone());
+    }
     match &server.transport {
         TransportConfig::Stdio { .. } => span.set(NETWORK_TRANSPORT, "pipe"),
         TransportConfig::Http { url, .. } => {

@@ -175,6 +175,9 @@ async fn a_traceparent_header_links_host_server_client_and_upstream() {
             Some("2025-11-25")
         );
         assert_eq!(attr(server, "mcp.session.id").as_deref(), Some(s.sid.as_str()));
+        assert!(attr(client, "mcp.protocol.version").is_some(), "{client}");
+        let upstream = exposed.split("__").next();
+        assert_eq!(attr(client, "mcpmux.upstream").as_deref(), upstream);
         assert_eq!(attr(server, "network.transport").as_deref(), Some("tcp"));
         assert_eq!(attr(client, "network.transport").as_deref(), Some(transport));
     }

@@ -397,11 +397,15 @@ async fn start_call(
             params.set("_meta", meta.to_raw());
         }
     }
-    let (client_span, trace_headers) =
-        match request_spans::client_span(&hub.tracer, &slot.server, (upstream_id, &method), &mut params) {
-            Some((span, headers)) => (Some(span), headers),
-            None => (None, Vec::new()),
-        };
+    let (client_span, trace_headers) = match request_spans::client_span(
+        &hub.tracer,
+        (&slot.server, &handle),
+        (upstream_id, &method),
+        &mut params,
+    ) {
+        Some((span, headers)) => (Some(span), headers),
+        None => (None, Vec::new()),
+    };
     let config = hub.config();
     let gateway = &config.gateway;
     let timeout = slot.server.effective_request_timeout(gateway);
