@@ -22,6 +22,8 @@
 //!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
 //!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain,
 //!                the rate limit token buckets
+//!  telemetry     traces: span names and attribute keys, W3C trace context, spans, the OTLP
+//!                exporter (`[telemetry]`), a sink core and middleware record to
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  import        the clients' mcpServers JSON files (Claude Desktop, Claude Code, Cursor, VS Code)
 //!                read into servers, and `mcpmux import` (pure parser; no config types)
@@ -55,6 +57,7 @@ pub mod seal;
 pub mod session;
 pub mod status_command;
 pub mod status_doc;
+pub mod telemetry;
 pub mod upstream;
 pub mod util;
 
@@ -78,6 +81,8 @@ const ANSWER_GRACE: Duration = Duration::from_secs(2);
 const PEER_NOTICE: Duration = Duration::from_secs(1);
 /// How long a stop waits for the audit log's queued lines to be written.
 const AUDIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a stop waits for the ended spans to reach the collector.
+const TRACE_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running gateway.
 pub struct Gateway {
@@ -102,6 +107,12 @@ impl Gateway {
     /// The address of the operator listener (`gateway.admin_listen`), if there is one.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// Spans dropped so far (the export queue was full or the collector did not take them);
+    /// `None` while traces are off (no `telemetry.otlp_endpoint`).
+    pub fn dropped_spans(&self) -> Option<u64> {
+        self.hub.tracer.as_ref().map(|tracer| tracer.dropped())
     }
 
     /// The endpoint URL.
@@ -238,6 +249,11 @@ impl Gateway {
         if let Some(audit) = &self.hub.audit {
             if !audit.flush(AUDIT_FLUSH_TIMEOUT).await {
                 tracing::warn!("the audit log did not finish writing in time");
+            }
+        }
+        if let Some(tracer) = &self.hub.tracer {
+            if !tracer.flush(TRACE_FLUSH_TIMEOUT).await {
+                tracing::warn!("the last spans did not reach the collector in time");
             }
         }
         tracing::info!("stopped");

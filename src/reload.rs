@@ -310,6 +310,8 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     };
     keep("[audit]", new.audit != old.audit);
     keep("[cluster]", new.cluster != old.cluster);
+    // The tracer and its exporter are made at start.
+    keep("[telemetry]", new.telemetry != old.telemetry);
     let config = Config {
         gateway,
         servers: new.servers,
@@ -319,6 +321,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         auth,
         audit: old.audit.clone(),
         cluster: old.cluster.clone(),
+        telemetry: old.telemetry.clone(),
     };
     (config, needs_restart)
 }

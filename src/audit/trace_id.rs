@@ -2,6 +2,7 @@
 //! made for it. The tracing layer puts it in a task-local for the request's handling; the
 //! pipeline reads it for the audit log (and the request's span).
 
+use crate::telemetry::trace_context;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::task::futures::TaskLocalFuture;
@@ -33,34 +34,12 @@ pub fn from_traceparent(header: Option<&str>) -> Arc<str> {
 
 /// The trace-id of a valid W3C `traceparent` value.
 pub fn parse_traceparent(value: &str) -> Option<&str> {
-    let mut parts = value.trim().split('-');
-    let (version, trace, parent, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    // Version 00 has exactly four parts; a later version may add more after them.
-    if version == "00" && parts.next().is_some() {
-        return None;
-    }
-    let hex =
-        |s: &str, len: usize| s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    let valid = hex(version, 2)
-        && version != "ff"
-        && hex(trace, 32)
-        && trace.bytes().any(|b| b != b'0')
-        && hex(parent, 16)
-        && parent.bytes().any(|b| b != b'0')
-        && hex(flags, 2);
-    valid.then_some(trace)
+    trace_context::parse_traceparent(value).map(|(trace, _, _)| trace)
 }
 
 /// A new random trace id (16 bytes, lowercase hex, as W3C trace-ids are).
 pub fn generate() -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bytes: [u8; 16] = rand::random();
-    let mut id = String::with_capacity(32);
-    for b in bytes {
-        id.push(char::from(HEX[usize::from(b >> 4)]));
-        id.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    id
+    trace_context::random_hex::<16>()
 }
 
 #[cfg(test)]

@@ -61,6 +61,10 @@ pub struct ForwardedCall {
     pub span: tracing::Span,
     /// Its audit line, written with its response (`None` without `[audit]`).
     pub audit: Option<super::audit_trail::Completion>,
+    /// Its SERVER and CLIENT spans, ended with its response (none while traces are off).
+    pub spans: super::request_spans::CallSpans,
+    /// The CLIENT span's `traceparent`/`tracestate` headers (sent again with a retry).
+    pub trace_headers: Vec<(String, String)>,
 }
 
 /// A call as a stop sees it: counted in flight while it lives (a stop waits for it), and
@@ -138,11 +142,13 @@ impl ForwardedCall {
     pub fn into_frames(mut self) -> impl futures_util::Stream<Item = Frame> + Send {
         use futures_util::StreamExt;
         let mut audit = self.audit.take();
+        let mut spans = std::mem::take(&mut self.spans);
         self.frames().map(move |frame| {
             if let Frame::Response(json) = &frame {
                 if let Some(completion) = audit.take() {
                     completion.complete(json);
                 }
+                spans.finish(json);
             }
             frame
         })
@@ -285,6 +291,7 @@ impl ForwardedCall {
                 sink,
             },
             span: self.span.clone(),
+            trace_headers: self.trace_headers.clone(),
         })?;
         self.events = events;
         self.upstream_id = upstream_id;

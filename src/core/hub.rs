@@ -56,6 +56,8 @@ pub struct Hub {
     pub auth: Arc<crate::auth::AuthInForce>,
     /// The audit log (`[audit]`, opened at start); `None` keeps none.
     pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// Starts the requests' spans (`[telemetry] otlp_endpoint`, read at start); `None`: traces off.
+    pub tracer: Option<Arc<crate::telemetry::spans::Tracer>>,
     /// Seals what hosts carry (cursors, `requestState`) with the `[cluster]` key, read at start
     /// (a reload does not change keys); without `[cluster]`, with a key of this process's own.
     pub sealer: Arc<Sealer>,
@@ -127,6 +129,7 @@ impl Hub {
                 crate::auth::Authenticator::from_config(&config),
             )),
             audit,
+            tracer: crate::telemetry::spans::Tracer::start(&config.telemetry),
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),
             rate_limits: RateLimiter::default(),
             ties,

@@ -4,6 +4,7 @@
 //! trace-id when the request carries a valid one, else a fresh one; the audit log records it.
 
 use crate::audit::trace_id;
+use crate::telemetry::trace_context::{self, SpanContext};
 use http::Request;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -53,18 +54,29 @@ where
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future =
-        tokio::task::futures::TaskLocalFuture<Arc<str>, tracing::instrument::Instrumented<S::Future>>;
+    type Future = tokio::task::futures::TaskLocalFuture<
+        Arc<str>,
+        tokio::task::futures::TaskLocalFuture<
+            Option<SpanContext>,
+            tracing::instrument::Instrumented<S::Future>,
+        >,
+    >;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let traceparent = request.headers().get("traceparent").and_then(|v| v.to_str().ok());
-        let trace_id = trace_id::from_traceparent(traceparent);
+        let header = |name| request.headers().get(name).and_then(|v| v.to_str().ok());
+        let parent =
+            (header("traceparent")).and_then(|tp| SpanContext::from_headers(tp, header("tracestate")));
+        let trace_id = match &parent {
+            Some(parent) => parent.trace_id.clone(),
+            None => trace_id::generate().into(),
+        };
         let span = request_span(&request, &trace_id);
-        trace_id::scope(trace_id, self.inner.call(request).instrument(span))
+        let handled = self.inner.call(request).instrument(span);
+        trace_id::scope(trace_id, trace_context::with_http_parent(parent, handled))
     }
 }
 

@@ -120,6 +120,7 @@ impl Harness {
                 sink,
             },
             span: tracing::Span::none(),
+            trace_headers: Vec::new(),
         };
         self.handle.send_call(call).unwrap();
         (upstream_id, events)

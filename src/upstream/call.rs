@@ -101,6 +101,9 @@ pub struct OutboundCall {
     /// The span of the host request behind it (none for mcpmux's own): the actor records what
     /// happens to the call under it, so a call can be followed through the actor's channel.
     pub span: tracing::Span,
+    /// The W3C trace context headers (`traceparent`, `tracestate`) of the call's CLIENT span,
+    /// sent along to an HTTP upstream; empty when traces are off.
+    pub trace_headers: Vec<(String, String)>,
 }
 
 /// Commands a connection actor accepts.

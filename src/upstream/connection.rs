@@ -392,6 +392,7 @@ impl Actor {
             origin,
             param_headers,
             span,
+            trace_headers,
         } = call;
         let in_call = span.enter();
         // Read per call: a reload changes it for the next call, calls in flight stay.
@@ -403,7 +404,7 @@ impl Actor {
             };
             return self.fail_origin(origin, error);
         }
-        let mut headers = Vec::new();
+        let mut headers = trace_headers;
         let params = if self.modern {
             let (caps, level) = match &origin {
                 CallOrigin::Host { host, .. } => (host.caps(), host.log_level_name()),
@@ -414,11 +415,12 @@ impl Actor {
                 caps,
                 level,
             );
-            headers = modern::request_headers(&method, Some(&params), MODERN_VERSION)
-                .into_iter()
-                .map(|(name, value)| (name.to_string(), value))
-                .chain(param_headers)
-                .collect();
+            headers.extend(
+                modern::request_headers(&method, Some(&params), MODERN_VERSION)
+                    .into_iter()
+                    .map(|(name, value)| (name.to_string(), value))
+                    .chain(param_headers),
+            );
             Some(params.to_raw())
         } else {
             params.map(CallParams::into_raw)

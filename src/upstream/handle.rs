@@ -212,6 +212,7 @@ impl UpstreamHandle {
             param_headers: Vec::new(),
             origin: CallOrigin::Internal(tx),
             span: tracing::Span::none(),
+            trace_headers: Vec::new(),
         };
         self.send_call(call).map_err(CallFailure::Upstream)?;
         let mut unanswered = CancelOnDrop {
@@ -393,6 +394,7 @@ mod tests {
             param_headers: Vec::new(),
             origin: CallOrigin::Internal(tx),
             span: tracing::Span::none(),
+            trace_headers: Vec::new(),
         }
     }
 

@@ -102,10 +102,16 @@ SOAK: Any = None
 
 def server(url: str) -> Any:
     """What Client connects to: the URL (Streamable HTTP) or a legacy SSE transport for it. With
-    MCPMUX_TEST_BEARER set, every request carries `Authorization: Bearer <it>`."""
+    MCPMUX_TEST_BEARER set, every request carries `Authorization: Bearer <it>`; with
+    MCPMUX_TEST_TRACEPARENT set, a W3C `traceparent: <it>` header."""
+    headers = {}
     bearer = os.environ.get("MCPMUX_TEST_BEARER")
     if bearer:
-        headers = {"Authorization": f"Bearer {bearer}"}
+        headers["Authorization"] = f"Bearer {bearer}"
+    traceparent = os.environ.get("MCPMUX_TEST_TRACEPARENT")
+    if traceparent:
+        headers["traceparent"] = traceparent
+    if headers:
         if TRANSPORT == "sse":
             return sse_client(url, headers=headers)
         return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))

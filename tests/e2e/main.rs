@@ -47,3 +47,4 @@ mod resumption;
 mod routing;
 mod shaping;
 mod stdio_setup;
+mod traces;

@@ -21,6 +21,7 @@ pub mod conformance;
 pub mod everything;
 pub mod interop_report;
 pub mod mcp;
+pub mod otlp;
 pub mod serve;
 pub mod test_server;
 

@@ -23,6 +23,7 @@ use super::audit_trail::Trail;
 use super::context::{Era, RequestCtx};
 use super::forward::{Deadline, DrainTicket, ForwardedCall};
 use super::hub::Hub;
+use super::request_spans;
 use crate::catalog::results::ResultShape;
 use crate::catalog::{ListKind, UriMiss};
 use crate::config::{Isolation, UpstreamId};
@@ -221,8 +222,29 @@ pub fn invalid_params_object(id: RequestId) -> Message {
     RequestError::ParamsNotObject.reply(id)
 }
 
-/// Serve one request; the reply is in the request's era.
+/// Serve one request; the reply is in the request's era. With traces on, inside its SERVER span.
 pub async fn request(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    params: RawObject,
+) -> Outcome {
+    let traced = (hub.tracer.as_ref())
+        .and_then(|tracer| request_spans::server_span(tracer, ctx, (&id, &method), &params));
+    let Some(span) = traced else {
+        return serve_request(hub, ctx, id, method, params).await;
+    };
+    let serving = serve_request(hub, ctx, id, method, params);
+    let mut outcome = match span.context().cloned() {
+        Some(context) => crate::telemetry::trace_context::serving(context, serving).await,
+        None => serving.await,
+    };
+    request_spans::settle(span, &mut outcome);
+    outcome
+}
+
+async fn serve_request(
     hub: &Arc<Hub>,
     ctx: &RequestCtx,
     id: RequestId,
@@ -375,6 +397,15 @@ async fn start_call(
             params.set("_meta", meta.to_raw());
         }
     }
+    let (client_span, trace_headers) = match request_spans::client_span(
+        &hub.tracer,
+        (&slot.server, &handle),
+        (upstream_id, &method),
+        &mut params,
+    ) {
+        Some((span, headers)) => (Some(span), headers),
+        None => (None, Vec::new()),
+    };
     let config = hub.config();
     let gateway = &config.gateway;
     // The server's live settings as they are now: this call keeps them (a reload changes the
@@ -406,6 +437,7 @@ async fn start_call(
             sink,
         },
         span: ctx.span.clone(),
+        trace_headers: trace_headers.clone(),
     };
     if let Err(err) = handle.send_call(call) {
         session.finish_inflight(&id, upstream_id);
@@ -425,6 +457,11 @@ async fn start_call(
         naming: slot.naming.clone(),
         span: ctx.span.clone(),
         audit: None,
+        spans: request_spans::CallSpans {
+            server: None,
+            client: client_span,
+        },
+        trace_headers,
         deadline: Deadline::new(
             timeout,
             tunables.timeout_resets_on_progress,
