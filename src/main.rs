@@ -85,9 +85,21 @@ enum Command {
         #[arg(long, requires = "out")]
         force: bool,
     },
+    /// The configuration file format.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Print a new `[cluster]` key (base64 of 32 bytes from the operating system's random
     /// generator), the same on every replica.
     Keygen,
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the JSON Schema (draft 2020-12) of the TOML configuration, for editors (Taplo,
+    /// "Even Better TOML").
+    Schema,
 }
 
 #[derive(Subcommand)]
@@ -155,6 +167,12 @@ fn main() -> ExitCode {
         } => return ExitCode::from(mcpmux::audit::verify::command(file)),
         Command::Import { files, out, force } => {
             return ExitCode::from(mcpmux::import::command(files, out.as_deref(), *force));
+        }
+        Command::Config {
+            command: ConfigCommand::Schema,
+        } => {
+            print!("{}", mcpmux::config::schema::schema_text());
+            return ExitCode::SUCCESS;
         }
         Command::Keygen => {
             println!("{}", mcpmux::seal::ClusterKey::generate().to_base64());

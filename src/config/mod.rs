@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use toml::Spanned;
+use spanned::Spanned;
 
 mod audit;
 mod auth;
@@ -24,9 +24,11 @@ mod policy;
 mod preflight;
 mod profiles;
 mod raw;
+pub mod schema;
 mod server;
 mod shaping;
 mod sources;
+mod spanned;
 mod transport;
 mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
@@ -487,6 +489,8 @@ mod import_tests;
 mod include_tests;
 #[cfg(test)]
 mod profiles_tests;
+#[cfg(test)]
+mod schema_tests;
 #[cfg(test)]
 mod shaping_tests;
 #[cfg(test)]

@@ -3,12 +3,12 @@
 //! What the rules mean together is the concern of the `policy` module.
 
 use super::raw::{line_col, RawPolicy};
+use super::spanned::Spanned;
 use super::{ConfigError, Ctx};
 use crate::util::glob::Glob;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::time::Duration;
-use toml::Spanned;
 
 /// One `[[policy]]` table. It applies to a principal that matches every one of `principals`,
 /// `groups` and `scopes` that is given (an absent one matches anyone).

@@ -4,9 +4,10 @@
 
 use super::raw::{Ordered, RawFilter};
 use super::shaping::Filter;
+use super::spanned::Spanned;
 use super::{path_problem, ConfigError, Ctx, GatewayConfig, ServerConfig, UpstreamId};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use toml::Spanned;
 
 /// Paths mcpmux serves itself beside the MCP endpoints (a profile may not take them).
 const RESERVED_PATHS: [&str; 3] = ["/status", "/healthz", "/readyz"];
@@ -73,14 +74,20 @@ pub fn resource_url(gateway: &GatewayConfig, path: &str) -> String {
     format!("{}{prefix}{path}", url.origin().ascii_serialization())
 }
 
-/// A `[profiles.NAME]` table as written.
-#[derive(Deserialize)]
+/// `[profiles.NAME]`: another endpoint with a subset of the catalog.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProfile {
+    /// Where the profile is served, e.g. "/mcp/review" (required; distinct from every other
+    /// endpoint).
     path: Option<Spanned<String>>,
+    /// The servers whose tools, prompts and resources it sees. Default: every server.
     servers: Option<Vec<Spanned<String>>>,
+    /// Globs over exposed tool names (`server__tool`) it keeps or removes.
     tools: Option<RawFilter>,
+    /// Globs over exposed prompt names it keeps or removes.
     prompts: Option<RawFilter>,
+    /// Globs over exposed resource URIs it keeps or removes.
     resources: Option<RawFilter>,
 }
 
