@@ -183,7 +183,7 @@ fn main() -> ExitCode {
     let config = match loaded {
         Ok(c) => c,
         Err(err) => {
-            eprintln!("error: {err}");
+            report_load_error(&err, matches!(cli.command, Command::CheckConfig { .. }));
             return ExitCode::FAILURE;
         }
     };
@@ -290,6 +290,23 @@ fn check_config(config: &mcpmux::Config, findings: &[mcpmux::config::Finding]) -
         config.servers.len()
     );
     ExitCode::SUCCESS
+}
+
+/// Why the configuration did not load: `check-config` prints every problem on its own line
+/// (each starting with the `file:line:` that wrote it) and how many there are; `serve` prints
+/// them after `error:`.
+fn report_load_error(err: &mcpmux::config::ConfigError, check: bool) {
+    let each = err.each();
+    match (check, each.len()) {
+        (false, 1) => eprintln!("error: {err}"),
+        (false, n) => eprintln!("error: the configuration has {n} problems:\n{err}"),
+        (true, n) => {
+            for problem in each {
+                eprintln!("{problem}");
+            }
+            eprintln!("configuration has {n} error(s)");
+        }
+    }
 }
 
 /// The directory a server without `cwd` starts in.

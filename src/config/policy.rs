@@ -91,11 +91,13 @@ impl fmt::Display for RateLimit {
     }
 }
 
-/// The rules in file order (an empty list: no `[[policy]]`).
+/// The rules in file order (an empty list: no `[[policy]]`); the problem of each rule that does
+/// not build goes to `errors` (and the rule is left out).
 pub(super) fn build_policy(
     ctx: &Ctx<'_>,
     raw: Vec<Spanned<RawPolicy>>,
-) -> Result<Vec<PolicyRule>, ConfigError> {
+    errors: &mut Vec<ConfigError>,
+) -> Vec<PolicyRule> {
     let mut rules = Vec::with_capacity(raw.len());
     for (index, table) in raw.into_iter().enumerate() {
         let (line, at) = match ctx.sources.locate(table.span().start) {
@@ -105,9 +107,11 @@ pub(super) fn build_policy(
             }
             None => (0, ctx.source().to_string()),
         };
-        rules.push(build_rule(ctx, index, line, &at, table.into_inner())?);
+        if let Some(rule) = ctx.section(errors, || build_rule(ctx, index, line, &at, table.into_inner())) {
+            rules.push(rule);
+        }
     }
-    Ok(rules)
+    rules
 }
 
 /// The line of the `[[policy]]` header a table starts under (its own line when inline).
