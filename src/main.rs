@@ -443,7 +443,9 @@ async fn reload_once(
             tracing::error!(
                 config = %path.display(),
                 config_digest = %digest,
-                "reload refused, nothing changed: {err}"
+                // One log line, even for several problems (`/status` has one per line).
+                "reload refused, nothing changed: {}",
+                err.replace('\n', "; ")
             );
             Err(err)
         }

@@ -110,3 +110,39 @@ fn check_config_and_serve_report_every_problem_with_its_file_and_line() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reload_shows_every_problem_in_status() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("config-hygiene-reload");
+    let server = crate::support::test_server_toml("keep", &[], None);
+    let mut gateway = crate::support::serve::ServeProcess::start(&dir, "", &server, &dir, &[]);
+    gateway.wait_tools(&["keep__echo"]).await;
+    let good = std::fs::read_to_string(&gateway.config).expect("config");
+    let broken = format!("{good}\n[servers.broken]\ncommand = 7\n\n[servers.other]\nurl = \"ftp://x\"\n");
+    std::fs::write(&gateway.config, &broken).expect("write");
+    let lines = broken.lines().count();
+    gateway.signal(libc::SIGHUP);
+    gateway.wait_reload("reload refused").await;
+    let text = reqwest::get(format!("http://127.0.0.1:{}/status", gateway.port))
+        .await
+        .expect("GET /status")
+        .text()
+        .await
+        .expect("body");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let error = doc["config"]["last_reload"]["error"].as_str().unwrap_or_default();
+    let file = gateway.config.display().to_string();
+    let problems: Vec<&str> = error.lines().collect();
+    assert_eq!(problems.len(), 2, "{doc}");
+    assert!(
+        problems[0].starts_with(&format!("{file}:{}:11: invalid type", lines - 3)),
+        "{doc}"
+    );
+    assert!(
+        problems[1].starts_with(&format!("{file}:{lines}: server \"other\"")),
+        "{doc}"
+    );
+    gateway.signal(libc::SIGTERM);
+    assert!(gateway.wait_exit(Duration::from_secs(30)).await.success());
+}
