@@ -1,10 +1,11 @@
 //! Every problem of a configuration at once. The structural pass deserialises the merged tree
-//! again and again, each time taking out what the last error was about: an unknown key is
-//! reported and dropped (the rest of its table is still checked); a wrong type, or a table
-//! missing a required key, drops the whole section it is in (a server, a profile, a
-//! `[[policy]]` rule, `[gateway]`, `[auth]`, `[audit]`, `[cluster]`) so that the semantic checks
-//! never see it and report no follow-on errors about it. The semantic checks then collect one
-//! error per section (see `Ctx::section`).
+//! again and again, each time reporting the error and taking out the key it is about (an
+//! unknown key, a value of the wrong type, a table missing a required key), so the rest of its
+//! table is still checked. Once none is left, each section that had one (a server, a profile, a
+//! `[[policy]]` rule, `[gateway]`, `[auth]`, `[audit]`, `[cluster]`) is dropped whole, so that
+//! the semantic checks never see it and report no follow-on errors about it (a misspelt
+//! `comand` is not also a missing `command`). The semantic checks then collect one error per
+//! section (see `Ctx::section`).
 
 use super::raw::RawConfig;
 use super::sources::Sources;
@@ -46,10 +47,26 @@ pub(super) fn deserialize(
     errors: &mut Vec<ConfigError>,
 ) -> Option<(RawConfig, Dropped)> {
     let mut dropped = Dropped::default();
+    let mut sections: Vec<Vec<Seg>> = Vec::new();
+    let mut pruned = false;
     loop {
         let document = toml_edit::de::Deserializer::from(toml_edit::DocumentMut::from(root.clone()));
         let err = match RawConfig::deserialize(document) {
-            Ok(raw) => return Some((raw, dropped)),
+            Ok(raw) if pruned || sections.is_empty() => return Some((raw, dropped)),
+            Ok(_) => {
+                // Every problem is known: now drop the sections that had one, whole (the last
+                // element of a list first, so that the indices still hold).
+                sections.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| index(b).cmp(&index(a))));
+                for section in &sections {
+                    remove(&mut root, section);
+                }
+                pruned = true;
+                continue;
+            }
+            Err(err) if pruned => {
+                errors.push(sources.parse_error(err.message(), err.span()));
+                return None;
+            }
             Err(err) => err,
         };
         errors.push(sources.parse_error(err.message(), err.span()));
@@ -57,18 +74,31 @@ pub(super) fn deserialize(
         let (Some(path), true) = (path, errors.len() < MOST) else {
             return None;
         };
-        let unknown = err.message().starts_with("unknown field");
-        let cut = match unknown {
-            true => path.len(),
-            false => section_len(&path),
-        };
-        if !unknown {
-            note(&path[..cut], &mut dropped);
+        let section = path[..section_len(&path)].to_vec();
+        if !sections.iter().any(|s| same(s, &section)) {
+            note(&section, &mut dropped);
+            sections.push(section);
         }
-        if !remove(&mut root, &path[..cut]) {
+        if !remove(&mut root, &path) {
             return None;
         }
     }
+}
+
+fn index(path: &[Seg]) -> usize {
+    match path.last() {
+        Some(Seg::Index(i)) => *i,
+        _ => 0,
+    }
+}
+
+fn same(a: &[Seg], b: &[Seg]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|pair| match pair {
+            (Seg::Key(x), Seg::Key(y)) => x == y,
+            (Seg::Index(x), Seg::Index(y)) => x == y,
+            _ => false,
+        })
 }
 
 /// How much of `path` names the section it is in.

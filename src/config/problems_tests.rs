@@ -125,6 +125,14 @@ fn several_unknown_keys_and_wrong_types_in_one_table_are_all_reported() {
 
 #[test]
 fn a_section_that_fails_does_not_cascade() {
+    // A misspelt key is not also the key missing: the server is not checked further.
+    let text = "[servers.a]\ncomand = \"sh\"\n[profiles.p]\npath = \"/p\"\nservers = [\"a\"]\n";
+    let err = Config::from_toml_str(text, "t.toml", &|_| None).expect_err("a problem");
+    assert_eq!(err.each().len(), 1, "{err}");
+    assert!(
+        err.to_string().starts_with("t.toml:2:1: unknown key `comand`"),
+        "{err}"
+    );
     // [auth] with a wrong type: no "[[policy]] needs [auth]" and no "listen needs [auth]".
     let text = "[gateway]\nlisten = \"0.0.0.0:8080\"\n[auth]\nissuer = 3\n[[policy]]\nallow = [\"*\"]\n";
     let err = Config::from_toml_str(text, "t.toml", &|_| None).expect_err("a problem");

@@ -99,6 +99,17 @@ impl Sources {
         Ok(doc.into_table())
     }
 
+    /// Where a message starting with `file:line` points: the file's place among the texts (in
+    /// the order they were read) and the line; messages naming no text come last.
+    pub(super) fn order_of(&self, message: &str) -> (usize, usize) {
+        let found = self.files.iter().enumerate().find_map(|(i, file)| {
+            let rest = message.strip_prefix(file.name.as_str())?.strip_prefix(':')?;
+            let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+            Some((i, rest[..digits].parse().unwrap_or(0)))
+        });
+        found.unwrap_or((usize::MAX, 0))
+    }
+
     /// The name of the first text (the configuration file itself).
     pub(super) fn main(&self) -> &str {
         self.files.first().map_or("", |f| f.name.as_str())
