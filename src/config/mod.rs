@@ -328,7 +328,13 @@ impl Config {
         let mut root = sources.parse(source_name, None, text)?;
         root.remove("include");
         root.remove("mcp_json");
-        Config::from_tree(root, &sources, env)
+        let config = Config::from_tree(root, &sources, env);
+        // Every configuration a unit test loads is also one the schema must accept.
+        #[cfg(test)]
+        if config.is_ok() {
+            schema_tests::assert_schema_accepts(text);
+        }
+        config
     }
 
     /// The merged tree of `sources` into a validated configuration, or every problem found

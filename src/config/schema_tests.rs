@@ -12,6 +12,18 @@ fn validator() -> jsonschema::Validator {
     jsonschema::validator_for(&schema()).expect("the schema compiles")
 }
 
+/// Panics unless the schema accepts `text`: `Config::from_toml_str` calls it in unit tests for
+/// every configuration it loads, so each one the tests build is checked against the schema.
+pub(super) fn assert_schema_accepts(text: &str) {
+    static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    let validator = VALIDATOR.get_or_init(validator);
+    let errors = schema_errors(validator, text);
+    assert!(
+        errors.is_empty(),
+        "the schema refuses a configuration the parser accepts: {errors:#?}\n{text}"
+    );
+}
+
 /// A TOML text as the JSON value the schema describes.
 fn json(text: &str) -> Value {
     let value: toml::Value = toml::from_str(text).expect("TOML");
