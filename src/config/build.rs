@@ -17,7 +17,7 @@ impl Config {
         sources: &Sources,
         env: &dyn Fn(&str) -> Option<String>,
         errors: &mut Vec<ConfigError>,
-    ) -> Option<Config> {
+    ) -> Config {
         let source_name = sources.main();
         let ctx = Ctx {
             sources,
@@ -124,6 +124,6 @@ impl Config {
                 },
             });
         }
-        Some(config)
+        config
     }
 }

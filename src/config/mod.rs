@@ -348,7 +348,7 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let mut errors = Vec::new();
         let built = problems::deserialize(root, sources, &mut errors)
-            .and_then(|(raw, dropped)| Config::build(raw, &dropped, sources, env, &mut errors));
+            .map(|(raw, dropped)| Config::build(raw, &dropped, sources, env, &mut errors));
         // In the order of the files and their lines, as an editor lists them.
         errors.sort_by_cached_key(|err| sources.order_of(&err.to_string()));
         match (ConfigError::gather(errors), built) {
