@@ -85,9 +85,21 @@ enum Command {
         #[arg(long, requires = "out")]
         force: bool,
     },
+    /// The configuration file format.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Print a new `[cluster]` key (base64 of 32 bytes from the operating system's random
     /// generator), the same on every replica.
     Keygen,
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the JSON Schema (draft 2020-12) of the TOML configuration, for editors (Taplo,
+    /// "Even Better TOML").
+    Schema,
 }
 
 #[derive(Subcommand)]
@@ -156,6 +168,12 @@ fn main() -> ExitCode {
         Command::Import { files, out, force } => {
             return ExitCode::from(mcpmux::import::command(files, out.as_deref(), *force));
         }
+        Command::Config {
+            command: ConfigCommand::Schema,
+        } => {
+            print!("{}", mcpmux::config::schema::schema_text());
+            return ExitCode::SUCCESS;
+        }
         Command::Keygen => {
             println!("{}", mcpmux::seal::ClusterKey::generate().to_base64());
             return ExitCode::SUCCESS;
@@ -165,7 +183,7 @@ fn main() -> ExitCode {
     let config = match loaded {
         Ok(c) => c,
         Err(err) => {
-            eprintln!("error: {err}");
+            report_load_error(&err, matches!(cli.command, Command::CheckConfig { .. }));
             return ExitCode::FAILURE;
         }
     };
@@ -272,6 +290,23 @@ fn check_config(config: &mcpmux::Config, findings: &[mcpmux::config::Finding]) -
         config.servers.len()
     );
     ExitCode::SUCCESS
+}
+
+/// Why the configuration did not load: `check-config` prints every problem on its own line
+/// (each starting with the `file:line:` that wrote it) and how many there are; `serve` prints
+/// them after `error:`.
+fn report_load_error(err: &mcpmux::config::ConfigError, check: bool) {
+    let each = err.each();
+    match (check, each.len()) {
+        (false, 1) => eprintln!("error: {err}"),
+        (false, n) => eprintln!("error: the configuration has {n} problems:\n{err}"),
+        (true, n) => {
+            for problem in each {
+                eprintln!("{problem}");
+            }
+            eprintln!("configuration has {n} error(s)");
+        }
+    }
 }
 
 /// The directory a server without `cwd` starts in.
@@ -409,7 +444,9 @@ async fn reload_once(
             tracing::error!(
                 config = %path.display(),
                 config_digest = %digest,
-                "reload refused, nothing changed: {err}"
+                // One log line, even for several problems (`/status` has one per line).
+                "reload refused, nothing changed: {}",
+                err.replace('\n', "; ")
             );
             Err(err)
         }

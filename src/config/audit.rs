@@ -2,18 +2,23 @@
 //! follows the configuration file) and how many lines may wait for its writer (`queue_size`).
 //! A `[[policy]]` rule with `audit_arguments = true` needs it.
 
+use super::spanned::Spanned;
 use super::{ConfigError, Ctx, PolicyRule};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::PathBuf;
-use toml::Spanned;
 
 /// How many lines may wait for the writer when `queue_size` is not given.
 pub const DEFAULT_QUEUE_SIZE: usize = 8192;
 
-#[derive(Deserialize)]
+/// `[audit]`: the hash-chained audit log.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAudit {
+    /// The log file (appended to; relative to this file), or "-" for stdout.
     path: Spanned<String>,
+    /// Lines that may wait for the writer; beyond, lines are dropped and counted. Default 8192.
+    #[schemars(range(min = 1))]
     queue_size: Option<Spanned<usize>>,
 }
 

@@ -1,11 +1,12 @@
 //! The `[auth]` table (who may use the gateway: an OAuth 2.1 authorization server's JWT access
 //! tokens, API keys, step-up scopes) and `gateway.public_url`, built from the raw TOML and checked.
 
+use super::spanned::Spanned;
 use super::{ConfigError, Ctx, Secret};
 use crate::util::glob::Glob;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
-use toml::Spanned;
 
 /// `[auth]`: how hosts authenticate. Without it the gateway authenticates nobody.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,45 +99,74 @@ pub struct StepUp {
     pub scopes: Vec<String>,
 }
 
-#[derive(Deserialize)]
+/// `[auth]`: how hosts authenticate.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAuth {
+    /// The OAuth 2.1 authorization server (`iss` of accepted JWT access tokens), an http(s)
+    /// URL. Default: none (API keys only).
     issuer: Option<Spanned<String>>,
+    /// Where the JWT signing keys are (a JWKS URL). Default: discovered from the issuer's
+    /// metadata.
     jwks_uri: Option<Spanned<String>>,
+    /// Accepted `aud` values of JWTs (any one of them). Default: [gateway.public_url].
     audience: Option<Vec<Spanned<String>>>,
+    /// Scopes published in the protected resource metadata and the 401 challenge.
     scopes_supported: Option<Vec<Spanned<String>>>,
+    /// Scopes every request needs.
     required_scopes: Option<Vec<Spanned<String>>>,
+    /// The JWT claim holding the principal's groups. Default "groups".
     groups_claim: Option<Spanned<String>>,
+    /// Opaque tokens checked at the authorization server (RFC 7662 token introspection).
     introspection: Option<RawIntrospection>,
+    /// API keys, one `[[auth.api_keys]]` table each (sent as a bearer token).
     #[serde(default)]
     api_keys: Vec<RawApiKey>,
+    /// Scopes needed to use some tools, prompts or resources (`[[auth.step_up]]`).
     #[serde(default)]
     step_up: Vec<RawStepUp>,
+    /// Scopes that imply others: { admin = ["write", "read"] }.
     scope_implies: Option<Spanned<BTreeMap<String, Vec<Spanned<String>>>>>,
 }
 
-#[derive(Deserialize)]
+/// `[auth.introspection]`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawIntrospection {
+    /// The RFC 7662 introspection endpoint, an http(s) URL.
     endpoint: Spanned<String>,
+    /// The gateway's client id at the authorization server.
     client_id: Spanned<String>,
+    /// The gateway's client secret (write "${VAR}" to keep it out of the file).
     client_secret: Spanned<String>,
+    /// Seconds an introspection answer is kept at most (0 asks every time; at most 3600).
+    /// Default 60.
+    #[schemars(range(max = 3600))]
     cache_secs: Option<Spanned<u64>>,
 }
 
-#[derive(Deserialize)]
+/// One `[[auth.api_keys]]`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawApiKey {
+    /// The principal the key authenticates (what `[[policy]]` principals name).
     name: Spanned<String>,
+    /// SHA-256 of the key, 64 hexadecimal digits (preferred over `key`). One of `sha256` and
+    /// `key`.
     sha256: Option<Spanned<String>>,
+    /// The key itself (write "${VAR}"). One of `sha256` and `key`.
     key: Option<Spanned<String>>,
+    /// Groups of the principal (for `[[policy]]` groups).
     groups: Option<Vec<Spanned<String>>>,
 }
 
-#[derive(Deserialize)]
+/// One `[[auth.step_up]]`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawStepUp {
+    /// Globs over exposed tool/prompt names and resource URIs that need `scopes`.
     tools: Spanned<Vec<Spanned<String>>>,
+    /// Scopes a principal must hold to use them.
     scopes: Spanned<Vec<Spanned<String>>>,
 }
 

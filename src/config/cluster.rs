@@ -3,17 +3,23 @@
 //! Keys are base64 of 32 random bytes (`mcpmux keygen`); a bad one is refused at its line and
 //! never echoed.
 
+use super::spanned::Spanned;
 use super::{ConfigError, Ctx};
 use crate::seal::ClusterKey;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::SocketAddr;
-use toml::Spanned;
 
-#[derive(Deserialize)]
+/// `[cluster]`: several replicas serving as one.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCluster {
+    /// The key every replica seals with: base64 of 32 bytes (`mcpmux keygen`), the same on
+    /// every replica (write "${VAR}").
     key: Spanned<String>,
+    /// Keys still accepted when opening during a rotation, never used to seal.
     previous_keys: Option<Vec<Spanned<String>>>,
+    /// The URL the other replicas reach this one at. Default "http://{gateway.listen}".
     advertise: Option<Spanned<String>>,
 }
 

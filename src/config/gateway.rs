@@ -2,10 +2,10 @@
 //! timeouts and limits with their bounds, the Host/Origin lists, readiness and the public URL.
 
 use super::raw::RawGateway;
+use super::spanned::Spanned;
 use super::{auth, ConfigError, Ctx, GatewayConfig, ReadyWhen};
 use std::net::SocketAddr;
 use std::time::Duration;
-use toml::Spanned;
 
 pub(super) fn path_problem(path: &str) -> Option<&'static str> {
     if !path.starts_with('/') {

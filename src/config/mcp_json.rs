@@ -29,7 +29,7 @@ pub(super) fn add_servers(
         namer.reserve(name, "the TOML configuration");
     }
     for file in files {
-        let Some(mut source) = read(file)? else {
+        let Some((mut source, text)) = read(file)? else {
             continue;
         };
         let shown = file.path.display().to_string();
@@ -50,15 +50,14 @@ pub(super) fn add_servers(
         for warning in &rendered.warnings {
             tracing::warn!("mcp_json: {warning}");
         }
-        let name = format!("{shown} (as converted to TOML)");
-        let converted = sources.parse(&name, Some(&dir), &rendered.text)?;
+        let converted = sources.parse_converted(&shown, Some(&dir), &rendered.text, Some(&text))?;
         merge(root, converted);
     }
     Ok(())
 }
 
-/// The parsed file, or `None` when it does not exist.
-fn read(file: &JsonFile) -> Result<Option<SourceFile>, ConfigError> {
+/// The parsed file and its text, or `None` when it does not exist.
+fn read(file: &JsonFile) -> Result<Option<(SourceFile, String)>, ConfigError> {
     let path: &Path = &file.path;
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
@@ -76,7 +75,9 @@ fn read(file: &JsonFile) -> Result<Option<SourceFile>, ConfigError> {
             })
         }
     };
-    parse(path, &text).map(Some).map_err(|err| ConfigError::Invalid {
-        message: format!("{err} (mcp_json, named at {})", file.at),
-    })
+    parse(path, &text)
+        .map(|parsed| Some((parsed, text)))
+        .map_err(|err| ConfigError::Invalid {
+            message: format!("{err} (mcp_json, named at {})", file.at),
+        })
 }

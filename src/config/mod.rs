@@ -8,10 +8,11 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use toml::Spanned;
+use spanned::Spanned;
 
 mod audit;
 mod auth;
+mod build;
 mod cluster;
 mod gateway;
 mod id;
@@ -22,11 +23,14 @@ mod operator;
 mod paths;
 mod policy;
 mod preflight;
+mod problems;
 mod profiles;
 mod raw;
+pub mod schema;
 mod server;
 mod shaping;
 mod sources;
+mod spanned;
 mod telemetry;
 mod transport;
 mod validate;
@@ -40,7 +44,6 @@ pub use operator::operator_address;
 pub use policy::{rule_site, PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
 pub use profiles::{resource_url, Profile, ProfileFace};
-use raw::RawConfig;
 use server::build_server;
 pub use shaping::{Filter, Shaping};
 use sources::Sources;
@@ -83,6 +86,36 @@ pub enum ConfigError {
     Invalid { message: String },
     #[error("{location}: environment variable \"{var}\" is not set")]
     MissingEnv { var: String, location: String },
+    /// Several of the above (never fewer than two), in file order of discovery; Display
+    /// prints one per line.
+    #[error("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Many { errors: Vec<ConfigError> },
+}
+
+impl ConfigError {
+    /// One error for `errors` (none gives `None`; one is itself; more are [`ConfigError::Many`]).
+    fn gather(errors: Vec<ConfigError>) -> Option<ConfigError> {
+        let mut flat: Vec<ConfigError> = Vec::with_capacity(errors.len());
+        for err in errors {
+            match err {
+                ConfigError::Many { errors } => flat.extend(errors),
+                err => flat.push(err),
+            }
+        }
+        match flat.len() {
+            0 => None,
+            1 => flat.pop(),
+            _ => Some(ConfigError::Many { errors: flat }),
+        }
+    }
+
+    /// Each error on its own (one line each): the parts of a [`ConfigError::Many`], else itself.
+    pub fn each(&self) -> Vec<&ConfigError> {
+        match self {
+            ConfigError::Many { errors } => errors.iter().collect(),
+            err => vec![err],
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -309,120 +342,65 @@ impl Config {
         let mut root = sources.parse(source_name, None, text)?;
         root.remove("include");
         root.remove("mcp_json");
-        Config::from_tree(root, &sources, env)
+        let config = Config::from_tree(root, &sources, env);
+        // Every configuration a unit test loads is also one the schema must accept.
+        #[cfg(test)]
+        if config.is_ok() {
+            schema_tests::assert_schema_accepts(text);
+        }
+        config
     }
 
-    /// The merged tree of `sources` into a validated configuration.
+    /// The merged tree of `sources` into a validated configuration, or every problem found
+    /// (see `problems`): each section (a server, a profile, a `[[policy]]` rule, `[gateway]`,
+    /// `[auth]`, `[audit]`, `[cluster]`) is checked on its own, and a rule about several is
+    /// skipped when one of them failed.
     fn from_tree(
         root: toml_edit::Table,
         sources: &Sources,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        use serde::Deserialize;
-        let document = toml_edit::de::Deserializer::from(toml_edit::DocumentMut::from(root));
-        let raw = RawConfig::deserialize(document).map_err(|e| sources.parse_error(e.message(), e.span()))?;
-        let source_name = sources.main();
-        let ctx = Ctx { sources, env };
-        let raw_gateway = raw.gateway.unwrap_or_default();
-        let gateway = build_gateway(&ctx, &raw_gateway)?;
-        let auth = match &raw.auth {
-            Some(table) => Some(auth::build_auth(&ctx, table, &gateway.public_url)?),
-            None => None,
-        };
-        if auth.is_none() && !gateway.listen.ip().is_loopback() && !gateway.allow_unauthenticated {
-            let msg = format!(
-                "gateway.listen {} accepts connections from other machines and there is no [auth] table: \
-                 anyone who can reach it could call every tool. Add [auth], listen on 127.0.0.1, or set \
-                 gateway.allow_unauthenticated = true (e.g. behind an authenticating proxy)",
-                gateway.listen
-            );
-            return Err(match &raw_gateway.listen {
-                Some(v) => ctx.invalid(&v.span(), msg),
-                None => ConfigError::Invalid {
-                    message: format!("{source_name}: {msg}"),
-                },
-            });
+        let mut errors = Vec::new();
+        let built = problems::deserialize(root, sources, &mut errors)
+            .map(|(raw, dropped)| Config::build(raw, &dropped, sources, env, &mut errors));
+        // In the order of the files and their lines, as an editor lists them.
+        errors.sort_by_cached_key(|err| sources.order_of(&err.to_string()));
+        match (ConfigError::gather(errors), built) {
+            (Some(err), _) => Err(err),
+            (None, Some(config)) => Ok(config),
+            (None, None) => Err(ConfigError::Invalid {
+                message: format!("{}: the configuration does not load", sources.main()),
+            }),
         }
-        let mut servers: Vec<ServerConfig> = Vec::with_capacity(raw.servers.0.len());
-        let mut spans = Vec::with_capacity(raw.servers.0.len());
-        let mut disabled = Vec::new();
-        for (key, raw_server) in raw.servers.0 {
-            let enabled = raw_server.enabled.as_ref().is_none_or(|v| *v.get_ref());
-            if !enabled {
-                let name = key.get_ref().clone();
-                let problem = build_server(&ctx, &key, raw_server, &gateway).err();
-                disabled.push(DisabledServer {
-                    id: UpstreamId::new(&name),
-                    name,
-                    problem: problem.map(|e| e.to_string()),
-                });
-                continue;
-            }
-            let server = build_server(&ctx, &key, raw_server, &gateway)?;
-            spans.push((server.id.clone(), key.span()));
-            if !server.namespace.is_empty() && server.namespace.contains(&gateway.separator) {
-                tracing::warn!(
-                    server = %server.name,
-                    "namespace {:?} contains the separator {:?}; prefixed names may be ambiguous",
-                    server.namespace,
-                    gateway.separator
-                );
-            }
-            servers.push(server);
-        }
-        let policy = policy::build_policy(&ctx, raw.policy)?;
-        if let (Some(first), None) = (policy.first(), &auth) {
-            return Err(ConfigError::Invalid {
-                message: format!(
-                    "{}: [[policy]] needs [auth]: without authentication no request has a \
-                     principal for the rules to decide on",
-                    first.at(source_name)
-                ),
-            });
-        }
-        let audit = match &raw.audit {
-            Some(table) => Some(audit::build_audit(&ctx, table)?),
-            None => None,
-        };
-        audit::check_rules(source_name, &policy, audit.as_ref())?;
-        let cluster = match &raw.cluster {
-            Some(table) => Some(cluster::build_cluster(&ctx, table, gateway.listen)?),
-            None => None,
-        };
-        let profiles = profiles::build_profiles(&ctx, raw.profiles, &gateway, (&servers, &disabled))?;
-        let telemetry = telemetry::build_telemetry(&ctx, raw.telemetry.as_ref())?;
-        let config = Config {
-            gateway,
-            servers,
-            disabled,
-            policy,
-            auth,
-            audit,
-            cluster,
-            profiles,
-            telemetry,
-        };
-        // The rules of any configuration, pointed at the line of the server they are about.
-        config.validate().map_err(|problem| {
-            let span = (problem.server.as_ref())
-                .and_then(|id| spans.iter().find(|(s, _)| s == id).map(|(_, span)| span));
-            match span {
-                Some(span) => ctx.invalid(span, &problem.message),
-                None => ConfigError::Invalid {
-                    message: format!("{source_name}: {problem}"),
-                },
-            }
-        })?;
-        Ok(config)
     }
 }
 
 struct Ctx<'a> {
     sources: &'a Sources,
     env: &'a dyn Fn(&str) -> Option<String>,
+    /// The `${VAR}`s found unset, not yet claimed by a section (see [`Ctx::section`]).
+    missing: std::cell::RefCell<Vec<ConfigError>>,
 }
 
 impl Ctx<'_> {
+    /// Build one section, adding its problem to `errors`: the unset `${VAR}`s it names (every
+    /// one of them, and then nothing else about it: what it would say of an empty value is a
+    /// follow-on), else its first error.
+    fn section<T>(
+        &self,
+        errors: &mut Vec<ConfigError>,
+        build: impl FnOnce() -> Result<T, ConfigError>,
+    ) -> Option<T> {
+        let before = self.missing.borrow().len();
+        let result = build();
+        let missing: Vec<ConfigError> = self.missing.borrow_mut().drain(before..).collect();
+        if !missing.is_empty() {
+            errors.extend(missing);
+            return None;
+        }
+        result.map_err(|err| errors.push(err)).ok()
+    }
+
     /// The configuration file's name, for a rule about the whole of it.
     fn source(&self) -> &str {
         self.sources.main()
@@ -440,13 +418,19 @@ impl Ctx<'_> {
 
     /// Interpolates one string value; `key` names it in errors (e.g. `servers.docs.url`).
     fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
-        interpolate(value.get_ref(), self.env).map_err(|e| match e {
-            InterpError::Missing(var) => ConfigError::MissingEnv {
-                var,
-                location: format!("{}: {key}", self.at(&value.span())),
-            },
-            InterpError::Syntax(why) => self.invalid(&value.span(), format!("{key}: {why}")),
-        })
+        match interpolate(value.get_ref(), self.env) {
+            Ok(text) => Ok(text),
+            // Noted for the section, which reports every one; the value reads as empty
+            // meanwhile, and what follows from that is not reported.
+            Err(InterpError::Missing(var)) => {
+                self.missing.borrow_mut().push(ConfigError::MissingEnv {
+                    var,
+                    location: format!("{}: {key}", self.at(&value.span())),
+                });
+                Ok(String::new())
+            }
+            Err(InterpError::Syntax(why)) => Err(self.invalid(&value.span(), format!("{key}: {why}"))),
+        }
     }
 
     fn expand_list(&self, values: &[Spanned<String>], key: &str) -> Result<Vec<String>, ConfigError> {
@@ -508,7 +492,11 @@ mod import_tests;
 #[cfg(test)]
 mod include_tests;
 #[cfg(test)]
+mod problems_tests;
+#[cfg(test)]
 mod profiles_tests;
+#[cfg(test)]
+mod schema_tests;
 #[cfg(test)]
 mod shaping_tests;
 #[cfg(test)]

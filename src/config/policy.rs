@@ -3,13 +3,13 @@
 //! What the rules mean together is the concern of the `policy` module.
 
 use super::raw::{line_col, RawPolicy};
+use super::spanned::Spanned;
 use super::{ConfigError, Ctx};
 use crate::util::glob::Glob;
 use std::fmt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
-use toml::Spanned;
 
 /// One `[[policy]]` table. It applies to a principal that matches every one of `principals`,
 /// `groups` and `scopes` that is given (an absent one matches anyone).
@@ -114,11 +114,13 @@ impl fmt::Display for RateLimit {
     }
 }
 
-/// The rules in file order (an empty list: no `[[policy]]`).
+/// The rules in file order (an empty list: no `[[policy]]`); the problem of each rule that does
+/// not build goes to `errors` (and the rule is left out).
 pub(super) fn build_policy(
     ctx: &Ctx<'_>,
     raw: Vec<Spanned<RawPolicy>>,
-) -> Result<Vec<PolicyRule>, ConfigError> {
+    errors: &mut Vec<ConfigError>,
+) -> Vec<PolicyRule> {
     let mut rules = Vec::with_capacity(raw.len());
     for (index, table) in raw.into_iter().enumerate() {
         let (line, file, at) = match ctx.sources.locate(table.span().start) {
@@ -129,11 +131,13 @@ pub(super) fn build_policy(
             }
             None => (0, None, ctx.source().to_string()),
         };
-        let mut rule = build_rule(ctx, index, line, &at, table.into_inner())?;
-        rule.file = file;
-        rules.push(rule);
+        if let Some(mut rule) = ctx.section(errors, || build_rule(ctx, index, line, &at, table.into_inner()))
+        {
+            rule.file = file;
+            rules.push(rule);
+        }
     }
-    Ok(rules)
+    rules
 }
 
 /// The line of the `[[policy]]` header a table starts under (its own line when inline).

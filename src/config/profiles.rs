@@ -4,9 +4,10 @@
 
 use super::raw::{Ordered, RawFilter};
 use super::shaping::Filter;
+use super::spanned::Spanned;
 use super::{path_problem, ConfigError, Ctx, GatewayConfig, ServerConfig, UpstreamId};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use toml::Spanned;
 
 /// Paths mcpmux serves itself beside the MCP endpoints (a profile may not take them).
 const RESERVED_PATHS: [&str; 3] = ["/status", "/healthz", "/readyz"];
@@ -73,26 +74,34 @@ pub fn resource_url(gateway: &GatewayConfig, path: &str) -> String {
     format!("{}{prefix}{path}", url.origin().ascii_serialization())
 }
 
-/// A `[profiles.NAME]` table as written.
-#[derive(Deserialize)]
+/// `[profiles.NAME]`: another endpoint with a subset of the catalog.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProfile {
+    /// Where the profile is served, e.g. "/mcp/review" (required; distinct from every other
+    /// endpoint).
     path: Option<Spanned<String>>,
+    /// The servers whose tools, prompts and resources it sees. Default: every server.
     servers: Option<Vec<Spanned<String>>>,
+    /// Globs over exposed tool names (`server__tool`) it keeps or removes.
     tools: Option<RawFilter>,
+    /// Globs over exposed prompt names it keeps or removes.
     prompts: Option<RawFilter>,
+    /// Globs over exposed resource URIs it keeps or removes.
     resources: Option<RawFilter>,
 }
 
 /// The profiles of the file, checked: each path well formed and free, each server configured
-/// (a disabled one is accepted and logged: it contributes nothing until it is enabled), each
-/// glob valid.
+/// (a disabled one is accepted and logged: it contributes nothing until it is enabled; one in
+/// `failed`, which did not build, is taken as named), each glob valid. The problem of each
+/// profile that does not build goes to `errors` (and the profile is left out).
 pub(super) fn build_profiles(
     ctx: &Ctx<'_>,
     raw: Ordered<RawProfile>,
     gateway: &GatewayConfig,
-    (servers, disabled): (&[ServerConfig], &[super::DisabledServer]),
-) -> Result<Vec<Profile>, ConfigError> {
+    (servers, disabled, failed): (&[ServerConfig], &[super::DisabledServer], &[UpstreamId]),
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Profile> {
     let mut taken: Vec<(String, String)> = vec![(gateway.path.clone(), "gateway.path".into())];
     let (sse, message) = super::legacy_paths(&gateway.path);
     if sse != gateway.path && message != gateway.path {
@@ -104,93 +113,108 @@ pub(super) fn build_profiles(
     }
     let mut out: Vec<Profile> = Vec::with_capacity(raw.0.len());
     for (key, table) in raw.0 {
-        let name = key.get_ref().clone();
-        let at = format!("profiles.{name}");
-        let line = (ctx.sources.locate(key.span().start))
-            .map_or(0, |(file, local)| super::raw::line_col(&file.text, local).0);
-        if name.is_empty() {
-            return Err(ctx.invalid(&key.span(), "a profile name must not be empty"));
+        let known = (servers, disabled, failed);
+        if let Some(profile) = ctx.section(errors, || build_profile(ctx, &key, &table, &mut taken, known)) {
+            out.push(profile);
         }
-        let Some(raw_path) = &table.path else {
-            let msg = format!("{at}.path is required (where the profile is served, e.g. \"/mcp/{name}\")");
-            return Err(ctx.invalid(&key.span(), msg));
+    }
+    out
+}
+
+/// One `[profiles.NAME]`; its paths are added to `taken`.
+fn build_profile(
+    ctx: &Ctx<'_>,
+    key: &Spanned<String>,
+    table: &RawProfile,
+    taken: &mut Vec<(String, String)>,
+    (servers, disabled, failed): (&[ServerConfig], &[super::DisabledServer], &[UpstreamId]),
+) -> Result<Profile, ConfigError> {
+    let name = key.get_ref().clone();
+    let at = format!("profiles.{name}");
+    let line = (ctx.sources.locate(key.span().start))
+        .map_or(0, |(file, local)| super::raw::line_col(&file.text, local).0);
+    if name.is_empty() {
+        return Err(ctx.invalid(&key.span(), "a profile name must not be empty"));
+    }
+    let Some(raw_path) = &table.path else {
+        let msg = format!("{at}.path is required (where the profile is served, e.g. \"/mcp/{name}\")");
+        return Err(ctx.invalid(&key.span(), msg));
+    };
+    let path = ctx.expand(raw_path, &format!("{at}.path"))?;
+    if let Some(why) = path_problem(&path) {
+        return Err(ctx.invalid(&raw_path.span(), format!("{at}.path {path:?} {why}")));
+    }
+    if path.starts_with(WELL_KNOWN) {
+        let msg = format!("{at}.path {path:?} is under {WELL_KNOWN}, where mcpmux serves metadata");
+        return Err(ctx.invalid(&raw_path.span(), msg));
+    }
+    let profile_paths = {
+        let probe = Profile {
+            name: name.clone(),
+            path: path.clone(),
+            servers: None,
+            tools: Filter::default(),
+            prompts: Filter::default(),
+            resources: Filter::default(),
+            line,
         };
-        let path = ctx.expand(raw_path, &format!("{at}.path"))?;
-        if let Some(why) = path_problem(&path) {
-            return Err(ctx.invalid(&raw_path.span(), format!("{at}.path {path:?} {why}")));
-        }
-        if path.starts_with(WELL_KNOWN) {
-            let msg = format!("{at}.path {path:?} is under {WELL_KNOWN}, where mcpmux serves metadata");
+        let (sse, message) = probe.legacy_paths();
+        [path.clone(), sse, message]
+    };
+    for (mine, what) in profile_paths
+        .iter()
+        .zip(["path", "legacy SSE stream", "legacy message endpoint"])
+    {
+        if let Some((_, owner)) = taken.iter().find(|(p, _)| p == mine) {
+            let msg = match what {
+                "path" => format!("{at}.path {path:?} is already {owner}"),
+                _ => format!("{at}.path {path:?}: its {what} {mine:?} is already {owner}"),
+            };
             return Err(ctx.invalid(&raw_path.span(), msg));
         }
-        let profile_paths = {
-            let probe = Profile {
-                name: name.clone(),
-                path: path.clone(),
-                servers: None,
-                tools: Filter::default(),
-                prompts: Filter::default(),
-                resources: Filter::default(),
-                line,
-            };
-            let (sse, message) = probe.legacy_paths();
-            [path.clone(), sse, message]
-        };
-        for (mine, what) in profile_paths
-            .iter()
-            .zip(["path", "legacy SSE stream", "legacy message endpoint"])
-        {
-            if let Some((_, owner)) = taken.iter().find(|(p, _)| p == mine) {
-                let msg = match what {
-                    "path" => format!("{at}.path {path:?} is already {owner}"),
-                    _ => format!("{at}.path {path:?}: its {what} {mine:?} is already {owner}"),
-                };
-                return Err(ctx.invalid(&raw_path.span(), msg));
-            }
-        }
-        for (mine, what) in profile_paths
-            .iter()
-            .zip(["path", "legacy SSE stream", "legacy message endpoint"])
-        {
-            taken.push((mine.clone(), format!("the {what} of profiles.{name}")));
-        }
-        let members = match &table.servers {
-            None => None,
-            Some(list) => {
-                let mut ids = Vec::with_capacity(list.len());
-                for (i, server) in list.iter().enumerate() {
-                    let key = format!("{at}.servers[{i}]");
-                    let wanted = ctx.expand(server, &key)?;
-                    let id = UpstreamId::new(&wanted);
-                    if disabled.iter().any(|s| s.id == id) {
-                        tracing::info!(
-                            profile = %name,
-                            server = %wanted,
-                            "{key} names a disabled server (enabled = false): it adds nothing to the profile until it is enabled"
-                        );
-                    } else if !servers.iter().any(|s| s.id == id) {
-                        let known: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
-                        let msg = format!("{key}: no server {wanted:?} is configured (servers: {known:?})");
-                        return Err(ctx.invalid(&server.span(), msg));
-                    }
-                    if !ids.contains(&id) {
-                        ids.push(id);
-                    }
-                }
-                Some(ids)
-            }
-        };
-        out.push(Profile {
-            name,
-            path,
-            servers: members,
-            tools: filter(ctx, &table.tools, &format!("{at}.tools"))?,
-            prompts: filter(ctx, &table.prompts, &format!("{at}.prompts"))?,
-            resources: filter(ctx, &table.resources, &format!("{at}.resources"))?,
-            line,
-        });
     }
-    Ok(out)
+    for (mine, what) in profile_paths
+        .iter()
+        .zip(["path", "legacy SSE stream", "legacy message endpoint"])
+    {
+        taken.push((mine.clone(), format!("the {what} of profiles.{name}")));
+    }
+    let members = match &table.servers {
+        None => None,
+        Some(list) => {
+            let mut ids = Vec::with_capacity(list.len());
+            for (i, server) in list.iter().enumerate() {
+                let key = format!("{at}.servers[{i}]");
+                let wanted = ctx.expand(server, &key)?;
+                let id = UpstreamId::new(&wanted);
+                if disabled.iter().any(|s| s.id == id) {
+                    tracing::info!(
+                        profile = %name,
+                        server = %wanted,
+                        "{key} names a disabled server (enabled = false): it adds nothing to the profile until it is enabled"
+                    );
+                } else if !servers.iter().any(|s| s.id == id) && !failed.contains(&id) {
+                    let built = servers.iter().map(|s| s.name.as_str());
+                    let known: Vec<&str> = built.chain(failed.iter().map(|id| id.as_str())).collect();
+                    let msg = format!("{key}: no server {wanted:?} is configured (servers: {known:?})");
+                    return Err(ctx.invalid(&server.span(), msg));
+                }
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+            Some(ids)
+        }
+    };
+    Ok(Profile {
+        name,
+        path,
+        servers: members,
+        tools: filter(ctx, &table.tools, &format!("{at}.tools"))?,
+        prompts: filter(ctx, &table.prompts, &format!("{at}.prompts"))?,
+        resources: filter(ctx, &table.resources, &format!("{at}.resources"))?,
+        line,
+    })
 }
 
 /// An `include`/`exclude` table of globs, each checked at its line.

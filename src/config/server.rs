@@ -3,6 +3,7 @@
 
 use super::raw::{Ordered, RawServer};
 use super::shaping::RawShaping;
+use super::spanned::Spanned;
 use super::validate::{valid_namespace, NS_RULE};
 use super::{
     ConfigError, Ctx, Era, GatewayConfig, Isolation, Secret, ServerConfig, TransportConfig, UpstreamId,
@@ -12,7 +13,6 @@ use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
-use toml::Spanned;
 
 /// Requests one server may have in flight unless `max_in_flight` says otherwise.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;

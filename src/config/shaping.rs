@@ -4,9 +4,9 @@
 
 use super::raw::{Ordered, RawFilter};
 use super::server::ServerCtx;
+use super::spanned::Spanned;
 use super::ConfigError;
 use crate::util::glob::Glob;
-use toml::Spanned;
 
 /// `include`/`exclude` globs over a server's own names (tools, prompts) or URIs (resources and
 /// resource templates). An item is kept when it matches an `include` glob (no `include`: every

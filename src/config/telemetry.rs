@@ -1,17 +1,22 @@
 //! The `[telemetry]` table, tracing part: where spans are exported (`otlp_endpoint`, an OTLP/HTTP
 //! collector's base URL; traces are off without it) and the `service.name` they carry.
 
+use super::spanned::Spanned;
 use super::{ConfigError, Ctx};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use toml::Spanned;
 
 /// `service.name` when `service_name` is not given.
 pub const DEFAULT_SERVICE_NAME: &str = "mcpmux";
 
-#[derive(Deserialize)]
+/// `[telemetry]`: what mcpmux reports of its work.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTelemetry {
+    /// An OpenTelemetry collector's OTLP/HTTP base URL (e.g. "http://127.0.0.1:4318"); spans are
+    /// posted to its /v1/traces. Traces are off without it.
     otlp_endpoint: Option<Spanned<String>>,
+    /// The service.name resource attribute of every span. Default "mcpmux".
     service_name: Option<Spanned<String>>,
 }
 

@@ -44,8 +44,17 @@ impl Config {
     /// Check the rules that hold for any configuration: a usable separator, one server per id,
     /// each id its server's name, valid and distinct namespaces, nonzero limits.
     pub fn validate(&self) -> Result<(), Problem> {
+        match self.problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
+    }
+
+    /// Every rule of [`Config::validate`] the configuration breaks (at most one per server).
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
         if self.gateway.separator.is_empty() {
-            return Err(Problem {
+            out.push(Problem {
                 path: "gateway.separator".into(),
                 server: None,
                 message: "gateway.separator must not be empty".into(),
@@ -56,16 +65,19 @@ impl Config {
         for server in &self.servers {
             if server.id.as_str() != server.name || server.name.is_empty() {
                 let message = format!("server {:?} must be known by its name", server.name);
-                return Err(problem(&server.id, "name", message));
+                out.push(problem(&server.id, "name", message));
+                continue;
             }
             if ids.insert(&server.id, &server.name).is_some() {
                 let message = format!("two servers are named {:?}", server.name);
-                return Err(problem(&server.id, "name", message));
+                out.push(problem(&server.id, "name", message));
+                continue;
             }
             let ns = server.namespace.as_str();
             if !ns.is_empty() && !valid_namespace(ns) {
                 let message = format!("namespace {ns:?} must be {NS_RULE} (or \"\" for no prefix)");
-                return Err(problem(&server.id, "namespace", message));
+                out.push(problem(&server.id, "namespace", message));
+                continue;
             }
             if let Some(other) = (!ns.is_empty())
                 .then(|| namespaces.insert(ns, &server.name))
@@ -75,14 +87,15 @@ impl Config {
                     "servers {other:?} and {:?} both use namespace {ns:?}; set a distinct `namespace`",
                     server.name
                 );
-                return Err(problem(&server.id, "namespace", message));
+                out.push(problem(&server.id, "namespace", message));
+                continue;
             }
             if server.max_in_flight == 0 || server.max_line_bytes == 0 {
                 let message = "max_in_flight and max_line_bytes must be at least 1".to_string();
-                return Err(problem(&server.id, "max_in_flight", message));
+                out.push(problem(&server.id, "max_in_flight", message));
             }
         }
-        Ok(())
+        out
     }
 }
 

@@ -20,6 +20,7 @@ mod cli;
 mod cluster;
 mod cluster_events;
 mod compose;
+mod config_hygiene;
 mod drain;
 mod example_config;
 mod faults;

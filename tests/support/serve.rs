@@ -46,6 +46,7 @@ impl ServeProcess {
     /// [`ServeProcess::start`] does.
     pub fn start_text(port: u16, dir: &Path, text: &str, cwd: &Path, env: &[(&str, &str)]) -> Self {
         let config = dir.join("mcpmux.toml");
+        assert_schema_accepts(text, env);
         fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
         let log_path = dir.join("gateway.log");
         let log = fs::File::create(&log_path).expect("create gateway log");
@@ -154,4 +155,29 @@ impl ServeProcess {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Panics when `text` loads (its `${VAR}`s from `env`, then the test's environment) but the
+/// schema of `mcpmux config schema` refuses it: every configuration the end-to-end tests serve
+/// checks the schema too.
+fn assert_schema_accepts(text: &str, env: &[(&str, &str)]) {
+    static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    let lookup = |var: &str| {
+        (env.iter().find(|(k, _)| *k == var).map(|(_, v)| v.to_string())).or_else(|| std::env::var(var).ok())
+    };
+    if mcpmux::Config::from_toml_str(text, "mcpmux.toml", &lookup).is_err() {
+        return;
+    }
+    let Ok(value) = toml::from_str::<toml::Value>(text) else {
+        return;
+    };
+    let instance = serde_json::to_value(value).expect("TOML as JSON");
+    let validator = VALIDATOR.get_or_init(|| {
+        jsonschema::validator_for(&mcpmux::config::schema::schema()).expect("the schema compiles")
+    });
+    let errors: Vec<String> = validator.iter_errors(&instance).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "the schema refuses a configuration mcpmux serves: {errors:#?}\n{text}"
+    );
 }

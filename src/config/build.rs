@@ -1,0 +1,148 @@
+//! The semantic pass of loading: the raw tables (what the structural pass in `problems` kept)
+//! built into a [`Config`] section by section, every problem collected, none followed by the
+//! problems it would cause (a section that failed is still a name others may use, and a rule
+//! about several sections is skipped when one of them failed).
+
+use super::raw::RawConfig;
+use super::sources::Sources;
+use super::{
+    audit, auth, build_gateway, build_server, cluster, policy, problems, profiles, telemetry, Config,
+    ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamId,
+};
+
+impl Config {
+    pub(super) fn build(
+        raw: RawConfig,
+        dropped: &problems::Dropped,
+        sources: &Sources,
+        env: &dyn Fn(&str) -> Option<String>,
+        errors: &mut Vec<ConfigError>,
+    ) -> Config {
+        let source_name = sources.main();
+        let ctx = Ctx {
+            sources,
+            env,
+            missing: Default::default(),
+        };
+        let raw_gateway = raw.gateway.unwrap_or_default();
+        let gateway = ctx.section(errors, || build_gateway(&ctx, &raw_gateway));
+        let gateway_ok = gateway.is_some() && !dropped.section("gateway");
+        let gateway = gateway.unwrap_or_default();
+        let auth = match &raw.auth {
+            Some(table) => ctx.section(errors, || auth::build_auth(&ctx, table, &gateway.public_url)),
+            None => None,
+        };
+        let auth_ok = auth.is_some() || (raw.auth.is_none() && !dropped.section("auth"));
+        let open = !gateway.listen.ip().is_loopback() && !gateway.allow_unauthenticated;
+        if gateway_ok && auth.is_none() && auth_ok && open {
+            let msg = format!(
+                "gateway.listen {} accepts connections from other machines and there is no [auth] table: \
+                 anyone who can reach it could call every tool. Add [auth], listen on 127.0.0.1, or set \
+                 gateway.allow_unauthenticated = true (e.g. behind an authenticating proxy)",
+                gateway.listen
+            );
+            errors.push(match &raw_gateway.listen {
+                Some(v) => ctx.invalid(&v.span(), msg),
+                None => ConfigError::Invalid {
+                    message: format!("{source_name}: {msg}"),
+                },
+            });
+        }
+        let mut servers: Vec<ServerConfig> = Vec::with_capacity(raw.servers.0.len());
+        let mut spans = Vec::with_capacity(raw.servers.0.len());
+        let mut disabled = Vec::new();
+        // Servers that did not build are still names profiles and rules may use.
+        let mut failed: Vec<UpstreamId> = dropped.servers.iter().map(|n| UpstreamId::new(n)).collect();
+        for (key, raw_server) in raw.servers.0 {
+            let enabled = raw_server.enabled.as_ref().is_none_or(|v| *v.get_ref());
+            let name = key.get_ref().clone();
+            if !enabled {
+                // What would stop it from starting is a warning until it is turned on.
+                let mut problems = Vec::new();
+                ctx.section(&mut problems, || build_server(&ctx, &key, raw_server, &gateway));
+                let problem = (!problems.is_empty()).then(|| {
+                    problems
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                });
+                disabled.push(DisabledServer {
+                    id: UpstreamId::new(&name),
+                    name,
+                    problem,
+                });
+                continue;
+            }
+            let Some(server) = ctx.section(errors, || build_server(&ctx, &key, raw_server, &gateway)) else {
+                failed.push(UpstreamId::new(&name));
+                continue;
+            };
+            spans.push((server.id.clone(), key.span()));
+            if !server.namespace.is_empty() && server.namespace.contains(&gateway.separator) {
+                tracing::warn!(
+                    server = %server.name,
+                    "namespace {:?} contains the separator {:?}; prefixed names may be ambiguous",
+                    server.namespace,
+                    gateway.separator
+                );
+            }
+            servers.push(server);
+        }
+        let policy_ok = !dropped.section("policy");
+        let rules = raw.policy.len();
+        let policy = policy::build_policy(&ctx, raw.policy, errors);
+        let policy_ok = policy_ok && policy.len() == rules;
+        if let (Some(first), None, true) = (policy.first(), &auth, auth_ok) {
+            errors.push(ConfigError::Invalid {
+                message: format!(
+                    "{}: [[policy]] needs [auth]: without authentication no request has a \
+                     principal for the rules to decide on",
+                    first.at(source_name)
+                ),
+            });
+        }
+        let audit = match &raw.audit {
+            Some(table) => ctx.section(errors, || audit::build_audit(&ctx, table)),
+            None => None,
+        };
+        if (audit.is_some() || raw.audit.is_none()) && !dropped.section("audit") && policy_ok {
+            ctx.section(errors, || {
+                audit::check_rules(source_name, &policy, audit.as_ref())
+            });
+        }
+        let cluster = match &raw.cluster {
+            Some(table) => ctx.section(errors, || cluster::build_cluster(&ctx, table, gateway.listen)),
+            None => None,
+        };
+        let known = (&servers[..], &disabled[..], &failed[..]);
+        let profiles = profiles::build_profiles(&ctx, raw.profiles, &gateway, known, errors);
+        let telemetry = (ctx.section(errors, || {
+            telemetry::build_telemetry(&ctx, raw.telemetry.as_ref())
+        }))
+        .unwrap_or_default();
+        let config = Config {
+            gateway,
+            servers,
+            disabled,
+            policy,
+            auth,
+            audit,
+            cluster,
+            profiles,
+            telemetry,
+        };
+        // The rules of any configuration, pointed at the line of the server they are about.
+        for problem in config.problems() {
+            let span = (problem.server.as_ref())
+                .and_then(|id| spans.iter().find(|(s, _)| s == id).map(|(_, span)| span));
+            errors.push(match span {
+                Some(span) => ctx.invalid(span, &problem.message),
+                None => ConfigError::Invalid {
+                    message: format!("{source_name}: {problem}"),
+                },
+            });
+        }
+        config
+    }
+}

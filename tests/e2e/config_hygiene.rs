@@ -1,0 +1,148 @@
+//! Config hygiene through the real binary: `mcpmux config schema` prints a JSON Schema that
+//! editors can use (and that accepts the shipped example), and `check-config` (like a refused
+//! `serve`) reports every problem of a configuration spread over a main file, an include and an
+//! `mcp_json` file at once, each at its file and line.
+
+use crate::support::{run_client, scratch_dir};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn mcpmux(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpmux"));
+    cmd.args(args);
+    for var in ["MCPMUX_E2E_UNSET_TOKEN", "MCPMUX_E2E_UNSET_KEY"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+#[test]
+fn config_schema_prints_a_json_schema_the_example_config_meets() {
+    let _suite = crate::suite::enter(module_path!());
+    let run = run_client(mcpmux(&["config", "schema"]), RUN_TIMEOUT);
+    assert!(run.status.success(), "{run}");
+    let schema: serde_json::Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {run}"));
+    assert_eq!(
+        schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
+        "{run}"
+    );
+    assert!(jsonschema::meta::is_valid(&schema), "not a JSON Schema: {run}");
+    let validator = jsonschema::validator_for(&schema).expect("compiles");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+    let text = std::fs::read_to_string(&example).expect("config.example.toml");
+    let value: toml::Value = toml::from_str(&text).expect("TOML");
+    let instance = serde_json::to_value(value).expect("JSON");
+    let errors: Vec<String> = validator.iter_errors(&instance).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let wrong = serde_json::json!({"servers": {"a": {"command": "x", "isolation": "per_session"}}});
+    assert!(!validator.is_valid(&wrong));
+}
+
+#[test]
+fn check_config_and_serve_report_every_problem_with_its_file_and_line() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("config-hygiene");
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        path.display().to_string()
+    };
+    let main = write(
+        "mcpmux.toml",
+        "include = [\"team.toml\"]\nmcp_json = [\".mcp.json\"]\n\n[gateway]\nmax_body_bytes = 0\n\n\
+         [servers.alpha]\ncommand = \"sh\"\ncolour = \"red\"\n\n[servers.beta]\nurl = \"ftp://nowhere\"\n\n\
+         [profiles.review]\npath = \"/mcp/review\"\nservers = [\"alpha\", \"ghost\"]\n",
+    );
+    let team = write(
+        "team.toml",
+        "[servers.gamma]\ncommand = \"sh\"\nhandshake_timeout_secs = \"soon\"\n\n[servers.delta]\ncommand = \"sh\"\n\
+         env = { TOKEN = \"${MCPMUX_E2E_UNSET_TOKEN}\" }\n\n[servers.epsilon]\ncommand = \"sh\"\n\
+         rename = { echo = \"say\", add = \"say\" }\n",
+    );
+    let json = write(
+        ".mcp.json",
+        "{\n  \"mcpServers\": {\n    \"local\": {\n      \"command\": \"sh\",\n      \"env\": {\n        \"KEY\": \"${MCPMUX_E2E_UNSET_KEY}\"\n      }\n    }\n  }\n}\n",
+    );
+    let expected = [
+        format!("{main}:5: gateway.max_body_bytes must be at least 1"),
+        format!("{main}:9:1: unknown key `colour`"),
+        format!("{main}:12: server \"beta\": `url` \"ftp://nowhere\""),
+        format!("{main}:16: profiles.review.servers[1]: no server \"ghost\""),
+        format!("{team}:3:26: invalid type: string \"soon\""),
+        format!(
+            "{team}:7: servers.delta.env.TOKEN: environment variable \"MCPMUX_E2E_UNSET_TOKEN\" is not set"
+        ),
+        format!("{team}:11: server \"epsilon\": rename: tools \"echo\" and \"add\""),
+        format!("{json}:6: servers.local.env.KEY: environment variable \"MCPMUX_E2E_UNSET_KEY\" is not set"),
+    ];
+    let run = run_client(mcpmux(&["check-config", "--config", &main]), RUN_TIMEOUT);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    let lines: Vec<&str> = run.stderr.lines().filter(|l| !l.contains(" WARN ")).collect();
+    for line in &expected {
+        assert_eq!(
+            lines.iter().filter(|l| l.starts_with(line.as_str())).count(),
+            1,
+            "{line} in {run}"
+        );
+    }
+    assert_eq!(lines.len(), expected.len() + 1, "{run}");
+    assert_eq!(
+        lines.last().copied(),
+        Some("configuration has 8 error(s)"),
+        "{run}"
+    );
+
+    // `serve` refuses to start with the same list.
+    let run = run_client(mcpmux(&["serve", "--config", &main]), RUN_TIMEOUT);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    assert!(
+        run.stderr.contains("error: the configuration has 8 problems:"),
+        "{run}"
+    );
+    for line in &expected {
+        assert!(
+            run.stderr.lines().any(|l| l.starts_with(line.as_str())),
+            "{line} in {run}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reload_shows_every_problem_in_status() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("config-hygiene-reload");
+    let server = crate::support::test_server_toml("keep", &[], None);
+    let mut gateway = crate::support::serve::ServeProcess::start(&dir, "", &server, &dir, &[]);
+    gateway.wait_tools(&["keep__echo"]).await;
+    let good = std::fs::read_to_string(&gateway.config).expect("config");
+    let broken = format!("{good}\n[servers.broken]\ncommand = 7\n\n[servers.other]\nurl = \"ftp://x\"\n");
+    std::fs::write(&gateway.config, &broken).expect("write");
+    let lines = broken.lines().count();
+    gateway.signal(libc::SIGHUP);
+    gateway.wait_reload("reload refused").await;
+    let text = reqwest::get(format!("http://127.0.0.1:{}/status", gateway.port))
+        .await
+        .expect("GET /status")
+        .text()
+        .await
+        .expect("body");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let error = doc["config"]["last_reload"]["error"].as_str().unwrap_or_default();
+    let file = gateway.config.display().to_string();
+    let problems: Vec<&str> = error.lines().collect();
+    assert_eq!(problems.len(), 2, "{doc}");
+    assert!(
+        problems[0].starts_with(&format!("{file}:{}:11: invalid type", lines - 3)),
+        "{doc}"
+    );
+    assert!(
+        problems[1].starts_with(&format!("{file}:{lines}: server \"other\"")),
+        "{doc}"
+    );
+    gateway.signal(libc::SIGTERM);
+    assert!(gateway.wait_exit(Duration::from_secs(30)).await.success());
+}
