@@ -18,6 +18,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("error", 2),
     ("catalog", 2),
     ("policy", 2),
+    // A sink anything may call (metrics, the access log); it knows protocol and config only.
+    ("telemetry", 2),
     ("upstream", 3),
     ("session", 4),
     // Below core, which reads the principal's scopes for step-up; beside session (neither uses the other).

@@ -22,6 +22,8 @@
 //!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
 //!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain,
 //!                the rate limit token buckets
+//!  telemetry     metrics (names in one module, Prometheus text), the access log: a sink
+//!                anything may call
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  import        the clients' mcpServers JSON files (Claude Desktop, Claude Code, Cursor, VS Code)
 //!                read into servers, and `mcpmux import` (pure parser; no config types)
@@ -55,6 +57,7 @@ pub mod seal;
 pub mod session;
 pub mod status_command;
 pub mod status_doc;
+pub mod telemetry;
 pub mod upstream;
 pub mod util;
 
@@ -270,6 +273,8 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         ),
     }
     let mut tasks = Vec::new();
+    telemetry::install();
+    tasks.push(tokio::spawn(telemetry::upkeep(shutdown.clone())));
     hub.upstreams.supervise(inputs);
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
     // `POST /reload` on the admin listener, or on a main listener open to local processes anyway.
@@ -350,7 +355,8 @@ fn serve(
 /// the protected resource metadata is
 /// public (it is how a host learns where to get a token). The operator endpoints are never
 /// behind `[auth]` (probes and monitoring have no token): on the main listener, or, with
-/// `gateway.admin_listen` (bound at `admin`), on that listener only, with its own Host rule.
+/// `gateway.admin_listen` (bound at `admin`), on that listener only, with its own Host rule;
+/// `/metrics` among them has the operator rule of `admin::access`.
 fn routes(
     hub: &Arc<Hub>,
     admin: Option<SocketAddr>,
@@ -387,7 +393,11 @@ fn routes(
         Some(at) => middleware::origin::AccessPolicy::for_admin(&config.gateway, at),
         None => access,
     };
+    // What shows the gateway's activity (`/metrics`): open on `admin_listen` or without
+    // `[auth]`, else for a principal `[[policy]]` allows `mcpmux:admin` (`admin::access`).
+    let watching = admin::access::guard(admin::metrics::router(hub.clone()), hub, admin.is_some());
     let operator = (admin::router(hub.clone()).merge(admin::reload::router(reloads, &config.gateway.path)))
+        .merge(watching)
         .layer(AccessLayer::new(operator_access, RefusalBody::PlainText));
     (faces, operator)
 }

@@ -270,6 +270,15 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     keep("[auth]", new.auth != old.auth);
     keep("[audit]", new.audit != old.audit);
     keep("[cluster]", new.cluster != old.cluster);
+    // The log format is the subscriber's, set up at start; the access log is asked per request.
+    keep(
+        "telemetry.log_format",
+        new.telemetry.log_format != old.telemetry.log_format,
+    );
+    let telemetry = crate::config::TelemetryConfig {
+        log_format: old.telemetry.log_format,
+        ..new.telemetry
+    };
     let config = Config {
         gateway,
         servers: new.servers,
@@ -279,6 +288,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         auth: old.auth.clone(),
         audit: old.audit.clone(),
         cluster: old.cluster.clone(),
+        telemetry,
     };
     (config, needs_restart)
 }

@@ -27,6 +27,7 @@ mod raw;
 mod server;
 mod shaping;
 mod sources;
+mod telemetry;
 mod transport;
 mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
@@ -43,6 +44,7 @@ use raw::RawConfig;
 use server::build_server;
 pub use shaping::{Filter, Shaping};
 use sources::Sources;
+pub use telemetry::{LogFormat, TelemetryConfig};
 pub use transport::HttpMode;
 pub use validate::Problem;
 
@@ -102,6 +104,8 @@ pub struct Config {
     pub cluster: Option<ClusterConfig>,
     /// `[profiles.NAME]` in file order: more endpoints, each with a subset of the catalog.
     pub profiles: Vec<Profile>,
+    /// `[telemetry]` (its defaults when absent).
+    pub telemetry: TelemetryConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -370,6 +374,7 @@ impl Config {
             None => None,
         };
         let profiles = profiles::build_profiles(&ctx, raw.profiles, &gateway, (&servers, &disabled))?;
+        let telemetry = telemetry::build_telemetry(&ctx, raw.telemetry.as_ref())?;
         let config = Config {
             gateway,
             servers,
@@ -379,6 +384,7 @@ impl Config {
             audit,
             cluster,
             profiles,
+            telemetry,
         };
         // The rules of any configuration, pointed at the line of the server they are about.
         config.validate().map_err(|problem| {

@@ -21,6 +21,7 @@ pub(super) struct RawConfig {
     pub(super) cluster: Option<super::cluster::RawCluster>,
     #[serde(default)]
     pub(super) profiles: Ordered<super::profiles::RawProfile>,
+    pub(super) telemetry: Option<super::telemetry::RawTelemetry>,
 }
 
 #[derive(Default, Deserialize)]
@@ -184,6 +185,7 @@ pub(super) fn friendly(message: &str) -> String {
         .replace("struct RawAuth", "the [auth] table")
         .replace("struct RawAudit", "the [audit] table")
         .replace("struct RawCluster", "the [cluster] table")
+        .replace("struct RawTelemetry", "the [telemetry] table")
         .replace("struct RawApiKey", "an [[auth.api_keys]] table")
         .replace("struct RawStepUp", "an [[auth.step_up]] table")
 }

@@ -61,6 +61,8 @@ pub struct ForwardedCall {
     pub span: tracing::Span,
     /// Its audit line, written with its response (`None` without `[audit]`).
     pub audit: Option<super::audit_trail::Completion>,
+    /// What telemetry hears of it (`core::observe`): ended with its response.
+    pub observed: Option<crate::telemetry::HostOp>,
 }
 
 /// A call as a stop sees it: counted in flight while it lives (a stop waits for it), and
@@ -138,10 +140,15 @@ impl ForwardedCall {
     pub fn into_frames(mut self) -> impl futures_util::Stream<Item = Frame> + Send {
         use futures_util::StreamExt;
         let mut audit = self.audit.take();
+        let mut observed = self.observed.take();
         self.frames().map(move |frame| {
             if let Frame::Response(json) = &frame {
                 if let Some(completion) = audit.take() {
                     completion.complete(json);
+                }
+                if let Some(op) = observed.take() {
+                    let tool = op.is_tool_call();
+                    op.finish(crate::telemetry::outcome::of_response(json, tool));
                 }
             }
             frame

@@ -126,6 +126,8 @@ pub(super) struct Pending {
     pub(super) origin: CallOrigin,
     pub(super) started: Instant,
     pub(super) span: tracing::Span,
+    /// What telemetry hears of it: timed and counted in flight until answered.
+    pub(super) leg: Option<crate::telemetry::UpstreamLeg>,
 }
 
 /// Start a connection task; the handle is usable at once (calls queue until ready).
@@ -392,6 +394,7 @@ impl Actor {
         } = call;
         let in_call = span.enter();
         if matches!(origin, CallOrigin::Host { .. }) && self.host_calls() >= self.ctx.server.max_in_flight {
+            crate::telemetry::record::refused(crate::telemetry::Refusal::Overload);
             let error = UpstreamError::Overloaded {
                 name: self.name().to_string(),
                 reason: format!(
@@ -421,6 +424,7 @@ impl Actor {
         } else {
             params.map(CallParams::into_raw)
         };
+        let leg = Some(crate::telemetry::UpstreamLeg::start(self.name(), &method));
         let frame = Message::Request {
             id: RequestId::number(upstream_id),
             method,
@@ -435,6 +439,7 @@ impl Actor {
                 origin,
                 started: Instant::now(),
                 span,
+                leg,
             },
         );
         if let Err(err) = transport.send_request(frame, upstream_id, headers) {
@@ -452,6 +457,7 @@ impl Actor {
 
     fn fail_pending(&mut self, upstream_id: u64, error: UpstreamError) {
         if let Some(p) = self.pending.remove(&upstream_id) {
+            crate::telemetry::UpstreamLeg::failed(p.leg, error.code());
             self.fail_origin(p.origin, error);
         }
     }
@@ -470,6 +476,7 @@ impl Actor {
     pub(super) fn fail_all(&mut self, reason: &str) {
         let error = self.closed_error(reason);
         for (_, p) in self.pending.drain().collect::<Vec<_>>() {
+            crate::telemetry::UpstreamLeg::failed(p.leg, error.code());
             self.fail_origin(p.origin, error.clone());
         }
         self.ctx.ties.routes.forget_connection(&self.handle);
@@ -518,6 +525,10 @@ impl Actor {
             let elapsed_us = pending.started.elapsed().as_micros() as u64;
             tracing::debug!(upstream = %self.name(), upstream_id, elapsed_us, "upstream answered");
         });
+        if let Some(leg) = pending.leg {
+            let tool = leg.is_tool_call();
+            leg.finish(crate::telemetry::outcome::of_payload(&payload, tool));
+        }
         match pending.origin {
             CallOrigin::Internal(tx) => {
                 let _ = tx.send(match payload {

@@ -221,8 +221,21 @@ pub fn invalid_params_object(id: RequestId) -> Message {
     RequestError::ParamsNotObject.reply(id)
 }
 
-/// Serve one request; the reply is in the request's era.
+/// Serve one request; the reply is in the request's era. Telemetry times it to its answer.
 pub async fn request(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    params: RawObject,
+) -> Outcome {
+    let observed = super::observe::start(hub, ctx, &method, &params);
+    let mut outcome = serve(hub, ctx, id, method, params).await;
+    super::observe::ended(observed, &mut outcome);
+    outcome
+}
+
+async fn serve(
     hub: &Arc<Hub>,
     ctx: &RequestCtx,
     id: RequestId,
@@ -384,6 +397,7 @@ async fn start_call(
         upstream_id,
     };
     if !session.try_add_inflight(id.clone(), inflight, gateway.max_in_flight_per_session) {
+        crate::telemetry::record::refused(crate::telemetry::Refusal::Overload);
         return Outcome::refused(id, RequestError::SessionBusy(gateway.max_in_flight_per_session));
     }
     // The text is kept for a retry with input; a modern upstream gets the parsed object too, to
@@ -422,6 +436,7 @@ async fn start_call(
         naming: slot.naming.clone(),
         span: ctx.span.clone(),
         audit: None,
+        observed: None,
         deadline: Deadline::new(
             timeout,
             slot.server.timeout_resets_on_progress,
