@@ -70,6 +70,7 @@ const METHODS: &[&str] = &[
     "completion/complete",
     "logging/setLevel",
     "server/discover",
+    "subscriptions/listen",
     "sampling/createMessage",
     "elicitation/create",
     "roots/list",

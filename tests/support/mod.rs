@@ -20,6 +20,7 @@ pub mod conformance;
 pub mod everything;
 pub mod interop_report;
 pub mod mcp;
+pub mod prometheus;
 pub mod serve;
 pub mod test_server;
 
