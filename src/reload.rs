@@ -8,8 +8,9 @@
 //! is swapped, so what is read per request (`[[policy]]`, timeouts, limits, page size) applies to
 //! the next one. What is bound or built at start keeps its running value and is named in the log
 //! as needing a restart: `gateway.listen`, `admin_listen`, `path`, `separator`, `allowed_hosts`,
-//! `allowed_origins`, `public_url`, `allow_unauthenticated`, `[auth]`, `[audit]` and `[cluster]`
-//! (the sealer is built once, so a new key, or new `previous_keys`, needs a (rolling) restart).
+//! `allowed_origins`, `public_url`, `allow_unauthenticated`, `[auth]`, `[audit]`, `[cluster]`
+//! (the sealer is built once, so a new key, or new `previous_keys`, needs a (rolling) restart)
+//! and `telemetry.log_format` (`telemetry.access_log` applies to the next request).
 //! Hosts get one `list_changed` per list that changed, once the added and changed servers
 //! loaded their lists (or [`LIST_WAIT`] passed).
 
@@ -498,6 +499,18 @@ mod tests {
         );
         assert_eq!(hub.config().gateway.page_size, 9, "nothing changed");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn the_access_log_switches_live_and_the_log_format_waits_for_a_restart() {
+        let first = config("");
+        let (hub, _inputs) = Hub::new(Arc::new(first), CancellationToken::new(), None);
+        let second = config("[telemetry]\nlog_format = \"json\"\naccess_log = false\n");
+        let done = apply(&hub, second).await.unwrap();
+        assert_eq!(done.needs_restart, vec!["telemetry.log_format"]);
+        let telemetry = &hub.config().telemetry;
+        assert!(!telemetry.access_log);
+        assert_eq!(telemetry.log_format, crate::config::LogFormat::Text);
     }
 
     #[tokio::test]

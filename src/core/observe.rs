@@ -32,7 +32,7 @@ pub fn start(hub: &Hub, ctx: &RequestCtx, method: &str, params: &RawObject) -> H
             op.to_upstream(&slot.server.name);
         }
     }
-    if hub.config().telemetry.access_log {
+    if hub.config().telemetry.access_log && crate::telemetry::access::enabled() {
         let session = ctx.session.as_deref();
         op.logging(AccessFacts {
             name: name.map(|name| crate::util::text::clip(&name).into_owned()),

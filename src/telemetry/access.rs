@@ -21,6 +21,12 @@ pub struct AccessFacts {
     pub trace_id: Option<Arc<str>>,
 }
 
+/// Whether access lines are written at all (`RUST_LOG` may filter them out): without them,
+/// their facts are not gathered.
+pub fn enabled() -> bool {
+    tracing::enabled!(target: TARGET, tracing::Level::INFO)
+}
+
 /// Log the access line of one finished host request.
 pub fn log(method: &str, upstream: Option<&str>, took: Duration, outcome: Option<&str>, facts: &AccessFacts) {
     tracing::info!(

@@ -153,3 +153,67 @@ impl Drop for UpstreamLeg {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+    /// What `work` records, rendered.
+    fn recorded(work: impl FnOnce()) -> String {
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix(DURATION_SUFFIX.into()), DURATION_BUCKETS)
+            .unwrap();
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, work);
+        handle.render()
+    }
+
+    #[test]
+    fn a_finished_op_has_its_labels_and_a_dropped_one_is_cancelled() {
+        let text = recorded(|| {
+            let mut op = HostOp::start("tools/call");
+            op.naming(true, Some("fs__read"));
+            op.to_upstream("fs");
+            op.finish(None);
+            let mut op = HostOp::start("tools/call");
+            op.naming(true, None);
+            drop(op);
+            HostOp::start("x/made-up").finish(super::super::outcome::of_code(-32601));
+        });
+        let count = |labels: &str| format!("{HOST_DURATION}_count{{{labels}}} 1");
+        let ok = "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"fs__read\",upstream=\"fs\"";
+        assert!(text.contains(&count(ok)), "{text}");
+        let cancelled = "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"_OTHER\",error_type=\"cancelled\"";
+        assert!(text.contains(&count(cancelled)), "{text}");
+        assert!(
+            text.contains(&count("mcp_method_name=\"_OTHER\",error_type=\"-32601\"")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_leg_is_in_flight_until_it_ends_however_it_ends() {
+        let text = recorded(|| {
+            let answered = UpstreamLeg::start("fs", "tools/call");
+            let failed = UpstreamLeg::start("fs", "tools/call");
+            let dropped = UpstreamLeg::start("fs", "ping");
+            answered.finish(super::super::outcome::of_result(r#"{"isError":true}"#, true));
+            UpstreamLeg::failed(Some(failed), -32001);
+            drop(dropped);
+        });
+        assert!(
+            text.contains(&format!("{UPSTREAM_IN_FLIGHT}{{upstream=\"fs\"}} 0")),
+            "{text}"
+        );
+        let count = |labels: &str| format!("{UPSTREAM_DURATION}_count{{{labels}}} 1");
+        for labels in [
+            "mcp_method_name=\"tools/call\",upstream=\"fs\",error_type=\"tool_error\"",
+            "mcp_method_name=\"tools/call\",upstream=\"fs\",error_type=\"timeout\"",
+            "mcp_method_name=\"ping\",upstream=\"fs\",error_type=\"cancelled\"",
+        ] {
+            assert!(text.contains(&count(labels)), "{labels}: {text}");
+        }
+    }
+}
