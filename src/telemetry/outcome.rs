@@ -42,7 +42,10 @@ pub fn of_result(result: &str, tool_result: bool) -> ErrorType {
         #[serde(rename = "isError")]
         is_error: Option<bool>,
     }
-    let failed = tool_result && serde_json::from_str::<Peek>(result).is_ok_and(|p| p.is_error == Some(true));
+    // Most results have no `isError` at all: a scan for it spares them the parse.
+    let failed = tool_result
+        && mentions(result, "\"isError\"")
+        && serde_json::from_str::<Peek>(result).is_ok_and(|p| p.is_error == Some(true));
     failed.then_some(Cow::Borrowed(TOOL_ERROR))
 }
 
@@ -63,11 +66,21 @@ pub fn of_response(response: &str, tool_result: bool) -> ErrorType {
         #[serde(borrow)]
         error: Option<&'a RawValue>,
     }
+    // A success without `isError` is told by a scan, without parsing the response.
+    let may_fail = mentions(response, "\"error\"") || (tool_result && mentions(response, "\"isError\""));
+    if !may_fail {
+        return None;
+    }
     match serde_json::from_str::<Peek<'_>>(response) {
         Ok(Peek { error: Some(e), .. }) => of_error(e.get()),
         Ok(Peek { result: Some(r), .. }) => of_result(r.get(), tool_result),
         _ => Some(Cow::Borrowed(super::names::OTHER)),
     }
+}
+
+/// Whether `text` contains `needle` (a quoted key: a text without it cannot have that member).
+fn mentions(text: &str, needle: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some()
 }
 
 #[cfg(test)]
@@ -99,6 +112,11 @@ mod tests {
             of_response(r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true}}"#, false),
             None
         );
-        assert_eq!(error("not json").as_deref(), Some("_OTHER"));
+        assert_eq!(error(r#"{"error":"#).as_deref(), Some("_OTHER"));
+        // A result whose text mentions errors is still a success.
+        let mentions =
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"an \"error\""}]}}"#;
+        assert_eq!(error(mentions), None);
+        assert_eq!(of_result(r#"{"content":[]}"#, true), None);
     }
 }
