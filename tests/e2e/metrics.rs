@@ -2,7 +2,8 @@
 //! `admin_listen` while real clients call real servers through the `mcpmux serve` binary, and
 //! `promtool check metrics` passes on the exposition; the operator rule of `/metrics` (401
 //! without credentials, 403 without `mcpmux:admin`, 200 with it or on `admin_listen`); the JSON
-//! log, parsed line by line, with the access lines and their fields.
+//! log, parsed line by line, with the access lines and their fields (Streamable HTTP, and a real
+//! client over legacy HTTP+SSE).
 
 use crate::support::mcp::RawSession;
 use crate::support::prometheus::{promtool_check, samples, value, Prometheus, Sample};
@@ -284,9 +285,12 @@ async fn the_json_log_has_one_object_a_line_and_an_access_line_per_request() {
     let raw = RawSession::open(&gateway.url(), json!({})).await;
     let text = raw.tool_text("t__echo", json!({ "message": SECRET })).await;
     assert!(text.contains(SECRET), "{text}");
-    // A batch-free legacy-free pair more: a list and a refused name.
     raw.call("tools/list", json!({})).await;
     raw.delete().await;
+    // A real client over the legacy HTTP+SSE transport: its messages get access lines too.
+    let sse = format!("http://127.0.0.1:{}/sse", gateway.port);
+    let args = ["t__echo", r#"{"message": "over-sse"}"#, "--transport", "sse"];
+    run_py_client_async(&sse, "call", &args).await.assert_ok();
 
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let access = loop {
@@ -301,14 +305,14 @@ async fn the_json_log_has_one_object_a_line_and_an_access_line_per_request() {
             .into_iter()
             .filter(|l| l["target"] == "mcpmux::access")
             .collect();
-        let has_call = access.iter().any(|l| l["method"] == "tools/call");
-        if has_call || std::time::Instant::now() > deadline {
+        let calls = access.iter().filter(|l| l["method"] == "tools/call").count();
+        if calls >= 2 || std::time::Instant::now() > deadline {
             break access;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let call = (access.iter())
-        .find(|l| l["method"] == "tools/call")
+        .find(|l| l["method"] == "tools/call" && l["session"] == raw.sid.as_str())
         .unwrap_or_else(|| panic!("no access line for the call: {access:?}"));
     assert_eq!(call["level"], "INFO");
     assert_eq!(call["name"], "t__echo");
@@ -327,5 +331,19 @@ async fn the_json_log_has_one_object_a_line_and_an_access_line_per_request() {
     assert!(
         !call.to_string().contains(SECRET),
         "an argument in the access line: {call}"
+    );
+    let legacy = (access.iter())
+        .find(|l| l["method"] == "tools/call" && l["session"] != raw.sid.as_str())
+        .unwrap_or_else(|| panic!("no access line for the legacy SSE call: {access:?}"));
+    assert_eq!(legacy["name"], "t__echo", "{legacy}");
+    assert_eq!(legacy["upstream"], "t", "{legacy}");
+    assert_eq!(legacy["outcome"], "ok", "{legacy}");
+    assert!(
+        legacy["session"].as_str().is_some_and(|s| !s.is_empty()),
+        "{legacy}"
+    );
+    assert!(
+        legacy["client_name"].as_str().is_some_and(|s| !s.is_empty()),
+        "{legacy}"
     );
 }
