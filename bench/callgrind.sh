@@ -4,6 +4,8 @@
 #   bench/callgrind.sh [http|stdio] [CALLS] [SESSIONS]
 #   AUTH_RULES=N bench/callgrind.sh ...   the same behind [auth] (an API key) and, for N > 0, N
 #                                         [[policy]] rules (the last one applies), to see their cost
+#   BENCH_RUST_LOG=info bench/callgrind.sh ...   mcpmux's RUST_LOG (default warn; info writes the
+#                                         access log, one line per call, to target/callgrind/*.log)
 # Builds the release binaries, starts bench/rawecho.mjs (over HTTP on core 1, or as mcpmux's stdio
 # child), runs mcpmux under valgrind, warms up, then counts only the measured calls. The profile is
 # kept as target/callgrind/<transport>.out for `callgrind_annotate --inclusive=yes`.
@@ -53,7 +55,7 @@ out="$dir/$transport.out"
 # measured calls becomes `out`, so the exit cannot overwrite it.
 raw="$dir/$transport.raw"
 rm -f "$out" "$raw" "$raw".*
-RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$raw" \
+RUST_LOG=${BENCH_RUST_LOG:-warn} valgrind --tool=callgrind --callgrind-out-file="$raw" \
   target/release/mcpmux serve --config "$config" 2>"$dir/$transport.log" &
 vg=$!
 pids+=($vg)

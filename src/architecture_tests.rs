@@ -18,7 +18,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("error", 2),
     ("catalog", 2),
     ("policy", 2),
-    // Traces (names, W3C context, spans, the OTLP exporter): a sink core and middleware record to.
+    // A sink anything above the config may call: metrics, the access log, traces (names, W3C
+    // context, spans, the OTLP exporter).
     ("telemetry", 2),
     ("upstream", 3),
     ("session", 4),

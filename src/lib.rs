@@ -22,8 +22,8 @@
 //!  catalog       merged lists behind an atomic swap, URIs, cursors, pages
 //!  policy        per-principal decisions over exposed names and URIs (`[[policy]]`), explain,
 //!                the rate limit token buckets
-//!  telemetry     traces: span names and attribute keys, W3C trace context, spans, the OTLP
-//!                exporter (`[telemetry]`), a sink core and middleware record to
+//!  telemetry     metrics (names in one module, Prometheus text), the access log, traces (span
+//!                names, W3C trace context, the OTLP exporter): a sink anything may call
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  import        the clients' mcpServers JSON files (Claude Desktop, Claude Code, Cursor, VS Code)
 //!                read into servers, and `mcpmux import` (pure parser; no config types)
@@ -286,6 +286,8 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         ),
     }
     let mut tasks = Vec::new();
+    telemetry::install();
+    tasks.push(tokio::spawn(telemetry::upkeep(shutdown.clone())));
     hub.upstreams.supervise(inputs);
     tasks.push(tokio::spawn(reap_sessions(hub.clone())));
     // `POST /reload` on the admin listener, or on a main listener open to local processes anyway
@@ -373,7 +375,8 @@ fn serve(
 /// the protected resource metadata is
 /// public (it is how a host learns where to get a token). The operator endpoints are never
 /// behind `[auth]` (probes and monitoring have no token): on the main listener, or, with
-/// `gateway.admin_listen` (bound at `admin`), on that listener only, with its own Host rule.
+/// `gateway.admin_listen` (bound at `admin`), on that listener only, with its own Host rule;
+/// `/metrics` among them has the operator rule of `admin::access`.
 fn routes(
     hub: &Arc<Hub>,
     admin: Option<SocketAddr>,
@@ -414,9 +417,13 @@ fn routes(
         }),
         None => access,
     };
+    // What shows the gateway's activity (`/metrics`, the admin page): open on `admin_listen` or
+    // without `[auth]`, else for a principal `[[policy]]` allows `mcpmux:admin` (`admin::access`).
+    let watching = admin::metrics::router(hub.clone()).merge(admin::page::router(hub.clone()));
+    let watching = admin::access::guard(watching, hub, admin.is_some());
     let operator = (admin::router(hub.clone()))
-        .merge(admin::page::router(hub.clone()))
         .merge(admin::reload::router(reloads, &config.gateway.path))
+        .merge(watching)
         .layer(AccessLayer::in_force(operator_access, RefusalBody::PlainText));
     (faces, operator)
 }

@@ -136,14 +136,8 @@ enum PolicyCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour only for a person at a terminal: not in files, journald or `kubectl logs`.
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // Text (coloured only at a terminal) until the configuration says `log_format`.
+    let logging = mcpmux::telemetry::logging::init();
     let path = match &cli.command {
         Command::Serve { config } | Command::CheckConfig { config } => config,
         Command::Status { config, url, json } => return status(config.as_deref(), url.as_deref(), *json),
@@ -191,6 +185,7 @@ fn main() -> ExitCode {
     if let Command::CheckConfig { .. } = cli.command {
         return check_config(&config, &findings);
     }
+    logging.use_format(config.telemetry.log_format);
     for finding in &findings {
         match finding.severity {
             Severity::Error => tracing::error!("{}", finding.message),

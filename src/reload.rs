@@ -24,9 +24,11 @@
 //! What is bound or built at start keeps its running value, is named in the log as needing a
 //! restart and listed in the reload's outcome (`/status`, `last_reload.needs_restart`):
 //! `gateway.listen`, `admin_listen`, `path`, `separator` (every exposed name),
-//! `max_body_bytes` (the body limit of the host faces' router), `[audit]` (its writer) and
+//! `max_body_bytes` (the body limit of the host faces' router), `[audit]` (its writer),
 //! `[cluster]` (the sealer is built once, so a new key, or new `previous_keys`,
-//! needs a (rolling) restart). Hosts get one `list_changed` per list that changed, once the
+//! needs a (rolling) restart), `telemetry.log_format` (the log subscriber) and
+//! `telemetry.otlp_endpoint`/`service_name` (the tracer); `telemetry.access_log` applies to the
+//! next request. Hosts get one `list_changed` per list that changed, once the
 //! added and changed servers loaded their lists (or [`LIST_WAIT`] passed).
 
 use crate::catalog::ListKind;
@@ -310,8 +312,26 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     };
     keep("[audit]", new.audit != old.audit);
     keep("[cluster]", new.cluster != old.cluster);
-    // The tracer and its exporter are made at start.
-    keep("[telemetry]", new.telemetry != old.telemetry);
+    // The log format is the subscriber's and the tracer is made at start; the access log is
+    // asked per request.
+    keep(
+        "telemetry.log_format",
+        new.telemetry.log_format != old.telemetry.log_format,
+    );
+    keep(
+        "telemetry.otlp_endpoint",
+        new.telemetry.otlp_endpoint != old.telemetry.otlp_endpoint,
+    );
+    keep(
+        "telemetry.service_name",
+        new.telemetry.service_name != old.telemetry.service_name,
+    );
+    let telemetry = crate::config::TelemetryConfig {
+        log_format: old.telemetry.log_format,
+        otlp_endpoint: old.telemetry.otlp_endpoint.clone(),
+        service_name: old.telemetry.service_name.clone(),
+        ..new.telemetry
+    };
     let config = Config {
         gateway,
         servers: new.servers,
@@ -321,7 +341,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         auth,
         audit: old.audit.clone(),
         cluster: old.cluster.clone(),
-        telemetry: old.telemetry.clone(),
+        telemetry,
     };
     (config, needs_restart)
 }
@@ -532,6 +552,18 @@ mod tests {
         );
         assert_eq!(hub.config().gateway.page_size, 9, "nothing changed");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn the_access_log_switches_live_and_the_log_format_waits_for_a_restart() {
+        let first = config("");
+        let (hub, _inputs) = Hub::new(Arc::new(first), CancellationToken::new(), None);
+        let second = config("[telemetry]\nlog_format = \"json\"\naccess_log = false\n");
+        let done = apply(&hub, second).await.unwrap();
+        assert_eq!(done.needs_restart, vec!["telemetry.log_format"]);
+        let telemetry = &hub.config().telemetry;
+        assert!(!telemetry.access_log);
+        assert_eq!(telemetry.log_format, crate::config::LogFormat::Text);
     }
 
     #[tokio::test]

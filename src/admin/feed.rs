@@ -1,5 +1,5 @@
 //! What the admin page shows, as JSON: the gateway's state (upstreams, sessions, recent
-//! errors) and the catalog per server with each item as hosts see it (a tool's schema included).
+//! errors: upstream failures and failed host requests) and the catalog per server with each item as hosts see it (a tool's schema included).
 //! Built from the same sources as `/status`; never a credential, an argument or a whole session id.
 
 use super::status;
@@ -41,7 +41,7 @@ pub struct SessionRow {
 pub struct RecentError {
     /// Milliseconds since the Unix epoch.
     pub at_ms: u64,
-    /// What failed: the upstream's name.
+    /// What failed: the upstream's name (`mcpmux` for a request that reached none).
     pub source: String,
     pub message: String,
 }
@@ -99,21 +99,44 @@ fn principal_label(session: &Session) -> Option<String> {
     }
 }
 
-/// Every upstream's latest failures, newest first, at most [`RECENT_ERRORS`].
+/// Every upstream's latest failures and the latest failed host requests, newest first, at most
+/// [`RECENT_ERRORS`].
 fn recent_errors(hub: &Hub) -> Vec<RecentError> {
-    let mut errors: Vec<RecentError> = (hub.upstreams.iter())
-        .flat_map(|slot| {
-            let source = slot.server.name.clone();
-            (slot.state.failure_history().into_iter()).map(move |(at, message)| RecentError {
-                at_ms: unix_ms(at),
-                source: source.clone(),
-                message,
-            })
+    let upstreams = (hub.upstreams.iter()).flat_map(|slot| {
+        let source = slot.server.name.clone();
+        (slot.state.failure_history().into_iter()).map(move |(at, message)| RecentError {
+            at_ms: unix_ms(at),
+            source: source.clone(),
+            message,
         })
-        .collect();
+    });
+    let requests = hub.recent_errors.all().into_iter().map(|failed| {
+        let what = match &failed.name {
+            Some(name) => format!("{} {name}", failed.method),
+            None => failed.method.to_string(),
+        };
+        RecentError {
+            at_ms: unix_ms(failed.at),
+            source: failed.upstream.unwrap_or_else(|| "mcpmux".into()),
+            message: format!("{what} failed: {}", describe(&failed.error)),
+        }
+    });
+    let mut errors: Vec<RecentError> = upstreams.chain(requests).collect();
     errors.sort_by_key(|e| std::cmp::Reverse(e.at_ms));
     errors.truncate(RECENT_ERRORS);
     errors
+}
+
+/// An `error.type` in words.
+fn describe(error: &str) -> String {
+    match error {
+        "tool_error" => "the tool reported an error (isError)".into(),
+        "timeout" => "timed out".into(),
+        code => match code.parse::<i64>().ok().and_then(crate::protocol::codes::name) {
+            Some(name) => format!("JSON-RPC error {code} ({name})"),
+            None => format!("JSON-RPC error {code}"),
+        },
+    }
 }
 
 fn unix_ms(at: SystemTime) -> u64 {

@@ -1,8 +1,12 @@
-//! The operator endpoints (`/status`, `/healthz`, `/readyz`, the `/admin` page), on a router of
-//! their own: served on the main listener, or only on `gateway.admin_listen` when it is set (never
-//! behind `[auth]`: that listener belongs on a private address; a non-loopback one is warned about).
+//! The operator endpoints (`/status`, `/healthz`, `/readyz`), on a router of their own: served
+//! on the main listener, or only on `gateway.admin_listen` when it is set (never behind `[auth]`:
+//! that listener belongs on a private address; a non-loopback one is warned about). `/metrics`
+//! and the `/admin` page are served beside them behind the operator rule of [`access`] (with
+//! `[auth]` and no `admin_listen`: a principal `[[policy]]` allows `mcpmux:admin`).
 
+pub mod access;
 pub mod feed;
+pub mod metrics;
 pub mod page;
 pub mod reload;
 pub mod status;

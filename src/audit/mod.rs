@@ -65,6 +65,7 @@ impl AuditLog {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 let dropped = self.counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                crate::telemetry::record::audit_dropped();
                 if dropped.is_power_of_two() {
                     tracing::error!(dropped, "the audit queue is full: audit lines are being dropped");
                 }

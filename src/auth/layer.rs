@@ -134,6 +134,7 @@ where
                     inner.call(request).await
                 }
                 Err(failure) => {
+                    crate::telemetry::record::refused(crate::telemetry::Refusal::Auth);
                     match &failure {
                         Failure::NoCredentials => {
                             tracing::debug!(path = %request.uri().path(), "no credentials")

@@ -47,7 +47,7 @@ pub use profiles::{resource_url, Profile, ProfileFace};
 use server::build_server;
 pub use shaping::{Filter, Shaping};
 use sources::Sources;
-pub use telemetry::{TelemetryConfig, DEFAULT_SERVICE_NAME};
+pub use telemetry::{LogFormat, TelemetryConfig, DEFAULT_SERVICE_NAME};
 pub use transport::HttpMode;
 pub use validate::Problem;
 
@@ -138,7 +138,7 @@ pub struct Config {
     pub cluster: Option<ClusterConfig>,
     /// `[profiles.NAME]` in file order: more endpoints, each with a subset of the catalog.
     pub profiles: Vec<Profile>,
-    /// `[telemetry]`: where spans are exported (none without `otlp_endpoint`).
+    /// `[telemetry]` (its defaults when absent): traces, log format, the access log.
     pub telemetry: TelemetryConfig,
 }
 

@@ -88,11 +88,11 @@ impl Trail {
         params: &RawObject,
     ) -> bool {
         if self.pending.is_none() {
-            return access.permits(exposed);
+            return counted(access.permits(exposed));
         }
         let decision = access.decide(exposed);
         self.decided(hub, access, exposed, &decision, target, params);
-        decision.allowed
+        counted(decision.allowed)
     }
 
     fn decided(
@@ -187,6 +187,14 @@ impl Trail {
         }
         outcome
     }
+}
+
+/// A policy decision, a refusal counted by telemetry.
+fn counted(allowed: bool) -> bool {
+    if !allowed {
+        crate::telemetry::record::refused(crate::telemetry::Refusal::Policy);
+    }
+    allowed
 }
 
 /// The completion line of a forwarded call still to come: written with the call's response,

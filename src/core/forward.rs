@@ -65,6 +65,8 @@ pub struct ForwardedCall {
     pub spans: super::request_spans::CallSpans,
     /// The CLIENT span's `traceparent`/`tracestate` headers (sent again with a retry).
     pub trace_headers: Vec<(String, String)>,
+    /// What telemetry hears of it (`core::observe`): ended with its response.
+    pub observed: Option<crate::telemetry::HostOp>,
 }
 
 /// A call as a stop sees it: counted in flight while it lives (a stop waits for it), and
@@ -143,12 +145,17 @@ impl ForwardedCall {
         use futures_util::StreamExt;
         let mut audit = self.audit.take();
         let mut spans = std::mem::take(&mut self.spans);
+        let mut observed = self.observed.take();
         self.frames().map(move |frame| {
             if let Frame::Response(json) = &frame {
                 if let Some(completion) = audit.take() {
                     completion.complete(json);
                 }
                 spans.finish(json);
+                if let Some(op) = observed.take() {
+                    let tool = op.is_tool_call();
+                    op.finish(crate::telemetry::outcome::of_response(json, tool));
+                }
             }
             frame
         })

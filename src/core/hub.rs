@@ -58,6 +58,8 @@ pub struct Hub {
     pub audit: Option<Arc<crate::audit::AuditLog>>,
     /// Starts the requests' spans (`[telemetry] otlp_endpoint`, read at start); `None`: traces off.
     pub tracer: Option<Arc<crate::telemetry::spans::Tracer>>,
+    /// The latest failed host requests (the admin page's recent errors).
+    pub recent_errors: Arc<crate::telemetry::recent::RecentErrors>,
     /// Seals what hosts carry (cursors, `requestState`) with the `[cluster]` key, read at start
     /// (a reload does not change keys); without `[cluster]`, with a key of this process's own.
     pub sealer: Arc<Sealer>,
@@ -130,6 +132,7 @@ impl Hub {
             )),
             audit,
             tracer: crate::telemetry::spans::Tracer::start(&config.telemetry),
+            recent_errors: Default::default(),
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),
             rate_limits: RateLimiter::default(),
             ties,

@@ -12,6 +12,7 @@ pub mod hub;
 pub mod input_bridge;
 pub mod input_required;
 pub mod methods;
+pub mod observe;
 pub mod rate_limit;
 pub mod request_spans;
 pub mod request_state;

@@ -38,6 +38,7 @@ pub fn admit(hub: &Hub, who: Option<&Principal>) -> Result<(), DownstreamError> 
             retry_after,
         }) => {
             tracing::debug!(principal = %principal.name, rule, %limit, "rate limited");
+            crate::telemetry::record::refused(crate::telemetry::Refusal::RateLimit);
             Err(DownstreamError::RateLimited {
                 rule,
                 limit,
@@ -46,6 +47,7 @@ pub fn admit(hub: &Hub, who: Option<&Principal>) -> Result<(), DownstreamError> 
         }
         Err(Refusal::Full { retry_after }) => {
             tracing::warn!("the rate limiter tracks as many principals as it may; refusing a new one");
+            crate::telemetry::record::refused(crate::telemetry::Refusal::RateLimit);
             Err(DownstreamError::RateLimiterFull {
                 retry_after_secs: whole_seconds(retry_after),
             })

@@ -473,6 +473,7 @@ async fn initialize(
     let Some(mut standalone) = session.open_get_stream() else {
         return;
     };
+    session.mark_legacy_sse();
     legacy.hub.sessions.insert(session.clone());
     if link.closed.is_cancelled() {
         legacy.hub.sessions.remove(&session.id);

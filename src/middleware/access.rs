@@ -91,6 +91,7 @@ where
 /// One WARN line per refused request, with the (clipped) headers that decided it: an operator
 /// whose host is refused sees why and which key admits it.
 fn log_refusal<B>(request: &Request<B>, refusal: &DownstreamError) {
+    crate::telemetry::record::refused(crate::telemetry::Refusal::Origin);
     let header = |name| {
         (request.headers().get(name))
             .map(|v| clip(&String::from_utf8_lossy(v.as_bytes())).into_owned())

@@ -22,3 +22,23 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 /// 2026-07-28: the requested protocol version is not supported (`data.supported`).
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// A few words for a code mcpmux knows (the admin page's recent errors); `None` for others.
+pub fn name(code: i64) -> Option<&'static str> {
+    Some(match code {
+        PARSE_ERROR => "parse error",
+        INVALID_REQUEST => "invalid request",
+        METHOD_NOT_FOUND => "method not found",
+        INVALID_PARAMS => "invalid params",
+        INTERNAL_ERROR => "internal error",
+        UPSTREAM_UNAVAILABLE => "upstream unavailable",
+        REQUEST_TIMEOUT => "timed out",
+        RESOURCE_NOT_FOUND => "resource not found",
+        OVERLOADED => "overloaded",
+        RATE_LIMITED => "rate limited",
+        HEADER_MISMATCH => "header mismatch",
+        MISSING_CLIENT_CAPABILITY => "missing client capability",
+        UNSUPPORTED_PROTOCOL_VERSION => "unsupported protocol version",
+        _ => return None,
+    })
+}

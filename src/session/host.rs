@@ -68,6 +68,8 @@ pub struct Session {
     /// The subscriptions and log level here are the session's own: restored from a standalone
     /// event id, or changed by the host here (a restore happens at most once, before either).
     settled: AtomicBool,
+    /// Opened over the legacy HTTP+SSE transport (2024-11-05), not Streamable HTTP.
+    legacy_sse: AtomicBool,
 }
 
 impl Session {
@@ -113,6 +115,7 @@ impl Session {
             standalone_claims: Mutex::new(None),
             claims_changed: Notify::new(),
             settled: AtomicBool::new(false),
+            legacy_sse: AtomicBool::new(false),
         })
     }
 
@@ -171,15 +174,29 @@ impl Session {
 
     /// The host's `clientInfo` as "name version" (each part cut to 64 characters).
     pub fn client_label(&self) -> Option<String> {
-        let info = self.client_info.as_ref()?;
-        let part = |key: &str| -> Option<String> {
-            let text = info.get(key)?.as_str()?;
-            Some(text.chars().take(64).collect())
-        };
-        match (part("name")?, part("version")) {
+        match (self.client_part("name")?, self.client_part("version")) {
             (name, Some(version)) => Some(format!("{name} {version}")),
             (name, None) => Some(name),
         }
+    }
+
+    /// The session's host speaks the legacy HTTP+SSE transport.
+    pub fn mark_legacy_sse(&self) {
+        self.legacy_sse.store(true, Ordering::Relaxed);
+    }
+
+    /// The transport the host speaks (the `transport` label of telemetry's session gauge).
+    pub fn transport(&self) -> &'static str {
+        match self.legacy_sse.load(Ordering::Relaxed) {
+            true => "sse",
+            false => "streamable_http",
+        }
+    }
+
+    /// A string member of the host's `clientInfo` (`name`, `version`), cut to 64 characters.
+    pub fn client_part(&self, key: &str) -> Option<String> {
+        let text = self.client_info.as_ref()?.get(key)?.as_str()?;
+        Some(text.chars().take(64).collect())
     }
 
     /// How long ago the session opened.

@@ -135,10 +135,18 @@ impl SessionRegistry {
                 None => main,
                 Some(p) => profiles.contains(&**p),
             };
+            let told = std::cell::Cell::new(0);
             for session in self.all().into_iter().filter(|s| concerned(s.profile())) {
                 session.push_get(json.clone());
+                told.set(told.get() + 1);
             }
-            self.listeners.list_changed(kind, concerned);
+            self.listeners.list_changed(kind, |p| {
+                concerned(p) && {
+                    told.set(told.get() + 1);
+                    true
+                }
+            });
+            crate::telemetry::record::list_changed_sent(method, told.get());
         }
     }
 }

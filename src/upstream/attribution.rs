@@ -60,6 +60,7 @@ mod tests {
             },
             started: Instant::now() - Duration::from_millis(age_ms),
             span: tracing::Span::none(),
+            leg: None,
         }
     }
 
@@ -69,6 +70,7 @@ mod tests {
             origin: CallOrigin::Internal(tx),
             started: Instant::now() - Duration::from_secs(60),
             span: tracing::Span::none(),
+            leg: None,
         }
     }
 

@@ -129,6 +129,8 @@ pub(super) struct Pending {
     pub(super) origin: CallOrigin,
     pub(super) started: Instant,
     pub(super) span: tracing::Span,
+    /// What telemetry hears of it: timed and counted in flight until answered.
+    pub(super) leg: Option<crate::telemetry::UpstreamLeg>,
 }
 
 /// Start a connection task; the handle is usable at once (calls queue until ready).
@@ -398,6 +400,7 @@ impl Actor {
         // Read per call: a reload changes it for the next call, calls in flight stay.
         let max_in_flight = self.ctx.tunables.load().max_in_flight;
         if matches!(origin, CallOrigin::Host { .. }) && self.host_calls() >= max_in_flight {
+            crate::telemetry::record::refused(crate::telemetry::Refusal::Overload);
             let error = UpstreamError::Overloaded {
                 name: self.name().to_string(),
                 reason: format!("{max_in_flight} requests in flight (max_in_flight)"),
@@ -425,6 +428,7 @@ impl Actor {
         } else {
             params.map(CallParams::into_raw)
         };
+        let leg = Some(crate::telemetry::UpstreamLeg::start(self.name(), &method));
         let frame = Message::Request {
             id: RequestId::number(upstream_id),
             method,
@@ -439,6 +443,7 @@ impl Actor {
                 origin,
                 started: Instant::now(),
                 span,
+                leg,
             },
         );
         if let Err(err) = transport.send_request(frame, upstream_id, headers) {
@@ -456,6 +461,7 @@ impl Actor {
 
     fn fail_pending(&mut self, upstream_id: u64, error: UpstreamError) {
         if let Some(p) = self.pending.remove(&upstream_id) {
+            crate::telemetry::UpstreamLeg::failed(p.leg, error.code());
             self.fail_origin(p.origin, error);
         }
     }
@@ -474,6 +480,7 @@ impl Actor {
     pub(super) fn fail_all(&mut self, reason: &str) {
         let error = self.closed_error(reason);
         for (_, p) in self.pending.drain().collect::<Vec<_>>() {
+            crate::telemetry::UpstreamLeg::failed(p.leg, error.code());
             self.fail_origin(p.origin, error.clone());
         }
         self.ctx.ties.routes.forget_connection(&self.handle);
@@ -522,6 +529,10 @@ impl Actor {
             let elapsed_us = pending.started.elapsed().as_micros() as u64;
             tracing::debug!(upstream = %self.name(), upstream_id, elapsed_us, "upstream answered");
         });
+        if let Some(leg) = pending.leg {
+            let tool = leg.is_tool_call();
+            leg.finish(crate::telemetry::outcome::of_payload(&payload, tool));
+        }
         match pending.origin {
             CallOrigin::Internal(tx) => {
                 let _ = tx.send(match payload {

@@ -37,6 +37,7 @@ pub fn watch(handle: UpstreamHandle, tunables: LiveTunables) {
                         return;
                     }
                     missed += 1;
+                    crate::telemetry::record::health_check_failed(handle.name());
                     tracing::warn!(upstream = %handle.name(), %err, missed, "health check unanswered");
                     if missed > MISSED_CHECKS_ALLOWED {
                         let reason = format!(

@@ -192,6 +192,7 @@ async fn refetch(pool: &Arc<Upstreams>, slot: &UpstreamSlot, batch: Vec<Connecti
     for (kind, via, fetched) in futures_util::future::join_all(fetches).await {
         match fetched {
             Ok(FetchedList { items, hint }) => {
+                crate::telemetry::record::list_refreshed(&slot.server.name, kind.field());
                 slot.list_freshness.record(kind, hint, Instant::now());
                 // A retired slot's id may belong to its replacement now: its lists are not ours.
                 if pool
@@ -231,6 +232,7 @@ async fn refresh_all(
         match fetch_list(handle, kind).await {
             Ok(FetchedList { items, hint }) => {
                 tracing::info!(upstream = %handle.name(), list = %kind.method(), count = items.len(), "loaded list");
+                crate::telemetry::record::list_refreshed(&slot.server.name, kind.field());
                 slot.list_freshness.record(kind, hint, Instant::now());
                 put(kind, items);
             }

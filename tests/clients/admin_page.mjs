@@ -4,6 +4,7 @@
 //   down NAME                the row leaves `ready` and the recent errors name the upstream
 //   back NAME                the row is `ready` again with at least one restart
 //   session CLIENT           a session row shows the client's name
+//   error TEXT...            the recent errors list a line containing TEXT
 //   listed TOOL              the catalog lists the tool (as text: a name that is markup stays text)
 //   schema SERVER TOOL TEXT  unfold the server's catalog and the tool: its schema shows TEXT
 //   shot PATH                a screenshot of the page
@@ -71,6 +72,15 @@ async function run(words) {
         WAIT,
       );
       return;
+    case "error": {
+      const text = args.join(" ");
+      await page.waitForFunction(
+        (text) => [...document.querySelectorAll("#errors li")].some((li) => li.textContent.includes(text)),
+        text,
+        WAIT,
+      );
+      return;
+    }
     case "listed": {
       const [tool] = args;
       await page.waitForFunction(

@@ -1,6 +1,6 @@
 //! The admin page in a real browser (Debian's chromium, driven by playwright-core): it goes live,
-//! shows a host's session, sees an upstream go down (its error among the recent ones) and come
-//! back, lists a tool added while it is open (a name that is markup shown as text), and unfolds a
+//! shows a host's session, sees an upstream go down (its error and the failed call among the
+//! recent ones) and come back, lists a tool added while it is open (a name that is markup shown as text), and unfolds a
 //! real server's tool to its schema. The screenshot it takes is the one in
 //! `docs/admin.png` (copied there by hand when the page changes).
 
@@ -41,6 +41,9 @@ async fn the_page_follows_an_upstream_down_and_back_and_shows_a_tools_schema() {
         .await;
     assert!(crashed.get("error").is_some(), "{crashed}");
     page.run("down flaky").await;
+    // The host's call that the crash ended is among the recent errors too.
+    page.run("error tools/call flaky__crash failed: JSON-RPC error")
+        .await;
     std::fs::remove_file(&down).expect("remove the flag");
     page.run("back flaky").await;
 

@@ -32,6 +32,7 @@ mod http_upstream;
 mod import;
 mod legacy_sse;
 mod lifecycle;
+mod metrics;
 mod modern;
 mod oauth_flows;
 mod policy;

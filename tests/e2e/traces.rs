@@ -323,6 +323,22 @@ async fn with_the_collector_down_calls_succeed_and_the_dropped_spans_are_counted
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The same count is on /metrics (the exposition's counter is at least what was seen here:
+    // the exporter may have dropped more since).
+    let seen = gw.dropped_spans().unwrap_or(0);
+    let exposition = reqwest::get(format!("http://{}/metrics", gw.local_addr()))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the exposition");
+    let counted = (exposition.lines())
+        .find_map(|line| line.strip_prefix("mcpmux_trace_spans_dropped_total "))
+        .and_then(|value| value.trim().parse::<f64>().ok());
+    assert!(
+        counted.is_some_and(|n| n >= seen as f64),
+        "{counted:?} < {seen}\n{exposition}"
+    );
     gw.stop().await;
 }
 

@@ -22,6 +22,7 @@ pub mod everything;
 pub mod interop_report;
 pub mod mcp;
 pub mod otlp;
+pub mod prometheus;
 pub mod serve;
 pub mod test_server;
 

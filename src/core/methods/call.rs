@@ -75,6 +75,7 @@ pub(super) fn step_up(
     let (auth, principal) = (hub.auth.current()?, ctx.principal.as_ref()?);
     let needed = auth.step_up(principal, exposed)?;
     trail.refused_by_step_up(&needed);
+    crate::telemetry::record::refused(crate::telemetry::Refusal::Auth);
     tracing::info!(principal = %principal.name, name = exposed, "step-up: it needs scopes {needed:?}");
     let failure = Failure::InsufficientScope(needed);
     // On a profile's endpoint the challenge names the profile's metadata.

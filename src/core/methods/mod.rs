@@ -222,8 +222,23 @@ pub fn invalid_params_object(id: RequestId) -> Message {
     RequestError::ParamsNotObject.reply(id)
 }
 
-/// Serve one request; the reply is in the request's era. With traces on, inside its SERVER span.
+/// Serve one request; the reply is in the request's era. Telemetry times it to its answer and,
+/// with traces on, it is served inside its SERVER span.
 pub async fn request(
+    hub: &Arc<Hub>,
+    ctx: &RequestCtx,
+    id: RequestId,
+    method: String,
+    params: RawObject,
+) -> Outcome {
+    let observed = super::observe::start(hub, ctx, &method, &params);
+    let mut outcome = traced(hub, ctx, id, method, params).await;
+    super::observe::ended(observed, &mut outcome);
+    outcome
+}
+
+/// [`serve_request`], inside the request's SERVER span when traces are on.
+async fn traced(
     hub: &Arc<Hub>,
     ctx: &RequestCtx,
     id: RequestId,
@@ -418,6 +433,7 @@ async fn start_call(
         upstream_id,
     };
     if !session.try_add_inflight(id.clone(), inflight, gateway.max_in_flight_per_session) {
+        crate::telemetry::record::refused(crate::telemetry::Refusal::Overload);
         return Outcome::refused(id, RequestError::SessionBusy(gateway.max_in_flight_per_session));
     }
     // The text is kept for a retry with input; a modern upstream gets the parsed object too, to
@@ -462,6 +478,7 @@ async fn start_call(
             client: client_span,
         },
         trace_headers,
+        observed: None,
         deadline: Deadline::new(
             timeout,
             tunables.timeout_resets_on_progress,
