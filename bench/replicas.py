@@ -19,7 +19,7 @@ bench/run.py; on a 2-core machine three replicas therefore share one core.
     cargo build --release --locked -p mcpmux -p mcpmux-bench && python3 bench/replicas.py
     python3 bench/replicas.py --sessions 32 --calls 300 --reps 3 [--no-pin]
 
-Needs haproxy on PATH (scripts/install-balancers.sh). Logs and configs go to
+Needs haproxy on PATH (scripts/install-debian.sh haproxy=haproxy). Logs and configs go to
 target/bench-run/replicas/.
 """
 import argparse
@@ -174,7 +174,7 @@ def main():
         if not need.exists():
             sys.exit(f"{need} missing: cargo build --release --locked -p mcpmux -p mcpmux-bench")
     if not (shutil.which("haproxy") or Path("/usr/sbin/haproxy").exists()):
-        sys.exit("haproxy missing: scripts/install-balancers.sh (as root)")
+        sys.exit("haproxy missing: scripts/install-debian.sh haproxy=haproxy (as root)")
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     kinds = ["direct", "forwarded", "haproxy-1", "haproxy-3"]
     runs = {k: [] for k in kinds}

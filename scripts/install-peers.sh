@@ -124,7 +124,7 @@ install_npm_prefix() {
 }
 install_npm_prefix oauth2-mock-server "$OAUTH_MOCK_VERSION"
 install_npm_prefix oidc-provider "$OIDC_PROVIDER_VERSION"
-# The browser driver of the admin page test (the browser is Debian's chromium: install-browser.sh).
+# The browser driver of the admin page test (the browser is Debian's chromium: install-debian.sh).
 install_npm_prefix playwright-core "$PLAYWRIGHT_CORE_VERSION"
 
 # ---- the linters of deploy/, in a venv of their own (its own stamp) ----

@@ -46,7 +46,11 @@ fn observe_state(hub: &Hub) {
         open.insert(("session", transport), 0);
     }
     for session in hub.sessions.all() {
-        let era = if session.is_modern() { "stateless" } else { "session" };
+        let era = if session.is_modern() {
+            "stateless"
+        } else {
+            "session"
+        };
         *open.entry((era, session.transport())).or_default() += 1;
     }
     for ((era, transport), count) in open {

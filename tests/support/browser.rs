@@ -1,10 +1,9 @@
-//! A real browser for the admin page test: Debian's chromium (`scripts/install-browser.sh`,
+//! A real browser for the admin page test: Debian's chromium (`scripts/install-debian.sh`,
 //! installed once per process under the peers' lock) driven by `tests/clients/admin_page.mjs`
 //! (npm `playwright-core`), one command per line.
 
-use super::{peers, repo_root, under_file_lock};
+use super::{peers, repo_root};
 use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -12,27 +11,9 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 /// No single browser step may take longer (a guard against hangs, not a performance check).
 const STEP_LIMIT: Duration = Duration::from_secs(60);
 
-/// Install chromium once per process.
+/// Install chromium (once per process).
 pub fn chromium() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let root = repo_root();
-        let script = root.join("scripts").join("install-browser.sh");
-        under_file_lock(&root.join("target").join("peers.lock"), || {
-            let out = std::process::Command::new("bash")
-                .arg(&script)
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
-            assert!(
-                out.status.success(),
-                "{} failed ({}):\n{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        });
-    });
+    super::debian_packages(&["chromium=chromium"]);
 }
 
 /// The page open in the browser.

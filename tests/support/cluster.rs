@@ -9,8 +9,7 @@ use super::{free_port, log_dir, path_str, repo_root, scratch_dir, spawn_server, 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// How long a stopping replica may take to exit (shutdown delay, drain, upstreams stopping).
@@ -36,30 +35,9 @@ pub enum Spread {
     RoundRobin,
 }
 
-/// Install HAProxy and nginx once per process (`scripts/install-balancers.sh`, under the peers'
-/// lock); panics with the script's message where that is impossible.
+/// Install HAProxy and nginx (once per process).
 pub fn balancers() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let root = repo_root();
-        let script = root.join("scripts").join("install-balancers.sh");
-        let lock = root.join("target").join("peers.lock");
-        super::under_file_lock(&lock, || {
-            let out = Command::new("bash")
-                .arg(&script)
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
-            assert!(
-                out.status.success(),
-                "{} failed ({}):\n{}{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr),
-                String::from_utf8_lossy(&out.stdout)
-            );
-        });
-    });
+    super::debian_packages(&["haproxy=haproxy", "nginx=nginx"]);
 }
 
 /// A balancer binary, also where a non-login PATH lacks /usr/sbin.

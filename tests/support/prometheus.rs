@@ -1,41 +1,19 @@
-//! A real Prometheus (Debian's `prometheus`, installed by `scripts/install-prometheus.sh`) for the
+//! A real Prometheus (Debian's `prometheus`, installed by `scripts/install-debian.sh`) for the
 //! metrics tests: its own config and storage in a scratch folder, on a free port, scraping a
 //! target every 500 ms; its HTTP query API; `promtool check metrics`; and a reader of the text
 //! exposition format for assertions on series and labels.
 
-use super::{free_port, repo_root, wait_for_port, ChildGuard};
+use super::{free_port, wait_for_port, ChildGuard};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Install Prometheus and promtool once per process (under the peers' lock); panics with the
-/// script's message where that is impossible.
+/// Install Prometheus and promtool (once per process).
 pub fn install() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let root = repo_root();
-        let script = root.join("scripts").join("install-prometheus.sh");
-        let lock = root.join("target").join("peers.lock");
-        super::under_file_lock(&lock, || {
-            let out = Command::new("bash")
-                .arg(&script)
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
-            assert!(
-                out.status.success(),
-                "{} failed ({}):\n{}{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr),
-                String::from_utf8_lossy(&out.stdout)
-            );
-        });
-    });
+    super::debian_packages(&["prometheus=prometheus,promtool"]);
 }
 
 /// A running Prometheus scraping one target.
