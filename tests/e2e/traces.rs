@@ -32,6 +32,32 @@ fn config(otlp_port: u16, http_url: &str, log: &std::path::Path, audit: &std::pa
     )
 }
 
+/// A gateway exporting to a collector of the test's own, in front of the test server and the HTTP
+/// upstream (see [`config`]), with the upstream's log and the audit log in `scratch_dir(tag)`.
+struct Traced {
+    collected: Collected,
+    gw: mcpmux::Gateway,
+    /// What the test server received.
+    log: std::path::PathBuf,
+    audit: std::path::PathBuf,
+}
+
+impl Traced {
+    async fn start(tag: &str) -> Traced {
+        let (collected, otlp_port) = start_collector("edge-gw").await;
+        let http_url = start_http_upstream().await;
+        let dir = scratch_dir(tag);
+        let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
+        let gw = boot_gateway(&config(otlp_port, &http_url, &log, &audit), "").await;
+        Traced {
+            collected,
+            gw,
+            log,
+            audit,
+        }
+    }
+}
+
 fn authed_client() -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     let bearer = format!("Bearer {KEY}");
@@ -116,11 +142,9 @@ fn assert_nothing_secret(collected: &Collected) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_traceparent_header_links_host_server_client_and_upstream() {
     let _suite = crate::suite::enter(module_path!());
-    let (collected, otlp_port) = start_collector("edge-gw").await;
-    let http_url = start_http_upstream().await;
-    let dir = scratch_dir("traces-header");
-    let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
-    let gw = boot_gateway(&config(otlp_port, &http_url, &log, &audit), "").await;
+    let Traced {
+        collected, gw, audit, ..
+    } = Traced::start("traces-header").await;
     let s = ready_session(&gw.url()).await;
 
     let stdio_seen = traced_call(&s, "tr__echo_meta").await;
@@ -196,11 +220,12 @@ async fn a_traceparent_header_links_host_server_client_and_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modern_requests_meta_traceparent_is_its_parent_and_the_rest_of_meta_passes_untouched() {
     let _suite = crate::suite::enter(module_path!());
-    let (collected, otlp_port) = start_collector("edge-gw").await;
-    let http_url = start_http_upstream().await;
-    let dir = scratch_dir("traces-meta");
-    let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
-    let gw = boot_gateway(&config(otlp_port, &http_url, &log, &audit), "").await;
+    let Traced {
+        collected,
+        gw,
+        log,
+        audit,
+    } = Traced::start("traces-meta").await;
     drop(ready_session(&gw.url()).await);
 
     // The request's own context (in `_meta`) and another one in the HTTP header: `_meta` wins.
@@ -567,11 +592,7 @@ fn python_call(url: &str, mode: &str, traceparent: &str) -> ClientRun {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_clients_traceparent_reaches_the_upstream_through_both_eras() {
     let _suite = crate::suite::enter(module_path!());
-    let (collected, otlp_port) = start_collector("edge-gw").await;
-    let http_url = start_http_upstream().await;
-    let dir = scratch_dir("traces-python");
-    let (log, audit) = (dir.join("upstream.log"), dir.join("audit.log"));
-    let gw = boot_gateway(&config(otlp_port, &http_url, &log, &audit), "").await;
+    let Traced { collected, gw, .. } = Traced::start("traces-python").await;
     drop(ready_session(&gw.url()).await);
     let mut expected = Vec::new();
     for (mode, trace) in [
