@@ -312,8 +312,8 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
             if !admin_addr.ip().is_loopback() {
                 tracing::warn!(
                     %admin_addr,
-                    "gateway.admin_listen accepts connections from other machines: /status, /healthz \
-                     and /readyz are not behind [auth]; keep it on a private network"
+                    "gateway.admin_listen accepts connections from other machines: /status, /healthz, \
+                     /readyz, /metrics and /admin are not behind [auth]; keep it on a private network"
                 );
             }
             tracing::info!(url = %format!("http://{admin_addr}{}", admin::status::STATUS_PATH), "operator endpoints listening");

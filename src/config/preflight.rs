@@ -165,8 +165,9 @@ fn admin_findings(admin: SocketAddr, listen: SocketAddr) -> Vec<Finding> {
             severity: Severity::Warning,
             message: format!(
                 "gateway.admin_listen {admin} accepts connections from other machines: /status, \
-                 /healthz and /readyz are not behind [auth], so bind it to an address only your \
-                 probes and monitoring reach (a private network, a pod's own port)"
+                 /healthz, /readyz, /metrics and /admin are not behind [auth], so bind it to an \
+                 address only your probes, monitoring and operators reach (a private network, a \
+                 pod's own port)"
             ),
         });
     }
