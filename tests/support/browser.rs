@@ -13,7 +13,7 @@ const STEP_LIMIT: Duration = Duration::from_secs(60);
 
 /// Install chromium (once per process).
 pub fn chromium() {
-    super::debian_packages(&["chromium=chromium"]);
+    super::debian::packages(&["chromium=chromium"]);
 }
 
 /// The page open in the browser.

@@ -37,7 +37,7 @@ pub enum Spread {
 
 /// Install HAProxy and nginx (once per process).
 pub fn balancers() {
-    super::debian_packages(&["haproxy=haproxy", "nginx=nginx"]);
+    super::debian::packages(&["haproxy=haproxy", "nginx=nginx"]);
 }
 
 /// A balancer binary, also where a non-login PATH lacks /usr/sbin.

@@ -18,6 +18,7 @@
 pub mod browser;
 pub mod cluster;
 pub mod conformance;
+pub mod debian;
 pub mod everything;
 pub mod interop_report;
 pub mod mcp;
@@ -227,36 +228,6 @@ fn npm_bin(npm_modules: &Path, package: &str) -> PathBuf {
         other => panic!("{}: unexpected bin field {other}", manifest.display()),
     };
     pkg_dir.join(rel)
-}
-
-/// Install Debian packages once per process (`scripts/install-debian.sh`, under the peers' lock),
-/// each given as `PACKAGE=COMMAND[,COMMAND]`; panics with the script's message where that is
-/// impossible (not root, no apt-get).
-pub fn debian_packages(specs: &'static [&'static str]) {
-    static DONE: Mutex<Vec<&'static [&'static str]>> = Mutex::new(Vec::new());
-    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
-    if done.contains(&specs) {
-        return;
-    }
-    let root = repo_root();
-    let script = root.join("scripts").join("install-debian.sh");
-    under_file_lock(&root.join("target").join("peers.lock"), || {
-        let out = Command::new("bash")
-            .arg(&script)
-            .args(specs)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} {specs:?} failed ({}):\n{}{}",
-            script.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-    });
-    done.push(specs);
 }
 
 pub fn path_str(p: &Path) -> String {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// Install Prometheus and promtool (once per process).
 pub fn install() {
-    super::debian_packages(&["prometheus=prometheus,promtool"]);
+    super::debian::packages(&["prometheus=prometheus,promtool"]);
 }
 
 /// A running Prometheus scraping one target.
