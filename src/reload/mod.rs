@@ -347,5 +347,4 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
 }
 
 #[cfg(test)]
-#[path = "reload_tests.rs"]
 mod tests;
