@@ -27,7 +27,7 @@ impl Config {
         let raw_gateway = raw.gateway.unwrap_or_default();
         let gateway = ctx.section(errors, || build_gateway(&ctx, &raw_gateway));
         let gateway_ok = gateway.is_some() && !dropped.section("gateway");
-        let gateway = gateway.unwrap_or_default();
+        let mut gateway = gateway.unwrap_or_default();
         let auth = match &raw.auth {
             Some(table) => ctx.section(errors, || auth::build_auth(&ctx, table, &gateway.public_url)),
             None => None,
@@ -115,6 +115,10 @@ impl Config {
             Some(table) => ctx.section(errors, || cluster::build_cluster(&ctx, table, gateway.listen)),
             None => None,
         };
+        if raw.cluster.is_some() && raw_gateway.shutdown_delay_secs.is_none() {
+            // Replicas stand behind a balancer: keep serving until it has seen `/readyz` flip.
+            gateway.shutdown_delay = cluster::DEFAULT_SHUTDOWN_DELAY;
+        }
         let known = (&servers[..], &disabled[..], &failed[..]);
         let profiles = profiles::build_profiles(&ctx, raw.profiles, &gateway, known, errors);
         let telemetry = (ctx.section(errors, || {

@@ -9,6 +9,18 @@ use crate::seal::ClusterKey;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::SocketAddr;
+use std::time::Duration;
+
+/// `gateway.shutdown_delay_secs` when `[cluster]` is set and the key is not: how long a stopping
+/// replica keeps serving everything while `/readyz` answers 503, so the balancer in front stops
+/// sending it requests before it refuses any. A health-checking balancer needs `fall` failed
+/// checks `inter` apart, plus one check's round trip, to mark a replica down: 1 s with checks every
+/// 500 ms and fall 2, 2 s with `deploy/balancers/haproxy.cfg` (1 s, fall 2); Kubernetes needs a
+/// few seconds to take a terminating pod's endpoint out of its Services and ingresses. Five
+/// seconds covers those with room for a loaded machine; serving longer costs only time at stop,
+/// never a call. Slower checks (HAProxy's own defaults, 2 s and fall 3: 6 s) need the key set
+/// above `fall × inter`.
+pub const DEFAULT_SHUTDOWN_DELAY: Duration = Duration::from_secs(5);
 
 /// `[cluster]`: several replicas serving as one.
 #[derive(Deserialize, JsonSchema)]
@@ -99,6 +111,21 @@ mod tests {
         let shown = format!("{cluster:?}");
         assert!(!shown.contains(KEY_A) && !shown.contains(KEY_B), "{shown}");
         assert!(parse("").unwrap().cluster.is_none());
+    }
+
+    #[test]
+    fn replicas_keep_serving_on_stop_until_a_balancer_has_seen_readyz_flip() {
+        use std::time::Duration;
+        let delay = |text: &str| parse(text).unwrap().gateway.shutdown_delay;
+        let cluster = format!("[cluster]\nkey = \"{KEY_A}\"\n");
+        assert_eq!(delay(&cluster), super::DEFAULT_SHUTDOWN_DELAY);
+        assert!(super::DEFAULT_SHUTDOWN_DELAY >= Duration::from_secs(5));
+        // Alone (nothing balancing in front), and whatever the operator wrote, stand.
+        assert_eq!(delay(""), Duration::ZERO);
+        for secs in [0, 2, 30] {
+            let text = format!("[gateway]\nshutdown_delay_secs = {secs}\n{cluster}");
+            assert_eq!(delay(&text), Duration::from_secs(secs), "{text}");
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ mod transport;
 mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
-pub use cluster::ClusterConfig;
+pub use cluster::{ClusterConfig, DEFAULT_SHUTDOWN_DELAY as CLUSTER_SHUTDOWN_DELAY};
 use gateway::{build_gateway, path_problem};
 pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
@@ -168,7 +168,8 @@ pub struct GatewayConfig {
     /// How long a stop waits for in-flight calls before cancelling them.
     pub drain_timeout: Duration,
     /// On stop, how long `/readyz` answers 503 while new sessions and calls are still served
-    /// (a balancer checking `/readyz` moves away), before the drain begins.
+    /// (a balancer checking `/readyz` moves away), before the drain begins. Default zero; with
+    /// `[cluster]`, [`CLUSTER_SHUTDOWN_DELAY`].
     pub shutdown_delay: Duration,
     pub page_size: usize,
     pub max_body_bytes: usize,

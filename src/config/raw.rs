@@ -89,7 +89,8 @@ pub(super) struct RawGateway {
     /// Seconds a stop waits for in-flight calls before answering them with an error. Default 10.
     pub(super) drain_timeout_secs: Option<Spanned<u64>>,
     /// Seconds /readyz answers 503 on stop while everything is still served, before the drain
-    /// (lets a load balancer move away). Default 0.
+    /// (lets a load balancer move away). Default 0; 5 with [cluster] (replicas stand behind a
+    /// balancer: above the fall × interval of its health checks).
     pub(super) shutdown_delay_secs: Option<Spanned<u64>>,
     /// Items per page of tools/prompts/resources lists. Default 500.
     #[schemars(range(min = 1))]

@@ -120,6 +120,12 @@ impl Rendered {
             .and_then(|g| g.get("drain_timeout_secs"))
             .and_then(|v| v.as_integer())
             .map_or(default_drain, |v| v.max(0) as u64);
+        // Before the drain, the shutdown delay: as written, else the `[cluster]` default.
+        let delay = match gateway.and_then(|g| g.get("shutdown_delay_secs")) {
+            Some(v) => v.as_integer().map_or(0, |v| v.max(0) as u64),
+            None if config.contains_key("cluster") => mcpmux::config::CLUSTER_SHUTDOWN_DELAY.as_secs(),
+            None => 0,
+        };
 
         let d = deployment;
         let pod = &d["spec"]["template"]["spec"];
@@ -158,13 +164,14 @@ impl Rendered {
         let pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
             .as_u64()
             .unwrap_or(0);
-        if grace <= pre_stop + drain + CHILD_STOP_SECS {
+        if grace <= pre_stop + delay + drain + CHILD_STOP_SECS {
             out.obj(
                 d,
                 format!(
                     "terminationGracePeriodSeconds {grace} is not above preStop sleep {pre_stop} s \
-                     + gateway.drain_timeout_secs {drain} s of {config_path} + {CHILD_STOP_SECS} s \
-                     to stop the stdio servers: calls would be killed mid-drain"
+                     + gateway.shutdown_delay_secs {delay} s + gateway.drain_timeout_secs {drain} s \
+                     of {config_path} + {CHILD_STOP_SECS} s to stop the stdio servers: calls would \
+                     be killed mid-drain"
                 ),
             );
         }

@@ -25,7 +25,9 @@ const PAGE_SIZE: usize = 7;
 /// A gateway in front of the test server with `[cluster]` as given (none for "").
 async fn replica(cluster: &str) -> mcpmux::Gateway {
     let servers = format!("{}\n{cluster}", test_server_toml("t", &[], None));
-    boot_gateway(&servers, &format!("page_size = {PAGE_SIZE}")).await
+    // In-process replicas with no balancer in front: nothing to wait for at stop.
+    let gateway = format!("page_size = {PAGE_SIZE}\nshutdown_delay_secs = 0");
+    boot_gateway(&servers, &gateway).await
 }
 
 fn cluster(key: &str, previous: &[&str]) -> String {

@@ -40,7 +40,8 @@ async fn replica_with(key: &str, extra: &str) -> mcpmux::Gateway {
         "{}\n[cluster]\nkey = {key:?}\n{extra}",
         test_server_toml("t", &[], None)
     );
-    boot_gateway(&servers, "").await
+    // No balancer in front: nothing to wait for at stop.
+    boot_gateway(&servers, "shutdown_delay_secs = 0").await
 }
 
 fn sealer(key: &str) -> Sealer {

@@ -22,7 +22,8 @@ async fn replica() -> mcpmux::Gateway {
          [[auth.api_keys]]\nname = \"bob\"\nkey = {BOB:?}\n",
         test_server_toml("t", &[], None)
     );
-    boot_gateway(&servers, "").await
+    // No balancer in front: nothing to wait for at stop.
+    boot_gateway(&servers, "shutdown_delay_secs = 0").await
 }
 
 /// A session of `token`'s holder on `url` that can answer sampling.

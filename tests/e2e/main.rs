@@ -46,6 +46,7 @@ mod reload_live;
 mod replicas;
 mod replicas_clients;
 mod resumption;
+mod rolling_restart;
 mod routing;
 mod shaping;
 mod stdio_setup;

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 const REPLICAS: usize = 3;
 const MODERN: &str = "2026-07-28";
-const ECHO: &str = "everything__echo";
-const LONG_TOOL: &str = "everything__trigger-long-running-operation";
+pub(crate) const ECHO: &str = "everything__echo";
+pub(crate) const LONG_TOOL: &str = "everything__trigger-long-running-operation";
 /// Small pages, so listing takes several requests (each may reach another replica).
 const GATEWAY: &str = "page_size = 3\ndrain_timeout_secs = 15";
 /// For the rolling restarts behind nginx (its passive `fail_timeout`, 5 s, for the replica
@@ -29,7 +29,7 @@ const GATEWAY: &str = "page_size = 3\ndrain_timeout_secs = 15";
 const DELAYED_STOP: &str = "page_size = 3\ndrain_timeout_secs = 15\nshutdown_delay_secs = 4";
 
 /// `[servers.everything]`: server-everything over stdio, a child of each replica.
-async fn everything_servers() -> String {
+pub(crate) async fn everything_servers() -> String {
     let js = tokio::task::spawn_blocking(|| peers().everything_js.clone())
         .await
         .expect("peer installation panicked");
@@ -244,15 +244,15 @@ async fn modern_era_behind_nginx_round_robin() {
 
 /// What a load of callers saw.
 #[derive(Default)]
-struct Tally {
-    ok: AtomicU64,
-    failed: AtomicU64,
+pub(crate) struct Tally {
+    pub(crate) ok: AtomicU64,
+    pub(crate) failed: AtomicU64,
     /// The first failures: when each call started, and what went wrong.
     failures: Mutex<Vec<(Instant, String)>>,
 }
 
 impl Tally {
-    fn record(&self, started: Instant, outcome: Result<(), String>) {
+    pub(crate) fn record(&self, started: Instant, outcome: Result<(), String>) {
         match outcome {
             Ok(()) => {
                 self.ok.fetch_add(1, Ordering::Relaxed);
@@ -267,14 +267,14 @@ impl Tally {
         }
     }
 
-    fn failures(&self) -> Vec<(Instant, String)> {
+    pub(crate) fn failures(&self) -> Vec<(Instant, String)> {
         self.failures.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
 /// 2026-07-28 callers that keep calling through the balancer until `stop`: short echoes and
 /// calls running 2 s with progress (so calls are in flight on the replica that is stopping).
-fn modern_load(
+pub(crate) fn modern_load(
     url: String,
     callers: u64,
     tally: Arc<Tally>,
@@ -343,8 +343,10 @@ async fn rolling_restart(kind: BalancerKind, tag: &str, gateway: &str) {
 
 /// Behind HAProxy (the deploy config: checks on `/readyz` every 1 s, down after 2; `retry-on
 /// conn-failure 503`), replicas with the default settings: at SIGTERM the replica's readiness
-/// flips and it drains at once (its calls in flight finish); a new request that still reaches
-/// it is refused unrun with 503 and HAProxy sends it to another replica.
+/// flips and it keeps serving for the `[cluster]` default shutdown delay, then drains (its
+/// calls in flight finish); a new request that still reaches it then is refused unrun with 503
+/// and HAProxy sends it to another replica. (`rolling_restart::` runs the issue 25 balancer,
+/// which retries no 503.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restart_behind_haproxy_fails_no_modern_call() {
     let _suite = crate::suite::enter(module_path!());
@@ -507,7 +509,7 @@ async fn kill9_of_the_home_replica_keeps_its_sessions() {
 }
 
 /// One session-era echo through `s`: Ok, or what went wrong (never a panic).
-async fn session_echo(s: &RawSession, id: u64, msg: &str) -> Result<(), String> {
+pub(crate) async fn session_echo(s: &RawSession, id: u64, msg: &str) -> Result<(), String> {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": ECHO, "arguments": {"message": msg}}});
     let resp = s.post(body).await;

@@ -35,6 +35,16 @@ pub enum Spread {
     RoundRobin,
 }
 
+/// What HAProxy's config changes from `deploy/balancers/haproxy.cfg`, beside the addresses (none
+/// by default).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HaproxyTweaks {
+    /// The health checks of the `default-server` line instead of `inter 1s fall 2 rise 2`.
+    pub checks: Option<&'static str>,
+    /// What a failed request is retried on instead of `conn-failure 503`.
+    pub retry_on: Option<&'static str>,
+}
+
 /// Install HAProxy and nginx (once per process).
 pub fn balancers() {
     super::debian::packages(&["haproxy=haproxy", "nginx=nginx"]);
@@ -143,6 +153,19 @@ impl Cluster {
         servers: &str,
         want_tools: &[&str],
     ) -> Cluster {
+        let tweaks = HaproxyTweaks::default();
+        Cluster::start_tweaked(tag, n, (kind, spread, tweaks), gateway_extra, servers, want_tools).await
+    }
+
+    /// [`Cluster::start`] with HAProxy's config tweaked (`tweaks`; ignored for nginx).
+    pub async fn start_tweaked(
+        tag: &str,
+        n: usize,
+        (kind, spread, tweaks): (BalancerKind, Spread, HaproxyTweaks),
+        gateway_extra: &str,
+        servers: &str,
+        want_tools: &[&str],
+    ) -> Cluster {
         tokio::task::spawn_blocking(balancers)
             .await
             .expect("balancer installation panicked");
@@ -161,7 +184,7 @@ impl Cluster {
         let balancer_dir = root.join("balancer");
         std::fs::create_dir_all(&balancer_dir).expect("balancer dir");
         let mut cluster = Cluster {
-            balancer: Balancer::start(kind, spread, &balancer_dir, &replicas),
+            balancer: Balancer::start(kind, (spread, tweaks), &balancer_dir, &replicas),
             replicas,
             gateway_extra: gateway_extra.to_string(),
             servers: servers.to_string(),
@@ -363,14 +386,19 @@ fn child_pids(parent: u32) -> Vec<u32> {
 }
 
 impl Balancer {
-    fn start(kind: BalancerKind, spread: Spread, dir: &Path, replicas: &[Replica]) -> Balancer {
+    fn start(
+        kind: BalancerKind,
+        (spread, tweaks): (Spread, HaproxyTweaks),
+        dir: &Path,
+        replicas: &[Replica],
+    ) -> Balancer {
         let port = free_port();
         let log = log_dir().join(format!("{kind:?}-{port}.log").to_lowercase());
         match kind {
             BalancerKind::Haproxy => {
                 let socket = dir.join("haproxy.sock");
                 let config = dir.join("haproxy.cfg");
-                let text = haproxy_config(spread, port, &socket, replicas);
+                let text = haproxy_config((spread, tweaks), port, &socket, replicas);
                 std::fs::write(&config, text).expect("write haproxy.cfg");
                 let mut cmd = Command::new(sbin("haproxy"));
                 cmd.arg("-db").arg("-f").arg(&config);
@@ -423,10 +451,29 @@ fn deploy_balancer(file: &str) -> String {
 }
 
 /// `deploy/balancers/haproxy.cfg` in front of `replicas`, listening on `port`, with an admin
-/// socket; with [`Spread::RoundRobin`], `balance roundrobin` instead of the hash.
-pub fn haproxy_config(spread: Spread, port: u16, socket: &Path, replicas: &[Replica]) -> String {
+/// socket; with [`Spread::RoundRobin`], `balance roundrobin` instead of the hash; `tweaks`
+/// replace its health checks and what it retries on.
+pub fn haproxy_config(
+    (spread, tweaks): (Spread, HaproxyTweaks),
+    port: u16,
+    socket: &Path,
+    replicas: &[Replica],
+) -> String {
     const FILE: &str = "haproxy.cfg";
     let mut text = deploy_balancer(FILE);
+    if let Some(checks) = tweaks.checks {
+        let line = format!("default-server check {checks}\n");
+        text = replace_in(
+            &text,
+            "default-server check inter 1s fall 2 rise 2\n",
+            &line,
+            FILE,
+        );
+    }
+    if let Some(retry_on) = tweaks.retry_on {
+        let line = format!("retry-on {retry_on}\n");
+        text = replace_in(&text, "retry-on conn-failure 503\n", &line, FILE);
+    }
     text = replace_in(
         &text,
         "bind 127.0.0.1:8080",
