@@ -162,6 +162,16 @@ impl Gateway {
         self.hub.drain_expired.clone()
     }
 
+    /// What a [`Gateway::stop`] begun now would wait for, to tell an operator.
+    pub fn stop_outlook(&self) -> StopOutlook {
+        let gateway = &self.hub.config().gateway;
+        StopOutlook {
+            in_flight: self.hub.calls.len(),
+            shutdown_delay: gateway.shutdown_delay,
+            drain_timeout: gateway.drain_timeout,
+        }
+    }
+
     /// Stop gracefully: `/readyz` answers 503 at once (and, for `gateway.shutdown_delay_secs`,
     /// everything else is still served, so a balancer checking it moves away first); then refuse
     /// new sessions, streams and calls, end standalone streams, let in-flight calls (and their
@@ -258,6 +268,18 @@ impl Gateway {
         }
         tracing::info!("stopped");
     }
+}
+
+/// What a stop will wait for: the shutdown delay (still serving), then the calls in flight, for
+/// at most the drain timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopOutlook {
+    /// Calls running now.
+    pub in_flight: usize,
+    /// `gateway.shutdown_delay_secs` in force.
+    pub shutdown_delay: Duration,
+    /// `gateway.drain_timeout_secs` in force.
+    pub drain_timeout: Duration,
 }
 
 /// Bind the endpoint, start every upstream, and return the running gateway.

@@ -253,6 +253,7 @@ async fn serve(config: mcpmux::Config, path: &std::path::Path, files: Vec<PathBu
         }
     }
     watching.cancel();
+    announce_stop(gateway.stop_outlook());
     let cut = gateway.drain_cutter();
     tokio::spawn(async move {
         while let Signal::Reload = signals.next().await {
@@ -263,6 +264,35 @@ async fn serve(config: mcpmux::Config, path: &std::path::Path, files: Vec<PathBu
     });
     gateway.stop().await;
     ExitCode::SUCCESS
+}
+
+/// Tell the operator, once, at the first stop signal, what the stop will wait for and that a
+/// second signal ends it at once: with a call in flight, a Ctrl-C would otherwise seem to hang
+/// for up to `drain_timeout_secs` without a word.
+fn announce_stop(outlook: mcpmux::StopOutlook) {
+    const AGAIN: &str = "press Ctrl-C again (or send a second SIGTERM) to stop at once";
+    let (n, delay, drain) = (
+        outlook.in_flight,
+        outlook.shutdown_delay.as_secs(),
+        outlook.drain_timeout.as_secs(),
+    );
+    match (n, delay) {
+        (0, 0) => tracing::info!(in_flight = n, "stopping: no call in flight ({AGAIN})"),
+        (_, 0) => tracing::warn!(
+            in_flight = n,
+            drain_timeout_secs = drain,
+            "stopping: letting {n} call(s) in flight finish, for up to {drain} s \
+             (gateway.drain_timeout_secs); {AGAIN}, answering them with an error"
+        ),
+        _ => tracing::warn!(
+            in_flight = n,
+            shutdown_delay_secs = delay,
+            drain_timeout_secs = drain,
+            "stopping: still serving for {delay} s while /readyz answers 503 \
+             (gateway.shutdown_delay_secs), then letting the calls in flight ({n} now) finish, \
+             for up to {drain} s (gateway.drain_timeout_secs); {AGAIN}"
+        ),
+    }
 }
 
 /// Print what the checks found; fail when any is an error.

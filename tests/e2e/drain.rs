@@ -214,6 +214,46 @@ async fn a_second_signal_ends_the_drain() {
     assert!(status.success(), "exit: {status}; log:\n{}", gw.log());
 }
 
+/// Ctrl-C with a call in flight: mcpmux says at once, in one line, that it lets the call finish
+/// for up to `drain_timeout_secs` and that a second Ctrl-C stops at once; a second Ctrl-C does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_says_how_long_the_drain_may_take_and_a_second_one_stops_at_once() {
+    let _suite = crate::suite::enter(module_path!());
+    const NOTICE: &str = "press Ctrl-C again (or send a second SIGTERM) to stop at once";
+    let mut gw = start_gateway("drain-ctrl-c", 600).await;
+    let (_session, mut call) = session_era_call(&gw.url(), 120).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gw.signal(libc::SIGINT);
+    let deadline = Instant::now() + RESPONSE_TIMEOUT;
+    let notice = loop {
+        let log = gw.log();
+        if let Some(line) = log.lines().find(|l| l.contains(NOTICE)) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "no notice; log:\n{log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        notice.contains("WARN") && notice.contains("1 call(s) in flight") && notice.contains("up to 600 s"),
+        "{notice}"
+    );
+
+    gw.signal(libc::SIGINT);
+    let reply = response(&mut call, 7)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", gw.log()));
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("shutting down"), "{reply}; log:\n{}", gw.log());
+    let status = gw.wait_exit(EXIT_TIMEOUT).await;
+    assert!(status.success(), "exit: {status}; log:\n{}", gw.log());
+    let log = gw.log();
+    assert_eq!(
+        log.matches(NOTICE).count(),
+        1,
+        "said once, at the first signal:\n{log}"
+    );
+}
+
 /// `GET path` on the gateway's main listener: status and body.
 async fn probe(gw: &ServeProcess, path: &str) -> (u16, String) {
     let resp = reqwest::get(format!("http://127.0.0.1:{}{path}", gw.port))
