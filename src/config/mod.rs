@@ -244,8 +244,9 @@ pub struct ServerConfig {
     pub health_check_interval: Option<Duration>,
     /// How long a health check may take before the connection counts as hung.
     pub health_check_timeout: Duration,
-    /// How long opening a connection may take (spawn or connect, the era probe, `initialize`
-    /// and its answer) before it counts as failed.
+    /// How long opening a connection may take (connect, the era probe, `initialize` and its
+    /// answer) before it counts as failed; a stdio child's counts from its first output on
+    /// stdout (before it, up to ten times this: it may be installing).
     pub handshake_timeout: Duration,
     pub max_line_bytes: usize,
     pub transport: TransportConfig,

@@ -162,7 +162,9 @@ pub(super) struct RawServer {
     /// Seconds a health check may take before the connection counts as hung. Default 10.
     #[schemars(range(min = 1))]
     pub(super) health_check_timeout_secs: Option<Spanned<u64>>,
-    /// Seconds opening a connection may take (spawn/connect and initialize). Default 30.
+    /// Seconds opening a connection may take (connect and initialize). Default 30. For a stdio
+    /// server it counts from its first output on stdout: before it (installing), it may stay
+    /// silent up to 10 times as long.
     #[schemars(range(min = 1))]
     pub(super) handshake_timeout_secs: Option<Spanned<u64>>,
     /// Longest line a stdio server may write, in bytes. Default 16777216 (16 MiB).

@@ -19,8 +19,9 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
 const DEFAULT_HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(30);
 const DEFAULT_HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long opening a connection may take unless `handshake_timeout_secs` says otherwise: room
-/// for a cold `npx`/`uvx` start or a slow remote server, yet short enough that a server that
-/// never answers is reported failed (and retried) within half a minute.
+/// for a slow remote server, yet short enough that a server that never answers is reported
+/// failed (and retried) within half a minute. A stdio server's counts from its first output
+/// (a cold `npx`/`uvx` install before it may take 10 times as long: `upstream::startup`).
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `servers.NAME` path of a server key, quoting keys that are not bare TOML keys.

@@ -114,6 +114,14 @@ impl Transport {
         }
     }
 
+    /// When a stdio child first wrote on stdout (`None` for other transports).
+    fn first_output(&self) -> Option<super::startup::FirstOutput> {
+        match self {
+            Transport::Stdio(t) => Some(t.first_output()),
+            _ => None,
+        }
+    }
+
     pub(super) async fn stop(self) {
         match self {
             Transport::Stdio(t) => t.stop().await,
@@ -210,11 +218,13 @@ impl Actor {
         stop: CancellationToken,
     ) {
         let limit = self.ctx.tunables.load().handshake_timeout;
-        let opening = tokio::time::timeout(limit, self.initialize(&mut transport, &mut inbound));
+        let (name, first_output) = (self.handle.name().to_string(), transport.first_output());
+        let opening = self.initialize(&mut transport, &mut inbound);
+        let opening = super::startup::bounded(&name, limit, first_output, opening);
         let reason = tokio::select! {
             r = opening => match r {
                 Ok(opened) => opened.err(),
-                Err(_) => Some(self.describe_end(&mut transport, super::opening::timed_out(limit)).await),
+                Err(why) => Some(self.describe_end(&mut transport, why).await),
             },
             _ = stop.cancelled() => Some("stopped".to_string()),
         };

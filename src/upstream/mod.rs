@@ -28,6 +28,7 @@ mod opening;
 pub mod pool;
 pub mod reconcile;
 pub mod server_requests;
+mod startup;
 pub mod state;
 mod stdio;
 pub mod supervisor;

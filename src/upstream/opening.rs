@@ -131,7 +131,9 @@ impl Actor {
     ) -> Result<ServerFacts, Unanswered> {
         let id = self.handle.next_id();
         self.send_early(transport, initialize_request(id), id)?;
-        let deadline = tokio::time::Instant::now() + self.ctx.tunables.load().handshake_timeout;
+        // The connection's opening clock decides (`startup`); this only bounds the wait.
+        let bound = super::startup::opening_bound(self.ctx.tunables.load().handshake_timeout);
+        let deadline = tokio::time::Instant::now() + bound;
         let mut waiting: Vec<u64> = std::iter::once(id).chain(late_discover).collect();
         loop {
             let (answered, payload) = self.await_answer(transport, inbound, &waiting, deadline).await?;

@@ -5,6 +5,7 @@
 
 use super::connection::Inbound;
 use super::parse_frame;
+use super::startup::FirstOutput;
 use crate::config::TransportConfig;
 use crate::error::UpstreamError;
 use crate::protocol::framing::{Frame, LineSplitter};
@@ -42,6 +43,8 @@ pub struct StdioTransport {
     stderr_tail: Arc<Mutex<StderrTail>>,
     /// The task logging stderr; it ends when the child's stderr closes.
     stderr_task: Option<tokio::task::JoinHandle<()>>,
+    /// When the child first wrote on stdout (the opening's handshake timer starts there).
+    first_output: FirstOutput,
 }
 
 impl StdioTransport {
@@ -96,7 +99,9 @@ impl StdioTransport {
 
         let (writer_tx, writer_rx) = mpsc::channel(WRITE_QUEUE);
         tokio::spawn(write_frames(name.clone(), stdin, writer_rx));
-        tokio::spawn(read_frames(name.clone(), stdout, max_line, inbound));
+        let first_output = FirstOutput::default();
+        let reader = read_frames(name.clone(), stdout, max_line, inbound, first_output.clone());
+        tokio::spawn(reader);
         let stderr_tail = Arc::new(Mutex::new(StderrTail::default()));
         let stderr_task = tokio::spawn(log_stderr(name.clone(), stderr, stderr_tail.clone()));
         Ok(StdioTransport {
@@ -106,7 +111,13 @@ impl StdioTransport {
             pgid,
             stderr_tail,
             stderr_task: Some(stderr_task),
+            first_output,
         })
+    }
+
+    /// When the child first writes on stdout.
+    pub fn first_output(&self) -> FirstOutput {
+        self.first_output.clone()
     }
 
     /// Queue one frame for the child's stdin.
@@ -219,6 +230,7 @@ async fn read_frames(
     mut stdout: tokio::process::ChildStdout,
     max_line: usize,
     inbound: mpsc::Sender<Inbound>,
+    first_output: FirstOutput,
 ) {
     let mut splitter = LineSplitter::new(max_line);
     let mut buf = vec![0u8; 64 * 1024];
@@ -229,6 +241,7 @@ async fn read_frames(
             Ok(n) => n,
             Err(err) => break format!("reading stdout failed: {err}"),
         };
+        first_output.mark();
         splitter.push(&buf[..n], &mut frames);
         for frame in frames.drain(..) {
             match frame {

@@ -46,7 +46,8 @@ pub async fn supervise(
     // that would not (the stop of a stdio child takes a few seconds more).
     loop {
         // Read per attempt: a reload changes it for the next connect.
-        let ready_wait = slot.tunables.load().handshake_timeout + READY_MARGIN;
+        let handshake = slot.tunables.load().handshake_timeout;
+        let ready_wait = super::startup::opening_bound(handshake) + READY_MARGIN;
         slot.state.starting();
         let handle = spawn_connection(pool.connection_context(slot, None));
         let ready = tokio::select! {

@@ -49,5 +49,6 @@ mod resumption;
 mod rolling_restart;
 mod routing;
 mod shaping;
+mod slow_start;
 mod stdio_setup;
 mod traces;
