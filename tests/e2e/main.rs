@@ -39,6 +39,7 @@ mod policy;
 mod policy_explain;
 mod policy_property;
 mod profiles;
+mod pypi_run;
 mod rate_limit;
 mod real_clients;
 mod reload;
