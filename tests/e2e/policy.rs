@@ -265,3 +265,108 @@ async fn a_reloaded_policy_takes_effect_on_the_next_request() {
         .await
         .success());
 }
+
+/// Run the Python SDK client (mcp 2.3.0) against `url` with `Authorization: Bearer key`.
+async fn py_client_as(url: &str, key: &str, args: &[&str]) -> ClientRun {
+    let mut cmd = std::process::Command::new(&peers().python);
+    cmd.arg(repo_root().join("tests/clients/py_client.py"))
+        .arg(url)
+        .args(args)
+        .env("MCPMUX_TEST_BEARER", key);
+    tokio::task::spawn_blocking(move || run_client(cmd, std::time::Duration::from_secs(60)))
+        .await
+        .expect("the client runs")
+}
+
+/// The exposed tool names a py_client scenario listed.
+fn listed_tools(run: &ClientRun) -> BTreeSet<String> {
+    (run.json["tools"].as_array().into_iter().flatten())
+        .filter_map(|t| t.as_str().or_else(|| t["name"].as_str()).map(str::to_string))
+        .collect()
+}
+
+/// An API key holds the scopes it is given, by default the required ones (issue 25, item 1):
+/// a `[[policy]]` rule for `mcp:read` and an `[[auth.step_up]]` for `mcp:write` do not apply to
+/// a key given neither, though `[auth]` names both scopes; a key given the scope passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_holds_only_the_scopes_it_is_given() {
+    let _suite = crate::suite::enter(module_path!());
+    let (cmd, args) = peers().everything_stdio_cmd();
+    let servers = format!(
+        "[servers.everything]\ncommand = {cmd:?}\nargs = {}\n\n\
+         [auth]\nscopes_supported = [\"mcp:read\", \"mcp:write\"]\n\
+         [[auth.api_keys]]\nname = \"ci-bot\"\nkey = \"ci-bot-key-0123456789\"\ngroups = [\"ci\"]\n\
+         [[auth.api_keys]]\nname = \"reader\"\nkey = \"reader-key-0123456789\"\ngroups = [\"ci\"]\nscopes = [\"mcp:read\"]\n\
+         [[auth.api_keys]]\nname = \"writer\"\nkey = \"writer-key-0123456789\"\ngroups = [\"ci\"]\nscopes = [\"mcp:write\"]\n\
+         [[auth.step_up]]\ntools = [\"everything__get-sum\"]\nscopes = [\"mcp:write\"]\n\n\
+         [[policy]]\ngroups = [\"ci\"]\nallow = [\"everything__echo\", \"everything__get-sum\"]\n\n\
+         [[policy]]\nscopes = [\"mcp:read\"]\nallow = [\"everything__get-tiny-image\"]\n",
+        toml_list(&args),
+    );
+    let gw = boot_gateway(&servers, "").await;
+    let url = gw.url();
+
+    // ci-bot (groups only): get-tiny-image is neither listed nor callable, as a real client sees.
+    let bot = py_client_as(
+        &url,
+        "ci-bot-key-0123456789",
+        &[
+            "shaped",
+            "everything__echo",
+            "{\"message\": \"ci\"}",
+            "everything__get-tiny-image",
+        ],
+    )
+    .await;
+    bot.assert_ok();
+    let bot_tools = listed_tools(&bot);
+    assert!(bot_tools.contains("everything__echo"), "{bot}");
+    assert!(!bot_tools.contains("everything__get-tiny-image"), "{bot}");
+    assert!(
+        bot.json["refusals"]["everything__get-tiny-image"].is_object(),
+        "{bot}"
+    );
+    // The key given mcp:read lists and calls it.
+    let reader = py_client_as(
+        &url,
+        "reader-key-0123456789",
+        &["call", "everything__get-tiny-image", "{}"],
+    )
+    .await;
+    reader.assert_ok();
+    assert!(
+        listed_tools(&reader).contains("everything__get-tiny-image"),
+        "{reader}"
+    );
+
+    // Step-up: get-sum needs mcp:write. ci-bot gets 403 insufficient_scope with the challenge.
+    let sum = json!({"name": "everything__get-sum", "arguments": {"a": 2, "b": 3}});
+    let session = RawSession::open_as(&url, "ci-bot-key-0123456789").await;
+    let refused = session
+        .post(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": sum}))
+        .await;
+    assert_eq!(refused.status(), 403);
+    let challenge = (refused.headers().get("www-authenticate"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"mcp:write\""),
+        "{challenge}"
+    );
+    // So does the key given mcp:read only; the one given mcp:write passes, with a real client.
+    let reader = RawSession::open_as(&url, "reader-key-0123456789").await;
+    let refused = reader
+        .post(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": sum}))
+        .await;
+    assert_eq!(refused.status(), 403);
+    let writer = py_client_as(
+        &url,
+        "writer-key-0123456789",
+        &["call", "everything__get-sum", "{\"a\": 2, \"b\": 3}"],
+    )
+    .await;
+    writer.assert_ok();
+    assert!(writer.call_text("everything__get-sum").contains('5'), "{writer}");
+    gw.stop().await;
+}
