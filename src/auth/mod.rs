@@ -51,6 +51,16 @@ impl Principal {
     }
 }
 
+impl crate::policy::Viewer for Principal {
+    fn facts(&self) -> crate::policy::PrincipalFacts<'_> {
+        crate::policy::PrincipalFacts::new(
+            &self.name,
+            self.groups.iter().map(String::as_str),
+            self.scopes.iter().map(String::as_str),
+        )
+    }
+}
+
 /// The [`Authenticator`] in force: `None` while there is no `[auth]` (nobody is authenticated).
 /// A reload that changes `[auth]` replaces it whole (verifier, JWKS cache, introspection client);
 /// a request reads the one in force when it arrives.

@@ -38,6 +38,12 @@ impl<'a> PrincipalFacts<'a> {
     }
 }
 
+/// A principal as policy reads it, whatever type authentication gives it: a session keeps its
+/// principal as one, to work out what it sees when the policy changes.
+pub trait Viewer: Send + Sync {
+    fn facts(&self) -> PrincipalFacts<'_>;
+}
+
 /// The `[[policy]]` rules of one configuration (cheap to clone; rebuild it when the
 /// configuration is re-read).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -370,3 +370,102 @@ async fn an_api_key_holds_only_the_scopes_it_is_given() {
     assert!(writer.call_text("everything__get-sum").contains('5'), "{writer}");
     gw.stop().await;
 }
+
+/// The list notifications a GET stream carries, in order, until `enough` says so (each wait
+/// bounded).
+async fn list_changes_until(
+    stream: &mut tokio::sync::mpsc::Receiver<Value>,
+    enough: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    while !enough(&seen) {
+        let message = crate::support::mcp::recv(stream)
+            .await
+            .unwrap_or_else(|| panic!("the stream went quiet after {seen:?}"));
+        let method = message["method"].as_str().unwrap_or_default();
+        if method.ends_with("/list_changed") {
+            seen.push(method.trim_start_matches("notifications/").to_string());
+        }
+    }
+    seen
+}
+
+/// Write `text` as the configuration and wait for the gateway to have put it in force.
+async fn reload_to(gateway: &ServeProcess, text: &str) {
+    std::fs::write(&gateway.config, text).unwrap();
+    gateway.signal(libc::SIGHUP);
+    gateway.wait_reload("configuration reloaded").await;
+}
+
+/// A policy change tells each host only of the lists whose view changed for it (issue 25,
+/// item 20): hiding one tool sends `tools/list_changed` alone, hiding a prompt
+/// `prompts/list_changed` alone, and a principal whose view did not change hears nothing.
+/// Each host's stream is read up to a last change of its own, so what came before is all there
+/// was (no waiting for silence).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_change_sends_only_the_lists_whose_view_changed() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("policy-list-changed");
+    let mut gateway = ServeProcess::start(&dir, "", &servers(), &dir, &[]);
+    let alice = open_when_listed(&gateway, "alice-key-0123456789", "everything__get-sum").await;
+    let bot = open_when_listed(&gateway, "bot-key-0123456789", "t__echo").await;
+    let alice_prompts = names(&alice, "prompts/list", "prompts", "name").await;
+    assert!(
+        alice_prompts.contains("everything__simple-prompt"),
+        "{alice_prompts:?}"
+    );
+    let bot_prompt = (names(&bot, "prompts/list", "prompts", "name").await)
+        .into_iter()
+        .next()
+        .expect("bot sees a prompt");
+    let (mut alice_stream, mut bot_stream) = (alice.get_stream().await, bot.get_stream().await);
+
+    let text = std::fs::read_to_string(&gateway.config).unwrap();
+    let deny = "deny = [\"everything__trigger-*\", \"everything__echo\"";
+    assert!(text.contains(deny));
+    // 1. Alice loses one tool.
+    let one_tool = text.replace(deny, &format!("{deny}, \"everything__get-sum\""));
+    reload_to(&gateway, &one_tool).await;
+    // 2. Alice loses one prompt.
+    let one_prompt = one_tool.replace(deny, &format!("{deny}, \"everything__simple-prompt\""));
+    reload_to(&gateway, &one_prompt).await;
+    // 3. Alice loses another tool; bot, untouched so far, loses a prompt.
+    let last = one_prompt
+        .replace(deny, &format!("{deny}, \"everything__get-env\""))
+        .replace(
+            "allow = [\"t__*\", \"mcpmux://t/*\"]\n",
+            &format!("allow = [\"t__*\", \"mcpmux://t/*\"]\ndeny = [{bot_prompt:?}]\n"),
+        );
+    assert_ne!(last, one_prompt);
+    reload_to(&gateway, &last).await;
+
+    let alice_told = list_changes_until(&mut alice_stream, |seen| {
+        seen.iter().filter(|m| *m == "tools/list_changed").count() == 2
+    })
+    .await;
+    assert_eq!(
+        alice_told,
+        ["tools/list_changed", "prompts/list_changed", "tools/list_changed"]
+    );
+    let bot_told = list_changes_until(&mut bot_stream, |seen| !seen.is_empty()).await;
+    assert_eq!(
+        bot_told,
+        ["prompts/list_changed"],
+        "bot heard of reloads that changed nothing it sees"
+    );
+
+    // What they were told is what they see.
+    let tools = names(&alice, "tools/list", "tools", "name").await;
+    assert!(!tools.contains("everything__get-sum") && !tools.contains("everything__get-env"));
+    assert!(!names(&alice, "prompts/list", "prompts", "name")
+        .await
+        .contains("everything__simple-prompt"));
+    assert!(!names(&bot, "prompts/list", "prompts", "name")
+        .await
+        .contains(&bot_prompt));
+    gateway.signal(libc::SIGTERM);
+    assert!(gateway
+        .wait_exit(std::time::Duration::from_secs(30))
+        .await
+        .success());
+}
