@@ -59,6 +59,10 @@ impl crate::policy::Viewer for Principal {
             self.scopes.iter().map(String::as_str),
         )
     }
+
+    fn api_key(&self) -> Option<&str> {
+        self.issuer.is_none().then_some(self.name.as_str())
+    }
 }
 
 /// The [`Authenticator`] in force: `None` while there is no `[auth]` (nobody is authenticated).

@@ -4,7 +4,7 @@
 
 use crate::catalog::{profile, Catalog, ListKind};
 use crate::config::Config;
-use crate::policy::{Policy, Viewer};
+use crate::policy::{Policy, PrincipalFacts, Viewer};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
@@ -39,14 +39,34 @@ impl<'a> ViewChanges<'a> {
         if let Some(kinds) = self.known.get(&key) {
             return kinds.clone();
         }
+        let before = viewer.map(|v| v.facts());
+        // An API key's groups and scopes are the configuration's: the new ones hold after.
+        let renewed = viewer.and_then(|v| renewed_key(self.after.config, v));
+        let after = match &renewed {
+            Some((name, groups, scopes)) => Some(PrincipalFacts::new(
+                name,
+                groups.iter().map(String::as_str),
+                scopes.iter().map(String::as_str),
+            )),
+            None => viewer.map(|v| v.facts()),
+        };
         let kinds: Vec<ListKind> = (ListKind::ALL.into_iter())
             .filter(|&kind| {
-                digest(&self.before, profile, viewer, kind) != digest(&self.after, profile, viewer, kind)
+                digest(&self.before, profile, before.as_ref(), kind)
+                    != digest(&self.after, profile, after.as_ref(), kind)
             })
             .collect();
         self.known.insert(key, kinds.clone());
         kinds
     }
+}
+
+/// The name, groups and scopes `config` gives the API key `viewer` authenticated with; `None`
+/// for a token's principal, or a key `config` no longer has (its next request is refused).
+fn renewed_key<'c>(config: &'c Config, viewer: &dyn Viewer) -> Option<(&'c str, &'c [String], Vec<String>)> {
+    let auth = config.auth.as_ref()?;
+    let key = auth.api_key(viewer.api_key()?)?;
+    Some((&key.name, &key.groups, auth.key_scopes(key)))
 }
 
 /// A key naming the endpoint and everything the rules match on.
@@ -59,14 +79,20 @@ fn who(profile: Option<&str>, viewer: Option<&dyn Viewer>) -> String {
             key.push('\u{0}');
             key.push_str(&part.join("\u{1}"));
         }
+        // A key's facts are renewed from the configuration, a token's are not.
+        key.push_str(if viewer.api_key().is_some() {
+            "\u{0}key"
+        } else {
+            "\u{0}token"
+        });
     }
     key
 }
 
-/// A digest of what a host at `profile` authenticated as `viewer` sees of list `kind` on `side`
+/// A digest of what a host at `profile` authenticated as `facts` sees of list `kind` on `side`
 /// (the items, byte for byte, in order): equal digests, same view. A profile `side` does not
 /// have, or a policy without a principal, sees nothing.
-fn digest(side: &Side<'_>, profile: Option<&str>, viewer: Option<&dyn Viewer>, kind: ListKind) -> u64 {
+fn digest(side: &Side<'_>, profile: Option<&str>, facts: Option<&PrincipalFacts<'_>>, kind: ListKind) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     let serving = match profile {
         None => None,
@@ -75,8 +101,7 @@ fn digest(side: &Side<'_>, profile: Option<&str>, viewer: Option<&dyn Viewer>, k
             None => return hasher.finish(),
         },
     };
-    let facts = viewer.map(|v| v.facts());
-    let view = match (side.policy.is_open(), &facts) {
+    let view = match (side.policy.is_open(), facts) {
         (true, _) => None,
         (false, Some(facts)) => Some(side.policy.for_principal(facts)),
         (false, None) => return hasher.finish(),

@@ -133,3 +133,43 @@ fn a_removed_profile_or_a_changed_catalog_is_a_change_of_the_lists_it_touches() 
     let kinds = changes.of(None, Some(&eng));
     assert_eq!(kinds, [ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
 }
+
+/// An API key as a session keeps it (the principal of its latest request).
+struct Key(&'static str, Vec<&'static str>);
+
+impl Viewer for Key {
+    fn facts(&self) -> PrincipalFacts<'_> {
+        PrincipalFacts::new(self.0, [], self.1.iter().copied())
+    }
+
+    fn api_key(&self) -> Option<&str> {
+        Some(self.0)
+    }
+}
+
+#[test]
+fn a_key_given_a_scope_by_the_reload_sees_what_the_scope_allows_at_once() {
+    let catalog = catalog();
+    let rules = "[[policy]]\nscopes = [\"mcp:read\"]\nallow = [\"e__echo\"]\n";
+    let text =
+        |scopes: &str| format!("[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"k\"\n{scopes}\n{rules}");
+    let old = Config::from_toml_str(&text(""), "t.toml", &|_| None).unwrap();
+    let new = Config::from_toml_str(&text("scopes = [\"mcp:read\"]"), "t.toml", &|_| None).unwrap();
+    let (old_policy, new_policy) = (Policy::from_config(&old), Policy::from_config(&new));
+    let mut changes = ViewChanges::new(
+        Side {
+            catalog: &catalog,
+            policy: &old_policy,
+            config: &old,
+        },
+        Side {
+            catalog: &catalog,
+            policy: &new_policy,
+            config: &new,
+        },
+    );
+    // The session noted the key before the reload, without the scope.
+    assert_eq!(changes.of(None, Some(&Key("k", vec![]))), [ListKind::Tools]);
+    // A token's principal of the same name is not the key.
+    assert!(changes.of(None, Some(&Who("k", vec![]))).is_empty());
+}
