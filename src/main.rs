@@ -120,13 +120,16 @@ enum PolicyCommand {
         /// Path to the configuration file.
         #[arg(long)]
         config: PathBuf,
-        /// The principal's name (a JWT's `sub` or an API key's name).
+        /// The principal's name (a JWT's `sub` or an API key's name). An API key's name is
+        /// explained with the key's configured groups and scopes.
         #[arg(long)]
         principal: String,
-        /// The principal's groups, separated by commas or spaces (may be repeated).
+        /// The principal's groups, separated by commas or spaces (may be repeated). For an API
+        /// key they replace its configured groups (a what-if, noted in the output).
         #[arg(long)]
         groups: Vec<String>,
-        /// The principal's granted scopes, separated by commas or spaces (may be repeated).
+        /// The principal's granted scopes, separated by commas or spaces (may be repeated). For
+        /// an API key they replace the scopes it holds (a what-if, noted in the output).
         #[arg(long)]
         scopes: Vec<String>,
         /// An exposed tool or prompt name, or a resource URI.
@@ -153,8 +156,11 @@ fn main() -> ExitCode {
                 },
         } => {
             use mcpmux::policy::explain::{command, split_list};
-            let (groups, scopes) = (split_list(groups), split_list(scopes));
-            return ExitCode::from(command(config, principal, &groups, &scopes, name));
+            // A flag not given is `None`: an API key's configured value is used then.
+            let given = |values: &Vec<String>| (!values.is_empty()).then(|| split_list(values));
+            let (groups, scopes) = (given(groups), given(scopes));
+            let status = command(config, principal, groups.as_deref(), scopes.as_deref(), name);
+            return ExitCode::from(status);
         }
         Command::Audit {
             command: AuditCommand::Verify { file },

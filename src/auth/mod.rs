@@ -51,6 +51,20 @@ impl Principal {
     }
 }
 
+impl crate::policy::Viewer for Principal {
+    fn facts(&self) -> crate::policy::PrincipalFacts<'_> {
+        crate::policy::PrincipalFacts::new(
+            &self.name,
+            self.groups.iter().map(String::as_str),
+            self.scopes.iter().map(String::as_str),
+        )
+    }
+
+    fn api_key(&self) -> Option<&str> {
+        self.issuer.is_none().then_some(self.name.as_str())
+    }
+}
+
 /// The [`Authenticator`] in force: `None` while there is no `[auth]` (nobody is authenticated).
 /// A reload that changes `[auth]` replaces it whole (verifier, JWKS cache, introspection client);
 /// a request reads the one in force when it arrives.
@@ -112,8 +126,8 @@ impl Authenticator {
                 auth.groups_claim.clone(),
             )
         });
-        // An API key is the operator's own credential: it holds every configured scope.
-        let every_scope = auth.with_implied(every_scope(&auth));
+        // An API key holds the scopes it was given (by default the required ones), no more:
+        // a `[[policy]]` rule or `[[auth.step_up]]` asking for others does not apply to it.
         let key_principals = (auth.api_keys.iter())
             .map(|key| {
                 Arc::new(Principal {
@@ -121,7 +135,7 @@ impl Authenticator {
                     issuer: None,
                     client_id: None,
                     groups: key.groups.clone(),
-                    scopes: every_scope.clone(),
+                    scopes: auth.key_scopes(key),
                 })
             })
             .collect();
@@ -229,16 +243,8 @@ impl Authenticator {
     }
 }
 
-/// Every scope `[auth]` names (supported, required, step-up), sorted.
-fn every_scope(config: &AuthConfig) -> Vec<String> {
-    let mut all = BTreeSet::new();
-    all.extend(config.scopes_supported.iter().cloned());
-    all.extend(config.required_scopes.iter().cloned());
-    for rule in &config.step_up {
-        all.extend(rule.scopes.iter().cloned());
-    }
-    all.into_iter().collect()
-}
-
+#[cfg(test)]
+#[path = "key_scopes_tests.rs"]
+mod key_scopes_tests;
 #[cfg(test)]
 mod tests;

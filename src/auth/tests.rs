@@ -89,7 +89,8 @@ async fn an_api_key_is_the_principal_and_its_header_goes_no_further() {
         (principal.name.as_str(), principal.groups.as_slice()),
         ("ci-bot", &["ci".to_string()][..])
     );
-    assert!(principal.issuer.is_none() && principal.scopes.contains(&"mcp:tools".to_string()));
+    // No `scopes` and no required ones: the key holds none (not every supported one).
+    assert!(principal.issuer.is_none() && principal.scopes.is_empty());
     assert!(
         !header_kept,
         "the Authorization header is removed before the handler"

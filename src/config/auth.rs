@@ -55,6 +55,19 @@ impl AuthConfig {
         out.extend(implied);
         out
     }
+
+    /// The scopes an API key holds: exactly those it was given (`scopes = [...]`, by default
+    /// `required_scopes`, so it is admitted and no more), with what `[auth.scope_implies]` makes
+    /// them imply. A key is a credential like any other: least privilege.
+    pub fn key_scopes(&self, key: &ApiKey) -> Vec<String> {
+        let given = key.scopes.as_ref().unwrap_or(&self.required_scopes);
+        self.with_implied(given.clone())
+    }
+
+    /// The configured API key named `name`, if there is one.
+    pub fn api_key(&self, name: &str) -> Option<&ApiKey> {
+        self.api_keys.iter().find(|key| key.name == name)
+    }
 }
 
 /// `auth.introspection`: the RFC 7662 endpoint and the gateway's client credentials for it.
@@ -73,13 +86,31 @@ pub struct Introspection {
 const MAX_INTROSPECTION_CACHE_SECS: u64 = 3600;
 
 /// One `[[auth.api_keys]]`: a principal named `name` whose key hashes to `sha256`.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct ApiKey {
     pub name: String,
     /// SHA-256 of the key (the key itself is never kept).
     pub sha256: [u8; 32],
     pub groups: Vec<String>,
+    /// The scopes the key was given (`scopes = [...]`); `None`: the default, `required_scopes`.
+    /// What the key holds is [`AuthConfig::key_scopes`].
+    pub scopes: Option<Vec<String>>,
+    /// Where the table is written (`FILE:LINE` of its `name`), for people (`policy explain`).
+    pub at: String,
 }
+
+/// Two keys are the same when they grant the same thing: where they are written is left out
+/// (moving a table in the file changes nothing a request sees).
+impl PartialEq for ApiKey {
+    fn eq(&self, other: &ApiKey) -> bool {
+        (self.name == other.name)
+            && (self.sha256 == other.sha256)
+            && (self.groups == other.groups)
+            && (self.scopes == other.scopes)
+    }
+}
+
+impl Eq for ApiKey {}
 
 impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -87,6 +118,8 @@ impl std::fmt::Debug for ApiKey {
             .field("name", &self.name)
             .field("sha256", &"***")
             .field("groups", &self.groups)
+            .field("scopes", &self.scopes)
+            .field("at", &self.at)
             .finish()
     }
 }
@@ -158,6 +191,10 @@ struct RawApiKey {
     key: Option<Spanned<String>>,
     /// Groups of the principal (for `[[policy]]` groups).
     groups: Option<Vec<Spanned<String>>>,
+    /// Scopes the key holds (for `[[policy]]` scopes and `[[auth.step_up]]`), with what
+    /// `[auth.scope_implies]` makes them imply; they must cover `required_scopes`. Default:
+    /// `required_scopes` (the key is admitted and holds nothing more).
+    scopes: Option<Vec<Spanned<String>>>,
 }
 
 /// One `[[auth.step_up]]`.
@@ -327,7 +364,18 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
             Some(values) => ctx.expand_list(values, &format!("{at}.groups"))?,
             None => Vec::new(),
         };
-        api_keys.push(ApiKey { name, sha256, groups });
+        let scopes = match &key.scopes {
+            Some(values) => Some(scopes(ctx, Some(values), &format!("{at}.scopes"))?),
+            None => None,
+        };
+        let site = ctx.at(&key.name.span());
+        api_keys.push(ApiKey {
+            name,
+            sha256,
+            groups,
+            scopes,
+            at: site,
+        });
     }
     let mut step_up = Vec::with_capacity(raw.step_up.len());
     for (i, rule) in raw.step_up.iter().enumerate() {
@@ -409,7 +457,7 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
         let msg = "[auth] needs `issuer` (JWT access tokens), `introspection` (opaque tokens) or at least one [[auth.api_keys]]";
         return Err(whole(msg));
     }
-    Ok(AuthConfig {
+    let auth = AuthConfig {
         issuer,
         jwks_uri,
         audience,
@@ -420,7 +468,24 @@ pub(super) fn build_auth(ctx: &Ctx<'_>, raw: &RawAuth, public_url: &str) -> Resu
         step_up,
         introspection,
         scope_implies,
-    })
+    };
+    // A key whose scopes miss a required one would be refused on every request: say so now.
+    for (i, (key, raw_key)) in auth.api_keys.iter().zip(&raw.api_keys).enumerate() {
+        let (Some(_), Some(values)) = (&key.scopes, &raw_key.scopes) else {
+            continue;
+        };
+        let missing = crate::util::scope::lacking(&auth.key_scopes(key), &auth.required_scopes);
+        if !missing.is_empty() {
+            let span = values.first().map_or_else(|| raw_key.name.span(), |v| v.span());
+            let msg = format!(
+                "auth.api_keys[{i}].scopes lacks {missing:?} of auth.required_scopes: every request \
+                 with the key {:?} would be refused (add them, or leave `scopes` out for the required ones)",
+                key.name
+            );
+            return Err(ctx.invalid(&span, msg));
+        }
+    }
+    Ok(auth)
 }
 
 #[cfg(test)]

@@ -118,6 +118,11 @@ fn each_bad_value_is_refused_at_its_line() {
         ("[auth]\nintrospection = { endpoint = \"https://i/x\", client_id = \"c\", client_secret = \"s\", cache_secs = 3601 }\n", "t.toml:2: auth.introspection.cache_secs must be at most 3600"),
         ("[auth]\nissuer = \"https://i\"\nbogus = 1\n", "unknown key `bogus`"),
         ("[[auth.api_keys]]\nname = \"k\"\nkey = \"a\"\nsecret = \"x\"\n", "unknown key `secret`"),
+        ("[[auth.api_keys]]\nname = \"k\"\nkey = \"a\"\nscopes = [\"a b\"]\n", "t.toml:4: auth.api_keys[0].scopes[0]"),
+        (
+            "[auth]\nrequired_scopes = [\"mcp:tools\"]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"a\"\nscopes = [\"mcp:read\"]\n",
+            "t.toml:6: auth.api_keys[0].scopes lacks [\"mcp:tools\"] of auth.required_scopes",
+        ),
     ];
     for (text, expected) in cases {
         let msg = refused(text);
@@ -126,4 +131,31 @@ fn each_bad_value_is_refused_at_its_line() {
             "{text}\n=> {msg}\n(expected {expected:?})"
         );
     }
+}
+
+/// A key holds the scopes it is given, with what they imply; by default the required ones.
+#[test]
+fn a_keys_scopes_are_its_own_and_default_to_the_required_ones() {
+    let c = parse(
+        "[auth]\nrequired_scopes = [\"mcp:tools\"]\nscopes_supported = [\"mcp:tools\", \"mcp:read\", \"mcp:admin\"]\n\
+         [auth.scope_implies]\n\"mcp:admin\" = [\"mcp:tools\", \"mcp:read\"]\n\
+         [[auth.api_keys]]\nname = \"ci-bot\"\nkey = \"a\"\ngroups = [\"ci\"]\n\
+         [[auth.api_keys]]\nname = \"reader\"\nkey = \"b\"\nscopes = [\"mcp:tools\", \"mcp:read\"]\n\
+         [[auth.api_keys]]\nname = \"ops\"\nkey = \"c\"\nscopes = [\"mcp:admin\"]\n",
+    )
+    .unwrap();
+    let auth = c.auth.unwrap();
+    let held = |name: &str| auth.key_scopes(auth.api_key(name).unwrap());
+    assert_eq!(auth.api_keys[0].scopes, None);
+    assert_eq!(held("ci-bot"), ["mcp:tools"], "the default: admitted and no more");
+    assert_eq!(held("reader"), ["mcp:tools", "mcp:read"]);
+    assert_eq!(held("ops"), ["mcp:admin", "mcp:read", "mcp:tools"]);
+    assert_eq!(auth.api_keys[1].at, "t.toml:11", "the line of its name");
+    assert!(auth.api_key("nobody").is_none());
+    // Implied scopes count towards the required ones.
+    let c = parse(
+        "[auth]\nrequired_scopes = [\"mcp:tools\"]\n[auth.scope_implies]\n\"mcp:admin\" = [\"mcp:tools\"]\n\
+         [[auth.api_keys]]\nname = \"ops\"\nkey = \"c\"\nscopes = [\"mcp:admin\"]\n",
+    );
+    assert!(c.is_ok(), "{c:?}");
 }

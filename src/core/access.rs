@@ -148,9 +148,5 @@ impl Access {
 
 /// The facts of a principal the rules match on.
 pub(crate) fn facts(principal: &Principal) -> PrincipalFacts<'_> {
-    PrincipalFacts::new(
-        &principal.name,
-        principal.groups.iter().map(String::as_str),
-        principal.scopes.iter().map(String::as_str),
-    )
+    crate::policy::Viewer::facts(principal)
 }

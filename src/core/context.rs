@@ -67,8 +67,11 @@ impl RequestCtx {
         self
     }
 
-    /// The same request, sent by `principal`.
+    /// The same request, sent by `principal` (noted on its session: see `Session::note_viewer`).
     pub fn by(mut self, principal: Option<Arc<Principal>>) -> Self {
+        if let (Some(session), Some(principal)) = (&self.session, &principal) {
+            session.note_viewer(principal.clone());
+        }
         self.principal = principal;
         self
     }

@@ -466,6 +466,7 @@ async fn initialize(
     }
     if let Some(principal) = &link.principal {
         session.bind_owner(principal.owner());
+        session.note_viewer(principal.clone());
     }
     if link.closed.is_cancelled() || link.session.set(session.clone()).is_err() {
         return;

@@ -121,6 +121,7 @@ pub fn open(hub: &Arc<Hub>, ctx: &RequestCtx, id: RequestId, params: &RawObject)
         grant: grant.clone(),
         queue,
         profile: ctx.profile.clone(),
+        viewer: (ctx.principal.clone()).map(|p| p as Arc<dyn crate::policy::Viewer>),
     };
     let Some(key) = hub.sessions.listeners.insert(listener) else {
         let message = format!("more than {MAX_LISTENERS} listen streams are open");

@@ -338,6 +338,9 @@ async fn post(
                 if let Some(owner) = owner {
                     session.bind_owner(owner);
                 }
+                if let Some(principal) = &who {
+                    session.note_viewer(principal.clone());
+                }
                 tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
                 hub.sessions.insert(session.clone());
                 return Ok(json_reply(&result_response(id, result), Some(&session.id)));

@@ -23,9 +23,89 @@ pub fn split_list(values: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Who `policy explain` takes the principal to be: its groups and scopes (with what
+/// `[auth.scope_implies]` makes them imply), and lines saying where they came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subject {
+    pub groups: Vec<String>,
+    pub scopes: Vec<String>,
+    /// Printed under the verdict: that the name is an API key's, and which flag replaced what.
+    pub notes: Vec<String>,
+}
+
+/// The groups and scopes of `principal` under `config`. A name that is an `[[auth.api_keys]]`
+/// key's gets the key's configured groups and the scopes it holds, as the gateway gives them to
+/// every request with that key; a `--groups` or `--scopes` given (`Some`) replaces that part
+/// (a what-if, said in a note: the live gateway uses the configured ones). Any other name (a
+/// JWT's `sub`) has exactly the groups and scopes given.
+pub fn subject(
+    config: &Config,
+    principal: &str,
+    groups: Option<&[String]>,
+    scopes: Option<&[String]>,
+) -> Subject {
+    let auth = config.auth.as_ref();
+    // The scopes the principal would hold once authenticated: `[auth.scope_implies]` applied.
+    let implied = |given: &[String]| match auth {
+        Some(auth) => auth.with_implied(given.to_vec()),
+        None => given.to_vec(),
+    };
+    let Some((auth, key)) = auth.and_then(|auth| Some((auth, auth.api_key(principal)?))) else {
+        return Subject {
+            groups: groups.unwrap_or_default().to_vec(),
+            scopes: implied(scopes.unwrap_or_default()),
+            notes: Vec::new(),
+        };
+    };
+    let (key_groups, key_scopes) = (key.groups.clone(), auth.key_scopes(key));
+    let default = if key.scopes.is_none() {
+        " (none given: auth.required_scopes)"
+    } else {
+        ""
+    };
+    let mut notes = vec![format!(
+        "{principal} is an API key ([[auth.api_keys]] at {}): groups {}; scopes {}{default}",
+        key.at,
+        list(&key_groups),
+        list(&key_scopes),
+    )];
+    let mut replaced = |flag: &str, what: &str, configured: &[String]| {
+        notes.push(format!(
+            "{flag} replaces the key's {what} ({}) here: the gateway gives the key its configured ones",
+            list(configured)
+        ));
+    };
+    let groups = match groups {
+        Some(given) => {
+            replaced("--groups", "groups", &key_groups);
+            given.to_vec()
+        }
+        None => key_groups,
+    };
+    let scopes = match scopes {
+        Some(given) => {
+            replaced("--scopes", "scopes", &key_scopes);
+            implied(given)
+        }
+        None => key_scopes,
+    };
+    Subject {
+        groups,
+        scopes,
+        notes,
+    }
+}
+
 /// Load the configuration, decide, print the explanation on stdout (a configuration error on
 /// stderr), and return the exit status: [`ALLOWED`], [`DENIED`] or [`CONFIG_ERROR`].
-pub fn command(config: &Path, principal: &str, groups: &[String], scopes: &[String], name: &str) -> u8 {
+/// `groups` and `scopes` are `None` when their flag was not given (see [`subject`]).
+pub fn command(
+    config: &Path,
+    principal: &str,
+    groups: Option<&[String]>,
+    scopes: Option<&[String]>,
+    name: &str,
+) -> u8 {
     let config = match Config::load(config) {
         Ok(config) => config,
         Err(err) => {
@@ -33,19 +113,15 @@ pub fn command(config: &Path, principal: &str, groups: &[String], scopes: &[Stri
             return CONFIG_ERROR;
         }
     };
-    // The scopes the principal would hold once authenticated: `[auth.scope_implies]` applied.
-    let scopes = match &config.auth {
-        Some(auth) => auth.with_implied(scopes.to_vec()),
-        None => scopes.to_vec(),
-    };
+    let subject = subject(&config, principal, groups, scopes);
     let facts = PrincipalFacts::new(
         principal,
-        groups.iter().map(String::as_str),
-        scopes.iter().map(String::as_str),
+        subject.groups.iter().map(String::as_str),
+        subject.scopes.iter().map(String::as_str),
     );
     let policy = Policy::from_config(&config);
     let decision = policy.decide(&facts, name);
-    print!("{}", explain(&policy, &facts, name, &decision));
+    print!("{}", explain(&policy, &facts, name, &decision, &subject.notes));
     if decision.allowed {
         ALLOWED
     } else {
@@ -55,8 +131,15 @@ pub fn command(config: &Path, principal: &str, groups: &[String], scopes: &[Stri
 
 /// The explanation of `decision` (made by `policy` for `facts` and `name`), one line each:
 /// `allowed` or `denied` with the name and principal, the reason, the rules that made the
-/// decision (index, line, the glob that matched), then each rule that does not apply and why.
-pub fn explain(policy: &Policy, facts: &PrincipalFacts<'_>, name: &str, decision: &Decision) -> String {
+/// decision (index, line, the glob that matched), then each rule that does not apply and why;
+/// `notes` (where the groups and scopes came from) go under the verdict.
+pub fn explain(
+    policy: &Policy,
+    facts: &PrincipalFacts<'_>,
+    name: &str,
+    decision: &Decision,
+    notes: &[String],
+) -> String {
     let mut out = String::new();
     let verdict = if decision.allowed { "allowed" } else { "denied" };
     let _ = writeln!(
@@ -66,6 +149,9 @@ pub fn explain(policy: &Policy, facts: &PrincipalFacts<'_>, name: &str, decision
         list(&facts.groups),
         list(&facts.scopes),
     );
+    for note in notes {
+        let _ = writeln!(out, "  {note}");
+    }
     let _ = writeln!(out, "  {}", decision.reason);
     let rules = policy.rules();
     for m in &decision.because {
@@ -142,10 +228,15 @@ fn quoted(items: &[String]) -> String {
     format!("[{}]", items.join(", "))
 }
 
-fn list(items: &[&str]) -> String {
+fn list<S: AsRef<str>>(items: &[S]) -> String {
     if items.is_empty() {
         "none".to_string()
     } else {
+        let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
         items.join(", ")
     }
 }
+
+#[cfg(test)]
+#[path = "explain_tests.rs"]
+mod tests;

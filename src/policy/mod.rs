@@ -38,6 +38,18 @@ impl<'a> PrincipalFacts<'a> {
     }
 }
 
+/// A principal as policy reads it, whatever type authentication gives it: a session keeps its
+/// principal as one, to work out what it sees when the policy changes.
+pub trait Viewer: Send + Sync {
+    fn facts(&self) -> PrincipalFacts<'_>;
+
+    /// The name of the `[[auth.api_keys]]` key it authenticated with, if it did: its groups and
+    /// scopes are the configuration's, so a reload may change them before its next request.
+    fn api_key(&self) -> Option<&str> {
+        None
+    }
+}
+
 /// The `[[policy]]` rules of one configuration (cheap to clone; rebuild it when the
 /// configuration is re-read).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -29,7 +29,11 @@
 //! needs a (rolling) restart), `telemetry.log_format` (the log subscriber) and
 //! `telemetry.otlp_endpoint`/`service_name` (the tracer); `telemetry.access_log` applies to the
 //! next request. Hosts get one `list_changed` per list that changed, once the
-//! added and changed servers loaded their lists (or [`LIST_WAIT`] passed).
+//! added and changed servers loaded their lists (or [`LIST_WAIT`] passed); when `[[policy]]` or
+//! `[auth]` changed, each host only of the lists whose view changed for its endpoint and
+//! principal ([`views`]).
+
+mod views;
 
 use crate::catalog::ListKind;
 use crate::config::Config;
@@ -158,7 +162,8 @@ pub struct Reloaded {
     pub auth_changed: bool,
     /// How `[servers]` changed (in force now).
     pub servers: ServerDiff,
-    /// The lists hosts were told changed.
+    /// The lists hosts were told changed (under a changed policy or `[auth]`: those whose view
+    /// changed for some host, each host told of its own).
     pub lists_changed: Vec<ListKind>,
     /// The parts of the file that changed but keep their running value until a restart.
     pub needs_restart: Vec<&'static str>,
@@ -239,6 +244,8 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     let profiles_changed = in_force.profiles != old.profiles;
     let hold = hub.upstreams.hold_lists();
     let before = hub.catalog.snapshot();
+    // What hosts saw: compared with what they see once the new configuration is in force.
+    let (old_config, old_policy) = (hub.config_full(), hub.policy());
     let (servers, started) = hub.upstreams.reconcile(&old.servers, &in_force.servers);
     drop(old);
     hub.replace_config(Arc::new(in_force));
@@ -255,23 +262,41 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     }
     drop(hold);
     let after = hub.catalog.snapshot();
-    let lists_changed: Vec<ListKind> = if policy_changed {
-        // What a principal may see may have changed: every host re-lists.
-        ListKind::ALL.to_vec()
+    let lists_changed: Vec<ListKind> = if policy_changed || auth_changed {
+        // What a principal may see may have changed (the rules, or what a key holds): each
+        // host hears of the lists whose view changed for its endpoint and principal, no more.
+        let (new_config, new_policy) = (hub.config_full(), hub.policy());
+        let mut changes = views::ViewChanges::new(
+            views::Side {
+                catalog: &before,
+                policy: &old_policy,
+                config: &old_config,
+            },
+            views::Side {
+                catalog: &after,
+                policy: &new_policy,
+                config: &new_config,
+            },
+        );
+        let told = hub
+            .sessions
+            .tell_each(|profile, viewer| changes.of(profile, viewer));
+        // The profiles' views as they are now: the next catalog change is compared with them.
+        for kind in ListKind::ALL {
+            hub.sessions.views.changed(kind);
+        }
+        told
     } else {
-        (ListKind::ALL.into_iter())
+        let changed: Vec<ListKind> = (ListKind::ALL.into_iter())
             .filter(|&kind| after.list(kind).differs_from(before.list(kind)))
-            .collect()
+            .collect();
+        hub.sessions.emit(HostEvent::ListsChanged(&changed));
+        if profiles_changed {
+            // A profile's view may have changed without the catalog: its hosts hear of it.
+            hub.sessions.profiles_changed();
+        }
+        changed
     };
-    if policy_changed {
-        // What a principal sees of any profile's view may have changed too.
-        hub.sessions.views.forget();
-    }
-    hub.sessions.emit(HostEvent::ListsChanged(&lists_changed));
-    if profiles_changed && !policy_changed {
-        // A profile's view may have changed without the catalog: its hosts hear of it.
-        hub.sessions.profiles_changed();
-    }
     Ok(Reloaded {
         policy_changed,
         auth_changed,

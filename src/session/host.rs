@@ -8,6 +8,7 @@ use super::host_tokens::{EventPosition, HostTokens, RequestRoute, StandaloneClai
 use super::state::SessionState;
 use super::streams::{CallStream, CallStreams};
 use crate::config::UpstreamId;
+use crate::policy::Viewer;
 use crate::protocol::logging::{log_level_rank, LOG_LEVELS};
 use crate::protocol::{ClientCaps, Message, RequestId, ResponsePayload};
 use crate::upstream::host::{HostKey, HostLink};
@@ -56,6 +57,8 @@ pub struct Session {
     ties: Arc<HostTies>,
     /// Who opened the session (the principal's issuer and name); only they may use it.
     owner: std::sync::OnceLock<String>,
+    /// The principal of its latest request: what it sees under a changed policy.
+    viewer: Mutex<Option<Arc<dyn Viewer>>>,
     /// The home (advertise URL) of the process this session was taken over from, if it was.
     taken_over_from: std::sync::OnceLock<String>,
     /// Seals the event ids and server-to-client request ids this session hands its host.
@@ -110,6 +113,7 @@ impl Session {
             streams: CallStreams::default(),
             ties,
             owner: std::sync::OnceLock::new(),
+            viewer: Mutex::new(None),
             taken_over_from: std::sync::OnceLock::new(),
             tokens,
             standalone_claims: Mutex::new(None),
@@ -122,6 +126,20 @@ impl Session {
     /// Record who opened the session (once; later calls change nothing).
     pub fn bind_owner(&self, owner: String) {
         let _ = self.owner.set(owner);
+    }
+
+    /// Note the principal of a request on the session (the same owner, its latest groups and
+    /// scopes): what the session sees when the policy changes is worked out for it.
+    pub fn note_viewer(&self, viewer: Arc<dyn Viewer>) {
+        let mut held = self.viewer.lock();
+        if !held.as_ref().is_some_and(|v| Arc::ptr_eq(v, &viewer)) {
+            *held = Some(viewer);
+        }
+    }
+
+    /// The principal of the session's latest request; `None` while nobody is authenticated.
+    pub fn viewer(&self) -> Option<Arc<dyn Viewer>> {
+        self.viewer.lock().clone()
     }
 
     /// Who opened the session (the principal's owner key), when authentication is on.

@@ -4,11 +4,12 @@
 //! [`MAX_LISTENERS`] streams, [`LISTENER_QUEUE`] notifications queued per stream.
 
 use crate::catalog::ListKind;
+use crate::policy::Viewer;
 use crate::protocol::message::{json_string, raw};
 use crate::protocol::modern::META_SUBSCRIPTION_ID;
 use crate::protocol::{Message, RawObject, RequestId};
 use parking_lot::{Mutex, MutexGuard};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -62,7 +63,13 @@ pub struct Listener {
     pub queue: mpsc::Sender<Arc<str>>,
     /// The profile whose endpoint the listen request came to (`None`: the main endpoint).
     pub profile: Option<Arc<str>>,
+    /// Who opened the stream (`None` while nobody is authenticated): what it sees under a
+    /// changed policy.
+    pub viewer: Option<Arc<dyn Viewer>>,
 }
+
+/// One open stream as [`Listeners::who`] names it: its key, profile and principal.
+pub type StreamOwner = (u64, Option<Arc<str>>, Option<Arc<dyn Viewer>>);
 
 /// The open listen streams.
 #[derive(Default)]
@@ -98,8 +105,9 @@ impl Listeners {
         self.len() == 0
     }
 
-    fn send(&self, pick: impl Fn(&Listener) -> bool, mut make: impl FnMut(&RequestId) -> Arc<str>) {
-        for listener in self.lock().values().filter(|l| pick(l)) {
+    fn send(&self, pick: impl Fn(u64, &Listener) -> bool, mut make: impl FnMut(&RequestId) -> Arc<str>) {
+        let map = self.lock();
+        for listener in map.iter().filter(|(k, l)| pick(**k, l)).map(|(_, l)| l) {
             if listener.queue.try_send(make(&listener.subscription)).is_err() {
                 tracing::debug!(subscription = %listener.subscription, "listen stream cannot take a notification");
             }
@@ -111,6 +119,22 @@ impl Listeners {
     /// allocation per listener (this runs under the listeners' lock). Only listeners of the
     /// endpoints `told` names (by profile; `None`: the main endpoint) hear of it.
     pub fn list_changed(&self, kind: ListKind, told: impl Fn(Option<&Arc<str>>) -> bool) {
+        self.list_changed_where(kind, |_, l| told(l.profile.as_ref()));
+    }
+
+    /// [`Listeners::list_changed`] to the streams of `keys` only (see [`Listeners::who`]).
+    pub fn list_changed_to(&self, kind: ListKind, keys: &HashSet<u64>) {
+        self.list_changed_where(kind, |key, _| keys.contains(&key));
+    }
+
+    /// Who each open stream is: its key, profile and principal.
+    pub fn who(&self) -> Vec<StreamOwner> {
+        (self.lock().iter())
+            .map(|(key, l)| (*key, l.profile.clone(), l.viewer.clone()))
+            .collect()
+    }
+
+    fn list_changed_where(&self, kind: ListKind, told: impl Fn(u64, &Listener) -> bool) {
         let head = format!(
             "{{\"jsonrpc\":\"2.0\",\"method\":{},\"params\":{{\"_meta\":{{{}:",
             json_string(kind.list_changed_notification()),
@@ -118,7 +142,7 @@ impl Listeners {
         );
         let mut buf = String::new();
         self.send(
-            |l| l.grant.wants(kind) && told(l.profile.as_ref()),
+            |key, l| l.grant.wants(kind) && told(key, l),
             |id| {
                 buf.clear();
                 buf.push_str(&head);
@@ -137,9 +161,10 @@ impl Listeners {
                 .iter()
                 .any(|s| uri == s || uri.starts_with(&format!("{s}/")))
         };
-        self.send(covers, |id| {
-            tagged("notifications/resources/updated", Some(params.clone()), id)
-        });
+        self.send(
+            |_, l| covers(l),
+            |id| tagged("notifications/resources/updated", Some(params.clone()), id),
+        );
     }
 
     /// Whether any listener watches exactly `uri`.
@@ -206,6 +231,7 @@ mod tests {
             grant: tools,
             queue: tx_tools,
             profile: None,
+            viewer: None,
         });
         let key = listeners
             .insert(Listener {
@@ -213,6 +239,7 @@ mod tests {
                 grant: res,
                 queue: tx_res,
                 profile: None,
+                viewer: None,
             })
             .unwrap();
         listeners.list_changed(ListKind::Tools, |_| true);

@@ -7,10 +7,11 @@ use super::host::Session;
 use super::listeners::Listeners;
 use super::views::ProfileViews;
 use crate::catalog::ListKind;
+use crate::policy::Viewer;
 use crate::protocol::Message;
 use crate::upstream::host::{HostEvent, HostEvents};
 use dashmap::DashMap;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,6 +111,71 @@ impl SessionRegistry {
     /// view changed; the main endpoint's hear nothing (their catalog did not change).
     pub fn profiles_changed(&self) {
         self.tell_lists_changed(&ListKind::ALL, false);
+    }
+
+    /// Tell each session and listen stream of the lists `changed` names for it, from its
+    /// endpoint (`None`: the main one) and principal (a reload that changed what hosts may see:
+    /// each one's view is its own); one notification per list notification method. Returns the
+    /// lists whose view changed for some host.
+    pub fn tell_each(
+        &self,
+        mut changed: impl FnMut(Option<&str>, Option<&dyn Viewer>) -> Vec<ListKind>,
+    ) -> Vec<ListKind> {
+        let mut told: Vec<ListKind> = Vec::new();
+        let mut count: HashMap<&'static str, usize> = HashMap::new();
+        let json = |method: &str| -> Arc<str> {
+            let note = Message::Notification {
+                method: method.into(),
+                params: None,
+            };
+            note.to_json().into()
+        };
+        let jsons: Vec<(&'static str, Arc<str>)> = (ListKind::ALL.iter())
+            .map(|k| k.list_changed_notification())
+            .map(|m| (m, json(m)))
+            .collect();
+        for session in self.all() {
+            let kinds = changed(session.profile().map(|p| &**p), session.viewer().as_deref());
+            let mut methods: Vec<&'static str> =
+                kinds.iter().map(|k| k.list_changed_notification()).collect();
+            methods.dedup();
+            for method in methods {
+                if let Some((_, json)) = jsons.iter().find(|(m, _)| *m == method) {
+                    session.push_get(json.clone());
+                    *count.entry(method).or_default() += 1;
+                }
+            }
+            told.extend(kinds);
+        }
+        // Worked out before any is told: no lock of the streams is held meanwhile.
+        let mut streams: Vec<(ListKind, HashSet<u64>)> = Vec::new();
+        for (key, profile, viewer) in self.listeners.who() {
+            let kinds = changed(profile.as_deref(), viewer.as_deref());
+            for kind in &kinds {
+                // Resources and templates share one notification: the first of them names it.
+                let method = kind.list_changed_notification();
+                match streams
+                    .iter_mut()
+                    .find(|(k, _)| k.list_changed_notification() == method)
+                {
+                    Some((_, keys)) => {
+                        keys.insert(key);
+                    }
+                    None => streams.push((*kind, HashSet::from([key]))),
+                }
+            }
+            told.extend(kinds);
+        }
+        for (kind, keys) in &streams {
+            self.listeners.list_changed_to(*kind, keys);
+            *count.entry(kind.list_changed_notification()).or_default() += keys.len();
+        }
+        for (method, n) in count {
+            crate::telemetry::record::list_changed_sent(method, n);
+        }
+        let mut told: Vec<ListKind> = ListKind::ALL.into_iter().filter(|k| told.contains(k)).collect();
+        told.dedup();
+        told
     }
 
     /// [`SessionRegistry::lists_changed`]; the main endpoint's hosts are told only with `main`.

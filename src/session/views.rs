@@ -43,12 +43,6 @@ impl ProfileViews {
         (self.profiles.load().iter()).any(|p| p.name == name && p.has_server(upstream))
     }
 
-    /// Forget what every profile saw: the next [`ProfileViews::changed`] counts each as changed
-    /// (the policy changed, so what a principal sees of any view may have).
-    pub fn forget(&self) {
-        self.seen.lock().clear();
-    }
-
     /// The profiles whose view of list `kind` changed since they were last asked (each view's
     /// digest is recorded); empty, and nothing computed, without profiles. A profile seen for
     /// the first time counts as changed; one a reload removed, as seeing nothing.

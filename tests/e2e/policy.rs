@@ -265,3 +265,207 @@ async fn a_reloaded_policy_takes_effect_on_the_next_request() {
         .await
         .success());
 }
+
+/// Run the Python SDK client (mcp 2.3.0) against `url` with `Authorization: Bearer key`.
+async fn py_client_as(url: &str, key: &str, args: &[&str]) -> ClientRun {
+    let mut cmd = std::process::Command::new(&peers().python);
+    cmd.arg(repo_root().join("tests/clients/py_client.py"))
+        .arg(url)
+        .args(args)
+        .env("MCPMUX_TEST_BEARER", key);
+    tokio::task::spawn_blocking(move || run_client(cmd, std::time::Duration::from_secs(60)))
+        .await
+        .expect("the client runs")
+}
+
+/// The exposed tool names a py_client scenario listed.
+fn listed_tools(run: &ClientRun) -> BTreeSet<String> {
+    (run.json["tools"].as_array().into_iter().flatten())
+        .filter_map(|t| t.as_str().or_else(|| t["name"].as_str()).map(str::to_string))
+        .collect()
+}
+
+/// An API key holds the scopes it is given, by default the required ones (issue 25, item 1):
+/// a `[[policy]]` rule for `mcp:read` and an `[[auth.step_up]]` for `mcp:write` do not apply to
+/// a key given neither, though `[auth]` names both scopes; a key given the scope passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_holds_only_the_scopes_it_is_given() {
+    let _suite = crate::suite::enter(module_path!());
+    let (cmd, args) = peers().everything_stdio_cmd();
+    let servers = format!(
+        "[servers.everything]\ncommand = {cmd:?}\nargs = {}\n\n\
+         [auth]\nscopes_supported = [\"mcp:read\", \"mcp:write\"]\n\
+         [[auth.api_keys]]\nname = \"ci-bot\"\nkey = \"ci-bot-key-0123456789\"\ngroups = [\"ci\"]\n\
+         [[auth.api_keys]]\nname = \"reader\"\nkey = \"reader-key-0123456789\"\ngroups = [\"ci\"]\nscopes = [\"mcp:read\"]\n\
+         [[auth.api_keys]]\nname = \"writer\"\nkey = \"writer-key-0123456789\"\ngroups = [\"ci\"]\nscopes = [\"mcp:write\"]\n\
+         [[auth.step_up]]\ntools = [\"everything__get-sum\"]\nscopes = [\"mcp:write\"]\n\n\
+         [[policy]]\ngroups = [\"ci\"]\nallow = [\"everything__echo\", \"everything__get-sum\"]\n\n\
+         [[policy]]\nscopes = [\"mcp:read\"]\nallow = [\"everything__get-tiny-image\"]\n",
+        toml_list(&args),
+    );
+    let gw = boot_gateway(&servers, "").await;
+    let url = gw.url();
+
+    // ci-bot (groups only): get-tiny-image is neither listed nor callable, as a real client sees.
+    let bot = py_client_as(
+        &url,
+        "ci-bot-key-0123456789",
+        &[
+            "shaped",
+            "everything__echo",
+            "{\"message\": \"ci\"}",
+            "everything__get-tiny-image",
+        ],
+    )
+    .await;
+    bot.assert_ok();
+    let bot_tools = listed_tools(&bot);
+    assert!(bot_tools.contains("everything__echo"), "{bot}");
+    assert!(!bot_tools.contains("everything__get-tiny-image"), "{bot}");
+    assert!(
+        bot.json["refusals"]["everything__get-tiny-image"].is_object(),
+        "{bot}"
+    );
+    // The key given mcp:read lists and calls it.
+    let reader = py_client_as(
+        &url,
+        "reader-key-0123456789",
+        &["call", "everything__get-tiny-image", "{}"],
+    )
+    .await;
+    reader.assert_ok();
+    assert!(
+        listed_tools(&reader).contains("everything__get-tiny-image"),
+        "{reader}"
+    );
+
+    // Step-up: get-sum needs mcp:write. ci-bot gets 403 insufficient_scope with the challenge.
+    let sum = json!({"name": "everything__get-sum", "arguments": {"a": 2, "b": 3}});
+    let session = RawSession::open_as(&url, "ci-bot-key-0123456789").await;
+    let refused = session
+        .post(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": sum}))
+        .await;
+    assert_eq!(refused.status(), 403);
+    let challenge = (refused.headers().get("www-authenticate"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"mcp:write\""),
+        "{challenge}"
+    );
+    // So does the key given mcp:read only; the one given mcp:write passes, with a real client.
+    let reader = RawSession::open_as(&url, "reader-key-0123456789").await;
+    let refused = reader
+        .post(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": sum}))
+        .await;
+    assert_eq!(refused.status(), 403);
+    let writer = py_client_as(
+        &url,
+        "writer-key-0123456789",
+        &["call", "everything__get-sum", "{\"a\": 2, \"b\": 3}"],
+    )
+    .await;
+    writer.assert_ok();
+    assert!(writer.call_text("everything__get-sum").contains('5'), "{writer}");
+    gw.stop().await;
+}
+
+/// The list notifications a GET stream carries, in order, until `enough` says so (each wait
+/// bounded).
+async fn list_changes_until(
+    stream: &mut tokio::sync::mpsc::Receiver<Value>,
+    enough: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    while !enough(&seen) {
+        let message = crate::support::mcp::recv(stream)
+            .await
+            .unwrap_or_else(|| panic!("the stream went quiet after {seen:?}"));
+        let method = message["method"].as_str().unwrap_or_default();
+        if method.ends_with("/list_changed") {
+            seen.push(method.trim_start_matches("notifications/").to_string());
+        }
+    }
+    seen
+}
+
+/// Write `text` as the configuration and wait for the gateway to have put it in force.
+async fn reload_to(gateway: &ServeProcess, text: &str) {
+    std::fs::write(&gateway.config, text).unwrap();
+    gateway.signal(libc::SIGHUP);
+    gateway.wait_reload("configuration reloaded").await;
+}
+
+/// A policy change tells each host only of the lists whose view changed for it (issue 25,
+/// item 20): hiding one tool sends `tools/list_changed` alone, hiding a prompt
+/// `prompts/list_changed` alone, and a principal whose view did not change hears nothing.
+/// Each host's stream is read up to a last change of its own, so what came before is all there
+/// was (no waiting for silence).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_change_sends_only_the_lists_whose_view_changed() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("policy-list-changed");
+    let mut gateway = ServeProcess::start(&dir, "", &servers(), &dir, &[]);
+    let alice = open_when_listed(&gateway, "alice-key-0123456789", "everything__get-sum").await;
+    let bot = open_when_listed(&gateway, "bot-key-0123456789", "t__echo").await;
+    let alice_prompts = names(&alice, "prompts/list", "prompts", "name").await;
+    assert!(
+        alice_prompts.contains("everything__simple-prompt"),
+        "{alice_prompts:?}"
+    );
+    let bot_prompt = (names(&bot, "prompts/list", "prompts", "name").await)
+        .into_iter()
+        .next()
+        .expect("bot sees a prompt");
+    let (mut alice_stream, mut bot_stream) = (alice.get_stream().await, bot.get_stream().await);
+
+    let text = std::fs::read_to_string(&gateway.config).unwrap();
+    let deny = "deny = [\"everything__trigger-*\", \"everything__echo\"";
+    assert!(text.contains(deny));
+    // 1. Alice loses one tool.
+    let one_tool = text.replace(deny, &format!("{deny}, \"everything__get-sum\""));
+    reload_to(&gateway, &one_tool).await;
+    // 2. Alice loses one prompt.
+    let one_prompt = one_tool.replace(deny, &format!("{deny}, \"everything__simple-prompt\""));
+    reload_to(&gateway, &one_prompt).await;
+    // 3. Alice loses another tool; bot, untouched so far, loses a prompt.
+    let last = one_prompt
+        .replace(deny, &format!("{deny}, \"everything__get-env\""))
+        .replace(
+            "allow = [\"t__*\", \"mcpmux://t/*\"]\n",
+            &format!("allow = [\"t__*\", \"mcpmux://t/*\"]\ndeny = [{bot_prompt:?}]\n"),
+        );
+    assert_ne!(last, one_prompt);
+    reload_to(&gateway, &last).await;
+
+    let alice_told = list_changes_until(&mut alice_stream, |seen| {
+        seen.iter().filter(|m| *m == "tools/list_changed").count() == 2
+    })
+    .await;
+    assert_eq!(
+        alice_told,
+        ["tools/list_changed", "prompts/list_changed", "tools/list_changed"]
+    );
+    let bot_told = list_changes_until(&mut bot_stream, |seen| !seen.is_empty()).await;
+    assert_eq!(
+        bot_told,
+        ["prompts/list_changed"],
+        "bot heard of reloads that changed nothing it sees"
+    );
+
+    // What they were told is what they see.
+    let tools = names(&alice, "tools/list", "tools", "name").await;
+    assert!(!tools.contains("everything__get-sum") && !tools.contains("everything__get-env"));
+    assert!(!names(&alice, "prompts/list", "prompts", "name")
+        .await
+        .contains("everything__simple-prompt"));
+    assert!(!names(&bot, "prompts/list", "prompts", "name")
+        .await
+        .contains(&bot_prompt));
+    gateway.signal(libc::SIGTERM);
+    assert!(gateway
+        .wait_exit(std::time::Duration::from_secs(30))
+        .await
+        .success());
+}

@@ -163,6 +163,7 @@ async fn a_profiles_sessions_and_listen_streams_hear_only_of_changes_to_its_view
             grant,
             queue,
             profile,
+            viewer: None,
         });
         rx
     };
