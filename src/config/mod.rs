@@ -31,6 +31,7 @@ mod server;
 mod shaping;
 mod sources;
 mod spanned;
+mod suggest;
 mod telemetry;
 mod transport;
 mod validate;

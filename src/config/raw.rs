@@ -305,8 +305,7 @@ pub(super) fn table_header(line: &str) -> Option<String> {
 
 /// A deserializer's message in the file's terms (keys, tables), without trailing space.
 pub(super) fn friendly(message: &str) -> String {
-    message
-        .trim_end()
+    super::suggest::unknown_key(message.trim_end())
         .replacen("unknown field", "unknown key", 1)
         .replace("struct RawServer", "a server table")
         .replace("struct RawGateway", "a table")
