@@ -312,8 +312,8 @@ fn working_dir() -> PathBuf {
 fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> ExitCode {
     let url = match (url, config) {
         (Some(url), _) => url.to_string(),
-        (None, Some(path)) => match mcpmux::Config::load(path) {
-            Ok(config) => mcpmux::status_command::status_url(&config),
+        (None, Some(path)) => match mcpmux::status_command::status_url(path) {
+            Ok(url) => url,
             Err(err) => {
                 eprintln!("error: {err}");
                 return ExitCode::FAILURE;

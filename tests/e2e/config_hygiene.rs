@@ -146,3 +146,29 @@ async fn a_refused_reload_shows_every_problem_in_status() {
     gateway.signal(libc::SIGTERM);
     assert!(gateway.wait_exit(Duration::from_secs(30)).await.success());
 }
+
+/// `mcpmux status --config FILE` needs the gateway's address only: a `${VAR}` the operator's
+/// shell lacks (the gateway was started with it) does not stop it from asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_with_the_config_reads_only_the_address_and_ignores_unset_variables() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("config-hygiene-status");
+    let server = format!(
+        "{}env = {{ TOKEN = \"${{MCPMUX_E2E_STATUS_TOKEN}}\" }}\n",
+        crate::support::test_server_toml("keep", &[], None)
+    );
+    let env = [("MCPMUX_E2E_STATUS_TOKEN", "secret")];
+    let mut gateway = crate::support::serve::ServeProcess::start(&dir, "", &server, &dir, &env);
+    gateway.wait_tools(&["keep__echo"]).await;
+    let config = gateway.config.display().to_string();
+    let mut cmd = mcpmux(&["status", "--config", &config]);
+    cmd.env_remove("MCPMUX_E2E_STATUS_TOKEN");
+    let run = run_client(cmd, RUN_TIMEOUT);
+    assert_eq!(run.status.code(), Some(0), "{run}");
+    let row = run.stdout.lines().find(|l| l.starts_with("keep "));
+    assert!(row.is_some_and(|l| l.contains(" ready ")), "{run}");
+    assert!(!run.stderr.contains("is not set"), "{run}");
+    gateway.signal(libc::SIGTERM);
+    assert!(gateway.wait_exit(Duration::from_secs(30)).await.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
