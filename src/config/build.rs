@@ -4,32 +4,52 @@
 //! about several sections is skipped when one of them failed).
 
 use super::raw::RawConfig;
-use super::sources::Sources;
 use super::{
     audit, auth, build_gateway, build_server, cluster, policy, problems, profiles, telemetry, Config,
     ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamId,
 };
 
 impl Config {
+    /// `sites` gets where the keys the checks on the machine are about were written (each
+    /// server's table, `command` and `cwd`; `audit.path`; `gateway.listen` and `admin_listen`;
+    /// `cluster.advertise`).
     pub(super) fn build(
         raw: RawConfig,
         dropped: &problems::Dropped,
-        sources: &Sources,
-        env: &dyn Fn(&str) -> Option<String>,
+        ctx: &Ctx<'_>,
         errors: &mut Vec<ConfigError>,
+        sites: &mut Vec<(String, usize)>,
     ) -> Config {
-        let source_name = sources.main();
-        let ctx = Ctx {
-            sources,
-            env,
-            missing: Default::default(),
+        let source_name = ctx.sources.main();
+        let mut site = |key: String, span: Option<std::ops::Range<usize>>| {
+            if let Some(span) = span {
+                sites.push((key, span.start));
+            }
         };
+        site(
+            "gateway.listen".into(),
+            raw.gateway
+                .as_ref()
+                .and_then(|g| g.listen.as_ref())
+                .map(|v| v.span()),
+        );
+        let admin = raw.gateway.as_ref().and_then(|g| g.admin_listen.as_ref());
+        site("gateway.admin_listen".into(), admin.map(|v| v.span()));
+        site("audit.path".into(), raw.audit.as_ref().map(|a| a.path.span()));
+        let advertise = raw.cluster.as_ref().and_then(|c| c.advertise.as_ref());
+        site("cluster.advertise".into(), advertise.map(|v| v.span()));
+        for (key, server) in &raw.servers.0 {
+            let at = format!("servers.{}", key.get_ref());
+            site(format!("{at}.command"), server.command.as_ref().map(|v| v.span()));
+            site(format!("{at}.cwd"), server.cwd.as_ref().map(|v| v.span()));
+            site(at, Some(key.span()));
+        }
         let raw_gateway = raw.gateway.unwrap_or_default();
-        let gateway = ctx.section(errors, || build_gateway(&ctx, &raw_gateway));
+        let gateway = ctx.section(errors, || build_gateway(ctx, &raw_gateway));
         let gateway_ok = gateway.is_some() && !dropped.section("gateway");
         let gateway = gateway.unwrap_or_default();
         let auth = match &raw.auth {
-            Some(table) => ctx.section(errors, || auth::build_auth(&ctx, table, &gateway.public_url)),
+            Some(table) => ctx.section(errors, || auth::build_auth(ctx, table, &gateway.public_url)),
             None => None,
         };
         let auth_ok = auth.is_some() || (raw.auth.is_none() && !dropped.section("auth"));
@@ -59,7 +79,7 @@ impl Config {
             if !enabled {
                 // What would stop it from starting is a warning until it is turned on.
                 let mut problems = Vec::new();
-                ctx.section(&mut problems, || build_server(&ctx, &key, raw_server, &gateway));
+                ctx.section(&mut problems, || build_server(ctx, &key, raw_server, &gateway));
                 let problem = (!problems.is_empty()).then(|| {
                     problems
                         .iter()
@@ -74,7 +94,7 @@ impl Config {
                 });
                 continue;
             }
-            let Some(server) = ctx.section(errors, || build_server(&ctx, &key, raw_server, &gateway)) else {
+            let Some(server) = ctx.section(errors, || build_server(ctx, &key, raw_server, &gateway)) else {
                 failed.push(UpstreamId::new(&name));
                 continue;
             };
@@ -91,7 +111,7 @@ impl Config {
         }
         let policy_ok = !dropped.section("policy");
         let rules = raw.policy.len();
-        let policy = policy::build_policy(&ctx, raw.policy, errors);
+        let policy = policy::build_policy(ctx, raw.policy, errors);
         let policy_ok = policy_ok && policy.len() == rules;
         if let (Some(first), None, true) = (policy.first(), &auth, auth_ok) {
             errors.push(ConfigError::Invalid {
@@ -103,7 +123,7 @@ impl Config {
             });
         }
         let audit = match &raw.audit {
-            Some(table) => ctx.section(errors, || audit::build_audit(&ctx, table)),
+            Some(table) => ctx.section(errors, || audit::build_audit(ctx, table)),
             None => None,
         };
         if (audit.is_some() || raw.audit.is_none()) && !dropped.section("audit") && policy_ok {
@@ -112,15 +132,13 @@ impl Config {
             });
         }
         let cluster = match &raw.cluster {
-            Some(table) => ctx.section(errors, || cluster::build_cluster(&ctx, table, gateway.listen)),
+            Some(table) => ctx.section(errors, || cluster::build_cluster(ctx, table, gateway.listen)),
             None => None,
         };
         let known = (&servers[..], &disabled[..], &failed[..]);
-        let profiles = profiles::build_profiles(&ctx, raw.profiles, &gateway, known, errors);
-        let telemetry = (ctx.section(errors, || {
-            telemetry::build_telemetry(&ctx, raw.telemetry.as_ref())
-        }))
-        .unwrap_or_default();
+        let profiles = profiles::build_profiles(ctx, raw.profiles, &gateway, known, errors);
+        let telemetry = (ctx.section(errors, || telemetry::build_telemetry(ctx, raw.telemetry.as_ref())))
+            .unwrap_or_default();
         let config = Config {
             gateway,
             servers,

@@ -18,6 +18,7 @@ mod gateway;
 mod id;
 mod include;
 mod interpolate;
+mod load;
 mod mcp_json;
 mod operator;
 mod paths;
@@ -41,6 +42,7 @@ pub use cluster::ClusterConfig;
 use gateway::{build_gateway, path_problem};
 pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
+pub use load::{Loaded, Report};
 pub use operator::operator_address;
 pub use policy::{rule_site, PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
@@ -309,21 +311,7 @@ impl Config {
     /// [`Config::load`], and every file it read or looked for (the file, its includes, its
     /// `mcp_json` files, missing ones too): what to watch for changes, even when loading failed.
     pub fn load_tracked(path: &Path) -> (Result<Config, ConfigError>, Vec<PathBuf>) {
-        let mut sources = Sources::default();
-        let mut files = Vec::new();
-        let tree = match include::read(path, &mut sources, &mut files) {
-            Ok(tree) => tree,
-            Err(err) => return (Err(err), files),
-        };
-        files.extend(tree.mcp_json.iter().map(|f| f.path.clone()));
-        let mut root = tree.root;
-        let result = mcp_json::add_servers(&mut sources, &mut root, &tree.mcp_json)
-            .and_then(|()| Config::from_tree(root, &sources, &|var| std::env::var(var).ok()))
-            .map(|mut config| {
-                config.resolve_paths(&paths::base_dir(path));
-                config
-            });
-        (result, files)
+        Config::load_all(path).into_result()
     }
 
     /// Parses `text`; `source_name` prefixes error messages, `env` resolves `${VAR}`. Relative
@@ -361,11 +349,7 @@ impl Config {
         sources: &Sources,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut errors = Vec::new();
-        let built = problems::deserialize(root, sources, &mut errors)
-            .map(|(raw, dropped)| Config::build(raw, &dropped, sources, env, &mut errors));
-        // In the order of the files and their lines, as an editor lists them.
-        errors.sort_by_cached_key(|err| sources.order_of(&err.to_string()));
+        let (errors, built) = Config::from_tree_partial(root, sources, env, Vec::new(), &mut Vec::new());
         match (ConfigError::gather(errors), built) {
             (Some(err), _) => Err(err),
             (None, Some(config)) => Ok(config),
@@ -374,6 +358,33 @@ impl Config {
             }),
         }
     }
+
+    /// [`Config::from_tree`] keeping what built despite the problems: every problem (`errors`
+    /// holds those found reading the files, whose sections are then missing: names of servers
+    /// are not checked against what is left), in the order of the files and their lines, and
+    /// the configuration of the sections that built (`None` when the structural pass could not
+    /// go on). `sites` gets the offsets of the keys the checks on the machine are about.
+    fn from_tree_partial(
+        root: toml_edit::Table,
+        sources: &Sources,
+        env: &dyn Fn(&str) -> Option<String>,
+        mut errors: Vec<ConfigError>,
+        sites: &mut Vec<(String, usize)>,
+    ) -> (Vec<ConfigError>, Option<Config>) {
+        let incomplete = !errors.is_empty();
+        let built = problems::deserialize(root, sources, &mut errors).map(|(raw, dropped)| {
+            let ctx = Ctx {
+                sources,
+                env,
+                missing: Default::default(),
+                incomplete,
+            };
+            Config::build(raw, &dropped, &ctx, &mut errors, sites)
+        });
+        // In the order of the files and their lines, as an editor lists them.
+        errors.sort_by_cached_key(|err| sources.order_of(&err.to_string()));
+        (errors, built)
+    }
 }
 
 struct Ctx<'a> {
@@ -381,6 +392,9 @@ struct Ctx<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
     /// The `${VAR}`s found unset, not yet claimed by a section (see [`Ctx::section`]).
     missing: std::cell::RefCell<Vec<ConfigError>>,
+    /// A file of the configuration could not be read: a name that is not there (a server a
+    /// profile names) may be in it, and is not an error of its own.
+    incomplete: bool,
 }
 
 impl Ctx<'_> {

@@ -303,9 +303,11 @@ pub(super) fn table_header(line: &str) -> Option<String> {
     None
 }
 
-/// A deserializer's message in the file's terms (keys, tables), without trailing space.
+/// A deserializer's message in the file's terms (keys, tables), on one line, without trailing
+/// space.
 pub(super) fn friendly(message: &str) -> String {
     super::suggest::unknown_key(message.trim_end())
+        .replace('\n', ", ")
         .replacen("unknown field", "unknown key", 1)
         .replace("struct RawServer", "a server table")
         .replace("struct RawGateway", "a table")

@@ -111,6 +111,100 @@ fn check_config_and_serve_report_every_problem_with_its_file_and_line() {
     }
 }
 
+/// Writes `text` as `name` in `dir`; its path as errors name it.
+fn write_in(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    path.display().to_string()
+}
+
+/// The lines of stderr besides log lines.
+fn problem_lines(run: &crate::support::ClientRun) -> Vec<&str> {
+    run.stderr.lines().filter(|l| !l.contains(" WARN ")).collect()
+}
+
+/// A JSON syntax error in an `mcp_json` file is one problem among the others (a misspelt key in
+/// the main file, with the key it was meant to be, and an unset variable in an include), each
+/// at its file and line, in one run of check-config and of a refused serve.
+#[test]
+fn a_broken_mcp_json_file_is_reported_with_every_other_problem() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("config-hygiene-broken-json");
+    let main = write_in(
+        &dir,
+        "mcpmux.toml",
+        "include = [\"team.toml\"]\nmcp_json = [\"clients.json\"]\n\n[servers.alpha]\ncomand = \"oops\"\n",
+    );
+    let team = write_in(
+        &dir,
+        "team.toml",
+        "[servers.delta]\ncommand = \"sh\"\nenv = { TOKEN = \"${MCPMUX_E2E_UNSET_TOKEN}\" }\n",
+    );
+    let json = write_in(
+        &dir,
+        "clients.json",
+        "{\n  \"mcpServers\": {\n    \"local\": { \"command\": \"sh\" },,\n  }\n}\n",
+    );
+    let expected = [
+        format!("{main}:5:1: unknown key `comand`: did you mean `command`? (in [servers.alpha])"),
+        format!(
+            "{team}:3: servers.delta.env.TOKEN: environment variable \"MCPMUX_E2E_UNSET_TOKEN\" is not set"
+        ),
+        format!("{json}:4:3: not JSON: trailing comma (mcp_json, named at {main}:2)"),
+        "configuration has 3 error(s)".to_string(),
+    ];
+    let run = run_client(mcpmux(&["check-config", "--config", &main]), RUN_TIMEOUT);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    assert_eq!(problem_lines(&run), expected, "{run}");
+
+    let run = run_client(mcpmux(&["serve", "--config", &main]), RUN_TIMEOUT);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    let mut refused = vec!["error: the configuration has 3 problems:".to_string()];
+    refused.extend(expected[..3].iter().cloned());
+    assert_eq!(problem_lines(&run), refused, "{run}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What check-config finds on the machine (a command not on PATH, a working directory that is
+/// not there) is said at the line of the key that caused it, in whichever file wrote it, in the
+/// same run as the files' own problems.
+#[test]
+fn the_checks_on_the_machine_come_at_their_line_with_the_files_problems() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("config-hygiene-machine");
+    let main = write_in(
+        &dir,
+        "mcpmux.toml",
+        "include = [\"team.toml\"]\n\n[gateway]\nmax_body_bytes = 0\n\n[servers.here]\ncommand = \"sh\"\n",
+    );
+    let team = write_in(
+        &dir,
+        "team.toml",
+        "[servers.far]\ncommand = \"mcpmux-surely-not-installed\"\n\n\
+         [servers.lost]\ncommand = \"sh\"\ncwd = \"/mcpmux/no/such/dir\"\n",
+    );
+    let mut cmd = mcpmux(&["check-config", "--config", &main]);
+    cmd.env("PATH", "/usr/bin:/bin");
+    let run = run_client(cmd, RUN_TIMEOUT);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    assert_eq!(
+        problem_lines(&run),
+        [
+            format!("{main}:4: gateway.max_body_bytes must be at least 1"),
+            format!(
+                "{team}:2: error: servers.far.command: `mcpmux-surely-not-installed` is not found on \
+                 PATH (/usr/bin:/bin); install it or give its full path"
+            ),
+            format!(
+                "{team}:6: error: servers.lost.cwd: the working directory /mcpmux/no/such/dir does not exist"
+            ),
+            "configuration has 3 error(s)".to_string(),
+        ],
+        "{run}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_reload_shows_every_problem_in_status() {
     let _suite = crate::suite::enter(module_path!());
