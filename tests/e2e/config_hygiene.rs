@@ -266,3 +266,35 @@ async fn status_with_the_config_reads_only_the_address_and_ignores_unset_variabl
     assert!(gateway.wait_exit(Duration::from_secs(30)).await.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `listen` address another program holds: `serve` says so and suggests a port that is free
+/// (a file without `[gateway]`, as `mcpmux import` writes, meets this on a busy 8080).
+#[test]
+fn a_listen_address_in_use_is_refused_with_a_free_port_to_use_instead() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("config-hygiene-in-use");
+    let held = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to hold");
+    let taken = held.local_addr().expect("its address");
+    let main = write_in(&dir, "mcpmux.toml", &format!("[gateway]\nlisten = \"{taken}\"\n"));
+    let run = run_client(mcpmux(&["serve", "--config", &main]), RUN_TIMEOUT);
+    assert_eq!(run.status.code(), Some(1), "{run}");
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default();
+    let prefix = format!("error: cannot listen on {taken}: ");
+    let middle = ": another program (or another mcpmux) holds that address; give it another port in the \
+                  configuration file, e.g. [gateway] listen = \"127.0.0.1:";
+    let (head, tail) = line.split_once(middle).unwrap_or_else(|| panic!("{run}"));
+    assert!(head.starts_with(&prefix), "{run}");
+    let port = tail
+        .strip_suffix("\" (free just now)")
+        .unwrap_or_else(|| panic!("{run}"));
+    let port: u16 = port.parse().unwrap_or_else(|_| panic!("{run}"));
+    assert_ne!(port, taken.port(), "{run}");
+    // The port offered is one this test can take.
+    std::net::TcpListener::bind(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{port}: {e}\n{run}"));
+    drop(held);
+    let _ = std::fs::remove_dir_all(&dir);
+}
