@@ -284,9 +284,12 @@ fn check_config(loaded: &mcpmux::config::Loaded) -> ExitCode {
     let Some(config) = loaded.config() else {
         return ExitCode::FAILURE;
     };
-    let disabled = match config.disabled.len() {
-        0 => String::new(),
-        n => format!(" ({n} more with enabled = false)"),
+    let waiting = (config.disabled.iter()).filter(|s| s.waiting.is_some()).count();
+    let disabled = match (config.disabled.len() - waiting, waiting) {
+        (0, 0) => String::new(),
+        (n, 0) => format!(" ({n} more with enabled = false)"),
+        (0, w) => format!(" ({w} more waiting for a needs_env variable)"),
+        (n, w) => format!(" ({n} more with enabled = false, {w} waiting for a needs_env variable)"),
     };
     println!(
         "configuration OK: {} server(s){disabled}, {warnings} warning(s)",

@@ -210,8 +210,15 @@ pub fn render(doc: &StatusDocument) -> String {
             .collect(),
     };
     upstreams.write(&mut out);
-    if !doc.disabled.is_empty() {
-        let _ = writeln!(out, "disabled (enabled = false): {}", doc.disabled.join(", "));
+    let (waiting, off): (Vec<&String>, Vec<&String>) =
+        (doc.disabled.iter()).partition(|name| doc.disabled_reasons.contains_key(*name));
+    if !off.is_empty() {
+        let names: Vec<&str> = off.iter().map(|n| n.as_str()).collect();
+        let _ = writeln!(out, "disabled (enabled = false): {}", names.join(", "));
+    }
+    for name in waiting {
+        let why = doc.disabled_reasons.get(name).map_or("", String::as_str);
+        let _ = writeln!(out, "disabled {name}: {}", one_line(why));
     }
     if let Some(line) = reload_line(&doc.config, unix_now()) {
         let _ = writeln!(out, "{line}");
@@ -389,6 +396,17 @@ mod tests {
         );
         let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
         assert!(!render(&none).contains("disabled"));
+        // One waiting for a variable gets a line of its own, with the reason.
+        let doc = json!({"upstreams": [], "disabled": ["gh", "api"],
+                         "disabled_reasons": {"api": "not started: it needs API_KEY (needs_env)"}});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let text = render(&doc);
+        assert!(
+            text.ends_with(
+                "\ndisabled (enabled = false): gh\ndisabled api: not started: it needs API_KEY (needs_env)\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! problems it would cause (a section that failed is still a name others may use, and a rule
 //! about several sections is skipped when one of them failed).
 
+use super::interpolate::valid_name;
 use super::raw::RawConfig;
+use super::spanned::Spanned;
 use super::{
     audit, auth, build_gateway, build_server, cluster, policy, problems, profiles, telemetry, Config,
     ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamId,
@@ -42,6 +44,8 @@ impl Config {
             let at = format!("servers.{}", key.get_ref());
             site(format!("{at}.command"), server.command.as_ref().map(|v| v.span()));
             site(format!("{at}.cwd"), server.cwd.as_ref().map(|v| v.span()));
+            let waits = (server.needs_env.iter().flatten()).find(|v| (ctx.env)(v.get_ref()).is_none());
+            site(format!("{at}.needs_env"), waits.map(|v| v.span()));
             site(at, Some(key.span()));
         }
         let raw_gateway = raw.gateway.unwrap_or_default();
@@ -91,6 +95,44 @@ impl Config {
                     id: UpstreamId::new(&name),
                     name,
                     problem,
+                    waiting: None,
+                });
+                continue;
+            }
+            let needs = needs_env(ctx, &name, raw_server.needs_env.as_deref().unwrap_or_default());
+            let unset = match needs {
+                Ok(unset) => unset,
+                Err(err) => {
+                    errors.push(err);
+                    failed.push(UpstreamId::new(&name));
+                    continue;
+                }
+            };
+            if !unset.is_empty() {
+                // Checked all the same: only what the variables it waits for explain is waived.
+                let mut problems = Vec::new();
+                ctx.section(&mut problems, || build_server(ctx, &key, raw_server, &gateway));
+                problems.retain(|p| !matches!(p, ConfigError::MissingEnv { var, .. } if unset.contains(var)));
+                if !problems.is_empty() {
+                    errors.extend(problems);
+                    failed.push(UpstreamId::new(&name));
+                    continue;
+                }
+                let waiting = format!(
+                    "not started: it needs {} (needs_env), not set in mcpmux's environment; set {} and \
+                     restart mcpmux to serve it",
+                    unset.join(", "),
+                    match unset.len() {
+                        1 => "it",
+                        _ => "them",
+                    }
+                );
+                tracing::debug!(server = %name, "{waiting}");
+                disabled.push(DisabledServer {
+                    id: UpstreamId::new(&name),
+                    name,
+                    problem: None,
+                    waiting: Some(waiting),
                 });
                 continue;
             }
@@ -163,4 +205,24 @@ impl Config {
         }
         config
     }
+}
+
+/// The variables of `needs` (a server's `needs_env`) that are not set; an error for a name that
+/// is not a variable's.
+fn needs_env(ctx: &Ctx<'_>, server: &str, needs: &[Spanned<String>]) -> Result<Vec<String>, ConfigError> {
+    let mut unset = Vec::new();
+    for var in needs {
+        let name = var.get_ref();
+        if !valid_name(name) {
+            let msg = format!(
+                "servers.{server}.needs_env: {name:?} is not a variable name (letters, digits and '_', not \
+                 starting with a digit)"
+            );
+            return Err(ctx.invalid(&var.span(), msg));
+        }
+        if (ctx.env)(name).is_none() && !unset.contains(name) {
+            unset.push(name.clone());
+        }
+    }
+    Ok(unset)
 }

@@ -126,9 +126,10 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// In file order; the gateway merges upstream lists in this order. Only the enabled ones.
     pub servers: Vec<ServerConfig>,
-    /// The servers with `enabled = false`, in file order: never started, named by `/status`.
-    /// Each is checked like the others; what would stop it from starting is a warning, not an
-    /// error (a disabled table may be a placeholder: `[servers.github]` with only `enabled`).
+    /// The servers with `enabled = false`, and those waiting for a `needs_env` variable, in
+    /// file order: never started, named by `/status`. Each is checked like the others; what
+    /// would stop it from starting is a warning, not an error (a disabled table may be a
+    /// placeholder: `[servers.github]` with only `enabled`).
     pub disabled: Vec<DisabledServer>,
     /// The `[[policy]]` rules in file order; empty when there is none (everything is allowed).
     pub policy: Vec<PolicyRule>,
@@ -145,13 +146,16 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
 }
 
-/// A `[servers.NAME]` table with `enabled = false`.
+/// A `[servers.NAME]` table with `enabled = false`, or one that waits for a variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DisabledServer {
     pub name: String,
     pub id: UpstreamId,
     /// Why it could not start as written (`file:line: ...`), if it could not.
     pub problem: Option<String>,
+    /// Why it is not started when its table does not say `enabled = false`: a variable of its
+    /// `needs_env` that is not set.
+    pub waiting: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -111,6 +111,14 @@ impl Config {
             error("audit.path", why);
         }
         for server in &self.disabled {
+            if let Some(waiting) = &server.waiting {
+                let key = format!("servers.{}", server.name);
+                found.push(Finding::new(
+                    Severity::Warning,
+                    Some(&format!("{key}.needs_env")),
+                    format!("{key} is {waiting}"),
+                ));
+            }
             if let Some(problem) = &server.problem {
                 let key = format!("servers.{}", server.name);
                 found.push(Finding::new(

@@ -169,6 +169,11 @@ pub(super) struct RawServer {
     pub(super) max_line_bytes: Option<Spanned<usize>>,
     /// false keeps the server in the file without starting it. Default true.
     pub(super) enabled: Option<Spanned<bool>>,
+    /// Variables of mcpmux's environment this server cannot start without (such as a VS Code
+    /// input's, which `mcpmux import` and `mcp_json` write here): while one is unset, this
+    /// server is not started (it is disabled, with the reason in check-config, the log and
+    /// /status) and the rest of the configuration serves. Default: none.
+    pub(super) needs_env: Option<Vec<Spanned<String>>>,
     /// Which of the server's tools are exposed (globs over its own tool names).
     pub(super) tools: Option<RawFilter>,
     /// Which of the server's prompts are exposed (globs over its own prompt names).

@@ -298,3 +298,67 @@ fn a_listen_address_in_use_is_refused_with_a_free_port_to_use_instead() {
     drop(held);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A VS Code `${input:…}` without a default, in a `.vscode/mcp.json` read through `mcp_json`,
+/// holds back only the server that uses it: check-config passes with a warning at its entry,
+/// the gateway serves the others and says why that one is not started, in its log and in
+/// `/status`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vs_code_input_without_a_default_holds_back_only_its_server() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("config-hygiene-input");
+    std::fs::create_dir_all(dir.join(".vscode")).expect("a .vscode folder");
+    let bin = crate::support::path_str(crate::support::test_server::test_server_bin());
+    let json = write_in(
+        &dir,
+        ".vscode/mcp.json",
+        &format!(
+            "{{\n  \"inputs\": [\n    {{\"type\": \"promptString\", \"id\": \"api-key\", \"password\": true}}\n  ],\n  \
+             \"servers\": {{\n    \"keyed\": {{\n      \"command\": {bin:?},\n      \"args\": [\"--name\", \"keyed\"],\n      \
+             \"env\": {{\"KEY\": \"${{input:api-key}}\"}}\n    }},\n    \"plain\": {{\n      \"command\": {bin:?},\n      \
+             \"args\": [\"--name\", \"plain\"]\n    }}\n  }}\n}}\n"
+        ),
+    );
+    let port = crate::support::free_port();
+    let text = format!("mcp_json = [\".vscode/mcp.json\"]\n\n[gateway]\nlisten = \"127.0.0.1:{port}\"\n");
+    let main = write_in(&dir, "mcpmux.toml", &text);
+    let reason = "not started: it needs API_KEY (needs_env), not set in mcpmux's environment; set it and \
+                  restart mcpmux to serve it";
+
+    let mut cmd = mcpmux(&["check-config", "--config", &main]);
+    cmd.env_remove("API_KEY");
+    let run = run_client(cmd, RUN_TIMEOUT);
+    assert_eq!(run.status.code(), Some(0), "{run}");
+    assert_eq!(
+        problem_lines(&run),
+        [format!("{json}:6: warning: servers.keyed is {reason}")],
+        "{run}"
+    );
+    assert_eq!(
+        run.stdout.trim_end(),
+        "configuration OK: 1 server(s) (1 more waiting for a needs_env variable), 1 warning(s)",
+        "{run}"
+    );
+
+    let mut gateway = crate::support::serve::ServeProcess::start_text(port, &dir, &text, &dir, &[]);
+    let tools = gateway.wait_tools(&["plain__echo"]).await;
+    assert!(!tools.iter().any(|t| t.starts_with("keyed__")), "{tools:?}");
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/status"))
+        .await
+        .expect("GET /status")
+        .text()
+        .await
+        .expect("body");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(doc["disabled"], serde_json::json!(["keyed"]), "{doc}");
+    assert_eq!(doc["disabled_reasons"]["keyed"], reason, "{doc}");
+    let log = gateway.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" WARN ") && l.ends_with(&format!("{json}:6: servers.keyed is {reason}"))),
+        "{log}"
+    );
+    gateway.signal(libc::SIGTERM);
+    assert!(gateway.wait_exit(Duration::from_secs(30)).await.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
