@@ -451,14 +451,12 @@ pub fn json_text(status: StatusCode, json: String) -> Response {
 pub enum GatewayError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    #[error("cannot listen on {addr}: {source}{}", bind_hint(addr, key, source, *free))]
+    /// `hint` says what to do about it (empty when there is nothing to say).
+    #[error("cannot listen on {addr}: {source}{hint}")]
     Bind {
         addr: std::net::SocketAddr,
-        /// The key that names the address: `listen` or `admin_listen`.
-        key: &'static str,
         source: std::io::Error,
-        /// A port free on the same address when the error was seen, to suggest.
-        free: Option<u16>,
+        hint: String,
     },
     #[error("server error: {0}")]
     Serve(std::io::Error),
@@ -467,70 +465,10 @@ pub enum GatewayError {
     Audit(String),
 }
 
-/// What to do about an address that is taken: say so, and suggest a port that is free (the
-/// default `listen` is named as such: a file without `[gateway]`, such as `mcpmux import`
-/// writes, gets it).
-fn bind_hint(addr: &std::net::SocketAddr, key: &str, source: &std::io::Error, free: Option<u16>) -> String {
-    if source.kind() != std::io::ErrorKind::AddrInUse {
-        return String::new();
-    }
-    let default = crate::config::GatewayConfig::default().listen;
-    let whose = match (key, *addr == default) {
-        ("listen", true) => {
-            format!(" ({default} is where mcpmux listens when the file sets no gateway.listen)")
-        }
-        _ => String::new(),
-    };
-    let suggestion = match free {
-        Some(port) => format!(
-            "; give it another port in the configuration file, e.g. [gateway] {key} = \"{}\" (free just now)",
-            std::net::SocketAddr::new(addr.ip(), port)
-        ),
-        None => format!("; give it another port in the configuration file: [gateway] {key} = \"IP:PORT\""),
-    };
-    format!(": another program (or another mcpmux) holds that address{whose}{suggestion}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::error::Error as _;
-
-    #[test]
-    fn an_address_in_use_says_so_and_suggests_a_free_port() {
-        let in_use = || std::io::Error::from(std::io::ErrorKind::AddrInUse);
-        let default = GatewayError::Bind {
-            addr: "127.0.0.1:8080".parse().expect("an address"),
-            key: "listen",
-            source: in_use(),
-            free: Some(40123),
-        };
-        let text = default.to_string();
-        assert!(
-            text.ends_with(
-                ": another program (or another mcpmux) holds that address (127.0.0.1:8080 is where mcpmux \
-                 listens when the file sets no gateway.listen); give it another port in the configuration \
-                 file, e.g. [gateway] listen = \"127.0.0.1:40123\" (free just now)"
-            ),
-            "{text}"
-        );
-        let admin = GatewayError::Bind {
-            addr: "127.0.0.1:9090".parse().expect("an address"),
-            key: "admin_listen",
-            source: in_use(),
-            free: None,
-        };
-        let text = admin.to_string();
-        assert!(text.ends_with("[gateway] admin_listen = \"IP:PORT\""), "{text}");
-        assert!(!text.contains("is where mcpmux listens"), "{text}");
-        let denied = GatewayError::Bind {
-            addr: "127.0.0.1:80".parse().expect("an address"),
-            key: "listen",
-            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
-            free: Some(1),
-        };
-        assert!(!denied.to_string().contains("another port"), "{denied}");
-    }
 
     #[test]
     fn errors_say_their_side_their_retry_class_and_their_cause() {

@@ -356,9 +356,8 @@ async fn bind(
             .map(|free| free.port());
         GatewayError::Bind {
             addr: at,
-            key,
+            hint: config::bind_hint(at, key, &source, free),
             source,
-            free,
         }
     })?;
     let addr = listener.local_addr().map_err(GatewayError::Serve)?;

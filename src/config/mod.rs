@@ -39,6 +39,7 @@ mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use cluster::ClusterConfig;
+pub use gateway::bind_hint;
 use gateway::{build_gateway, path_problem};
 pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
