@@ -76,11 +76,6 @@ impl Loaded {
         (result, self.files)
     }
 
-    /// Every problem of the files, one line each (each starting with its `file:line`).
-    pub fn errors(&self) -> &[ConfigError] {
-        &self.errors
-    }
-
     /// The configuration or what of it built.
     pub fn config(&self) -> Option<&Config> {
         self.config.as_ref()
