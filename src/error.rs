@@ -451,10 +451,12 @@ pub fn json_text(status: StatusCode, json: String) -> Response {
 pub enum GatewayError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    #[error("cannot listen on {addr}: {source}")]
+    /// `hint` says what to do about it (empty when there is nothing to say).
+    #[error("cannot listen on {addr}: {source}{hint}")]
     Bind {
         addr: std::net::SocketAddr,
         source: std::io::Error,
+        hint: String,
     },
     #[error("server error: {0}")]
     Serve(std::io::Error),

@@ -285,9 +285,9 @@ pub struct StopOutlook {
 /// Bind the endpoint, start every upstream, and return the running gateway.
 pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let config = Arc::new(config);
-    let (listener, addr) = bind(config.gateway.listen).await?;
+    let (listener, addr) = bind(config.gateway.listen, "listen").await?;
     let admin = match config.gateway.admin_listen {
-        Some(at) => Some(bind(at).await?),
+        Some(at) => Some(bind(at, "admin_listen").await?),
         None => None,
     };
     let shutdown = CancellationToken::new();
@@ -365,10 +365,23 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     })
 }
 
-/// A listener on `at`, and the address it got (port 0: one the system picked).
-async fn bind(at: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), GatewayError> {
-    let listener = (tokio::net::TcpListener::bind(at).await)
-        .map_err(|source| GatewayError::Bind { addr: at, source })?;
+/// A listener on `at` (the address of `gateway.{key}`), and the address it got (port 0: one the
+/// system picked). When `at` is taken, the error names a port that is free on the same address.
+async fn bind(
+    at: SocketAddr,
+    key: &'static str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), GatewayError> {
+    let listener = (tokio::net::TcpListener::bind(at).await).map_err(|source| {
+        let free = (source.kind() == std::io::ErrorKind::AddrInUse)
+            .then(|| std::net::TcpListener::bind(SocketAddr::new(at.ip(), 0)).and_then(|l| l.local_addr()))
+            .and_then(Result::ok)
+            .map(|free| free.port());
+        GatewayError::Bind {
+            addr: at,
+            hint: config::bind_hint(at, key, &source, free),
+            source,
+        }
+    })?;
     let addr = listener.local_addr().map_err(GatewayError::Serve)?;
     Ok((listener, addr))
 }

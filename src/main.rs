@@ -179,23 +179,24 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    let (loaded, files) = mcpmux::Config::load_tracked(path);
+    let loaded = mcpmux::Config::load_all(path);
+    if let Command::CheckConfig { .. } = cli.command {
+        return check_config(&loaded);
+    }
+    let findings = loaded.preflight(std::env::var_os("PATH"), &working_dir());
+    let (loaded, files) = loaded.into_result();
     let config = match loaded {
         Ok(c) => c,
         Err(err) => {
-            report_load_error(&err, matches!(cli.command, Command::CheckConfig { .. }));
+            report_load_error(&err);
             return ExitCode::FAILURE;
         }
     };
-    let findings = config.preflight(std::env::var_os("PATH"), &working_dir());
-    if let Command::CheckConfig { .. } = cli.command {
-        return check_config(&config, &findings);
-    }
     logging.use_format(config.telemetry.log_format);
     for finding in &findings {
         match finding.severity {
-            Severity::Error => tracing::error!("{}", finding.message),
-            Severity::Warning => tracing::warn!("{}", finding.message),
+            Severity::Error => tracing::error!("{}", finding.located()),
+            Severity::Warning => tracing::warn!("{}", finding.located()),
         }
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -301,20 +302,30 @@ fn announce_stop(outlook: mcpmux::StopOutlook) {
     }
 }
 
-/// Print what the checks found; fail when any is an error.
-fn check_config(config: &mcpmux::Config, findings: &[mcpmux::config::Finding]) -> ExitCode {
-    for finding in findings {
-        eprintln!("{finding}");
+/// Print every problem of the files and every finding on this machine, each at its
+/// `file:line`, in the order of the files; fail when any is an error.
+fn check_config(loaded: &mcpmux::config::Loaded) -> ExitCode {
+    let report = loaded.check(std::env::var_os("PATH"), &working_dir());
+    for line in &report.lines {
+        eprintln!("{line}");
     }
-    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
-    let warnings = findings.len() - errors;
+    let (errors, warnings) = (report.errors, report.warnings);
     if errors > 0 {
-        eprintln!("configuration has {errors} error(s) and {warnings} warning(s)");
+        match warnings {
+            0 => eprintln!("configuration has {errors} error(s)"),
+            _ => eprintln!("configuration has {errors} error(s) and {warnings} warning(s)"),
+        }
         return ExitCode::FAILURE;
     }
-    let disabled = match config.disabled.len() {
-        0 => String::new(),
-        n => format!(" ({n} more with enabled = false)"),
+    let Some(config) = loaded.config() else {
+        return ExitCode::FAILURE;
+    };
+    let waiting = (config.disabled.iter()).filter(|s| s.waiting.is_some()).count();
+    let disabled = match (config.disabled.len() - waiting, waiting) {
+        (0, 0) => String::new(),
+        (n, 0) => format!(" ({n} more with enabled = false)"),
+        (0, w) => format!(" ({w} more waiting for a needs_env variable)"),
+        (n, w) => format!(" ({n} more with enabled = false, {w} waiting for a needs_env variable)"),
     };
     println!(
         "configuration OK: {} server(s){disabled}, {warnings} warning(s)",
@@ -323,20 +334,12 @@ fn check_config(config: &mcpmux::Config, findings: &[mcpmux::config::Finding]) -
     ExitCode::SUCCESS
 }
 
-/// Why the configuration did not load: `check-config` prints every problem on its own line
-/// (each starting with the `file:line:` that wrote it) and how many there are; `serve` prints
-/// them after `error:`.
-fn report_load_error(err: &mcpmux::config::ConfigError, check: bool) {
-    let each = err.each();
-    match (check, each.len()) {
-        (false, 1) => eprintln!("error: {err}"),
-        (false, n) => eprintln!("error: the configuration has {n} problems:\n{err}"),
-        (true, n) => {
-            for problem in each {
-                eprintln!("{problem}");
-            }
-            eprintln!("configuration has {n} error(s)");
-        }
+/// Why the configuration did not load: every problem after `error:`, each on its own line
+/// starting with the `file:line:` that wrote it.
+fn report_load_error(err: &mcpmux::config::ConfigError) {
+    match err.each().len() {
+        1 => eprintln!("error: {err}"),
+        n => eprintln!("error: the configuration has {n} problems:\n{err}"),
     }
 }
 
@@ -348,8 +351,8 @@ fn working_dir() -> PathBuf {
 fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> ExitCode {
     let url = match (url, config) {
         (Some(url), _) => url.to_string(),
-        (None, Some(path)) => match mcpmux::Config::load(path) {
-            Ok(config) => mcpmux::status_command::status_url(&config),
+        (None, Some(path)) => match mcpmux::status_command::status_url(path) {
+            Ok(url) => url,
             Err(err) => {
                 eprintln!("error: {err}");
                 return ExitCode::FAILURE;

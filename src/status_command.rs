@@ -1,25 +1,21 @@
 //! `mcpmux status`: fetch a running gateway's `/status` and print it as a table (or as JSON);
 //! the exit status says whether every upstream is ready.
 
-use crate::config::Config;
+use crate::config::ConfigError;
 use crate::status_doc::StatusDocument;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The `/status` URL of the gateway a configuration describes: on `gateway.admin_listen` when
-/// set, else on `listen` (a wildcard address is reached on loopback).
-pub fn status_url(config: &Config) -> String {
-    let mut addr: SocketAddr = config.gateway.admin_listen.unwrap_or(config.gateway.listen);
-    if addr.ip().is_unspecified() {
-        addr.set_ip(match addr {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    format!("http://{addr}{}", crate::admin::status::STATUS_PATH)
+/// The `/status` URL of the gateway serving the file at `path`: on `gateway.admin_listen` when
+/// set, else on `listen` (a wildcard address is reached on loopback). Only those two keys are
+/// read (through the file's includes): the rest of the file may name variables this shell has
+/// not set, or hold a mistake the running gateway refused.
+pub fn status_url(path: &Path) -> Result<String, ConfigError> {
+    let addr = crate::config::operator_address(path)?;
+    Ok(format!("http://{addr}{}", crate::admin::status::STATUS_PATH))
 }
 
 /// Fetch the status document; an error says what to fix.
@@ -214,8 +210,15 @@ pub fn render(doc: &StatusDocument) -> String {
             .collect(),
     };
     upstreams.write(&mut out);
-    if !doc.disabled.is_empty() {
-        let _ = writeln!(out, "disabled (enabled = false): {}", doc.disabled.join(", "));
+    let (waiting, off): (Vec<&String>, Vec<&String>) =
+        (doc.disabled.iter()).partition(|name| doc.disabled_reasons.contains_key(*name));
+    if !off.is_empty() {
+        let names: Vec<&str> = off.iter().map(|n| n.as_str()).collect();
+        let _ = writeln!(out, "disabled (enabled = false): {}", names.join(", "));
+    }
+    for name in waiting {
+        let why = doc.disabled_reasons.get(name).map_or("", String::as_str);
+        let _ = writeln!(out, "disabled {name}: {}", one_line(why));
     }
     if let Some(line) = reload_line(&doc.config, unix_now()) {
         let _ = writeln!(out, "{line}");
@@ -393,6 +396,17 @@ mod tests {
         );
         let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
         assert!(!render(&none).contains("disabled"));
+        // One waiting for a variable gets a line of its own, with the reason.
+        let doc = json!({"upstreams": [], "disabled": ["gh", "api"],
+                         "disabled_reasons": {"api": "not started: it needs API_KEY (needs_env)"}});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        let text = render(&doc);
+        assert!(
+            text.ends_with(
+                "\ndisabled (enabled = false): gh\ndisabled api: not started: it needs API_KEY (needs_env)\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -452,12 +466,27 @@ mod tests {
     }
 
     #[test]
-    fn the_status_url_is_on_the_admin_listener_when_there_is_one() {
-        let config = |text: &str| Config::from_toml_str(text, "t.toml", &|_| None).expect("a config");
-        let main = config("[gateway]\nlisten = \"127.0.0.1:8123\"\n");
-        assert_eq!(status_url(&main), "http://127.0.0.1:8123/status");
-        let admin = config("[gateway]\nlisten = \"127.0.0.1:8123\"\nadmin_listen = \"0.0.0.0:9123\"\n");
-        assert_eq!(status_url(&admin), "http://127.0.0.1:9123/status");
+    fn the_status_url_is_on_the_admin_listener_and_read_whatever_else_the_file_holds() {
+        let dir = std::env::temp_dir().join(format!("mcpmux-status-url-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch folder");
+        let url = |text: &str| {
+            let path = dir.join("mcpmux.toml");
+            std::fs::write(&path, text).expect("write");
+            status_url(&path).map_err(|e| e.to_string())
+        };
+        let main = url("[gateway]\nlisten = \"127.0.0.1:8123\"\n");
+        assert_eq!(main.as_deref(), Ok("http://127.0.0.1:8123/status"));
+        let admin = url("[gateway]\nlisten = \"127.0.0.1:8123\"\nadmin_listen = \"0.0.0.0:9123\"\n");
+        assert_eq!(admin.as_deref(), Ok("http://127.0.0.1:9123/status"));
+        // A variable this shell does not have and a key the gateway would refuse are not its
+        // business: it needs the address only.
+        let rest = url(
+            "[gateway]\nlisten = \"127.0.0.1:8123\"\nbogus = 1\n[servers.a]\ncommand = \"sh\"\n\
+             env = { TOKEN = \"${MCPMUX_STATUS_URL_TEST_UNSET}\" }\n",
+        );
+        assert_eq!(rest.as_deref(), Ok("http://127.0.0.1:8123/status"));
+        assert_eq!(url("").as_deref(), Ok("http://127.0.0.1:8080/status"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

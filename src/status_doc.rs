@@ -25,6 +25,10 @@ pub struct StatusDocument {
     /// the order of the configuration; absent when there is none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disabled: Vec<String>,
+    /// Why a server of `disabled` is not started when its table does not say `enabled = false`
+    /// (a variable of its `needs_env` is not set), by name; absent when there is none.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub disabled_reasons: std::collections::BTreeMap<String, String>,
     /// The `[profiles.NAME]` endpoints, in the order of the configuration; absent when there is
     /// none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -234,6 +238,7 @@ mod tests {
                 shadowed: 1,
             }],
             disabled: Vec::new(),
+            disabled_reasons: Default::default(),
             profiles: Vec::new(),
             session_list: vec![SessionStatus {
                 id_prefix: "0123abcd".into(),

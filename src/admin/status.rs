@@ -122,6 +122,9 @@ pub fn report(hub: &Hub) -> StatusDocument {
         relayed_in_flight: hub.relays.len() as u64,
         upstreams,
         disabled: (hub.config().disabled.iter()).map(|s| s.name.clone()).collect(),
+        disabled_reasons: (hub.config().disabled.iter())
+            .filter_map(|s| Some((s.name.clone(), s.waiting.clone()?)))
+            .collect(),
         profiles: profiles(hub, &catalog, &sessions),
         session_list: sessions.iter().map(|s| session_entry(s)).collect(),
         audit: hub.audit.as_ref().map(|audit| audit.status()),

@@ -16,7 +16,7 @@ pub const DEFAULT_QUEUE_SIZE: usize = 8192;
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAudit {
     /// The log file (appended to; relative to this file), or "-" for stdout.
-    path: Spanned<String>,
+    pub(super) path: Spanned<String>,
     /// Lines that may wait for the writer; beyond, lines are dropped and counted. Default 8192.
     #[schemars(range(min = 1))]
     queue_size: Option<Spanned<usize>>,

@@ -3,33 +3,57 @@
 //! problems it would cause (a section that failed is still a name others may use, and a rule
 //! about several sections is skipped when one of them failed).
 
+use super::interpolate::valid_name;
 use super::raw::RawConfig;
-use super::sources::Sources;
+use super::spanned::Spanned;
 use super::{
     audit, auth, build_gateway, build_server, cluster, policy, problems, profiles, telemetry, Config,
     ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamId,
 };
 
 impl Config {
+    /// `sites` gets where the keys the checks on the machine are about were written (each
+    /// server's table, `command` and `cwd`; `audit.path`; `gateway.listen` and `admin_listen`;
+    /// `cluster.advertise`).
     pub(super) fn build(
         raw: RawConfig,
         dropped: &problems::Dropped,
-        sources: &Sources,
-        env: &dyn Fn(&str) -> Option<String>,
+        ctx: &Ctx<'_>,
         errors: &mut Vec<ConfigError>,
+        sites: &mut Vec<(String, usize)>,
     ) -> Config {
-        let source_name = sources.main();
-        let ctx = Ctx {
-            sources,
-            env,
-            missing: Default::default(),
+        let source_name = ctx.sources.main();
+        let mut site = |key: String, span: Option<std::ops::Range<usize>>| {
+            if let Some(span) = span {
+                sites.push((key, span.start));
+            }
         };
+        site(
+            "gateway.listen".into(),
+            raw.gateway
+                .as_ref()
+                .and_then(|g| g.listen.as_ref())
+                .map(|v| v.span()),
+        );
+        let admin = raw.gateway.as_ref().and_then(|g| g.admin_listen.as_ref());
+        site("gateway.admin_listen".into(), admin.map(|v| v.span()));
+        site("audit.path".into(), raw.audit.as_ref().map(|a| a.path.span()));
+        let advertise = raw.cluster.as_ref().and_then(|c| c.advertise.as_ref());
+        site("cluster.advertise".into(), advertise.map(|v| v.span()));
+        for (key, server) in &raw.servers.0 {
+            let at = format!("servers.{}", key.get_ref());
+            site(format!("{at}.command"), server.command.as_ref().map(|v| v.span()));
+            site(format!("{at}.cwd"), server.cwd.as_ref().map(|v| v.span()));
+            let waits = (server.needs_env.iter().flatten()).find(|v| (ctx.env)(v.get_ref()).is_none());
+            site(format!("{at}.needs_env"), waits.map(|v| v.span()));
+            site(at, Some(key.span()));
+        }
         let raw_gateway = raw.gateway.unwrap_or_default();
-        let gateway = ctx.section(errors, || build_gateway(&ctx, &raw_gateway));
+        let gateway = ctx.section(errors, || build_gateway(ctx, &raw_gateway));
         let gateway_ok = gateway.is_some() && !dropped.section("gateway");
         let mut gateway = gateway.unwrap_or_default();
         let auth = match &raw.auth {
-            Some(table) => ctx.section(errors, || auth::build_auth(&ctx, table, &gateway.public_url)),
+            Some(table) => ctx.section(errors, || auth::build_auth(ctx, table, &gateway.public_url)),
             None => None,
         };
         let auth_ok = auth.is_some() || (raw.auth.is_none() && !dropped.section("auth"));
@@ -59,7 +83,7 @@ impl Config {
             if !enabled {
                 // What would stop it from starting is a warning until it is turned on.
                 let mut problems = Vec::new();
-                ctx.section(&mut problems, || build_server(&ctx, &key, raw_server, &gateway));
+                ctx.section(&mut problems, || build_server(ctx, &key, raw_server, &gateway));
                 let problem = (!problems.is_empty()).then(|| {
                     problems
                         .iter()
@@ -71,10 +95,48 @@ impl Config {
                     id: UpstreamId::new(&name),
                     name,
                     problem,
+                    waiting: None,
                 });
                 continue;
             }
-            let Some(server) = ctx.section(errors, || build_server(&ctx, &key, raw_server, &gateway)) else {
+            let needs = needs_env(ctx, &name, raw_server.needs_env.as_deref().unwrap_or_default());
+            let unset = match needs {
+                Ok(unset) => unset,
+                Err(err) => {
+                    errors.push(err);
+                    failed.push(UpstreamId::new(&name));
+                    continue;
+                }
+            };
+            if !unset.is_empty() {
+                // Checked all the same: only what the variables it waits for explain is waived.
+                let mut problems = Vec::new();
+                ctx.section(&mut problems, || build_server(ctx, &key, raw_server, &gateway));
+                problems.retain(|p| !matches!(p, ConfigError::MissingEnv { var, .. } if unset.contains(var)));
+                if !problems.is_empty() {
+                    errors.extend(problems);
+                    failed.push(UpstreamId::new(&name));
+                    continue;
+                }
+                let waiting = format!(
+                    "not started: it needs {} (needs_env), not set in mcpmux's environment; set {} and \
+                     restart mcpmux to serve it",
+                    unset.join(", "),
+                    match unset.len() {
+                        1 => "it",
+                        _ => "them",
+                    }
+                );
+                tracing::debug!(server = %name, "{waiting}");
+                disabled.push(DisabledServer {
+                    id: UpstreamId::new(&name),
+                    name,
+                    problem: None,
+                    waiting: Some(waiting),
+                });
+                continue;
+            }
+            let Some(server) = ctx.section(errors, || build_server(ctx, &key, raw_server, &gateway)) else {
                 failed.push(UpstreamId::new(&name));
                 continue;
             };
@@ -91,7 +153,7 @@ impl Config {
         }
         let policy_ok = !dropped.section("policy");
         let rules = raw.policy.len();
-        let policy = policy::build_policy(&ctx, raw.policy, errors);
+        let policy = policy::build_policy(ctx, raw.policy, errors);
         let policy_ok = policy_ok && policy.len() == rules;
         if let (Some(first), None, true) = (policy.first(), &auth, auth_ok) {
             errors.push(ConfigError::Invalid {
@@ -103,7 +165,7 @@ impl Config {
             });
         }
         let audit = match &raw.audit {
-            Some(table) => ctx.section(errors, || audit::build_audit(&ctx, table)),
+            Some(table) => ctx.section(errors, || audit::build_audit(ctx, table)),
             None => None,
         };
         if (audit.is_some() || raw.audit.is_none()) && !dropped.section("audit") && policy_ok {
@@ -112,7 +174,7 @@ impl Config {
             });
         }
         let cluster = match &raw.cluster {
-            Some(table) => ctx.section(errors, || cluster::build_cluster(&ctx, table, gateway.listen)),
+            Some(table) => ctx.section(errors, || cluster::build_cluster(ctx, table, gateway.listen)),
             None => None,
         };
         if raw.cluster.is_some() && raw_gateway.shutdown_delay_secs.is_none() {
@@ -120,11 +182,9 @@ impl Config {
             gateway.shutdown_delay = cluster::DEFAULT_SHUTDOWN_DELAY;
         }
         let known = (&servers[..], &disabled[..], &failed[..]);
-        let profiles = profiles::build_profiles(&ctx, raw.profiles, &gateway, known, errors);
-        let telemetry = (ctx.section(errors, || {
-            telemetry::build_telemetry(&ctx, raw.telemetry.as_ref())
-        }))
-        .unwrap_or_default();
+        let profiles = profiles::build_profiles(ctx, raw.profiles, &gateway, known, errors);
+        let telemetry = (ctx.section(errors, || telemetry::build_telemetry(ctx, raw.telemetry.as_ref())))
+            .unwrap_or_default();
         let config = Config {
             gateway,
             servers,
@@ -149,4 +209,24 @@ impl Config {
         }
         config
     }
+}
+
+/// The variables of `needs` (a server's `needs_env`) that are not set; an error for a name that
+/// is not a variable's.
+fn needs_env(ctx: &Ctx<'_>, server: &str, needs: &[Spanned<String>]) -> Result<Vec<String>, ConfigError> {
+    let mut unset = Vec::new();
+    for var in needs {
+        let name = var.get_ref();
+        if !valid_name(name) {
+            let msg = format!(
+                "servers.{server}.needs_env: {name:?} is not a variable name (letters, digits and '_', not \
+                 starting with a digit)"
+            );
+            return Err(ctx.invalid(&var.span(), msg));
+        }
+        if (ctx.env)(name).is_none() && !unset.contains(name) {
+            unset.push(name.clone());
+        }
+    }
+    Ok(unset)
 }

@@ -32,7 +32,7 @@ pub(super) struct RawCluster {
     /// Keys still accepted when opening during a rotation, never used to seal.
     previous_keys: Option<Vec<Spanned<String>>>,
     /// The URL the other replicas reach this one at. Default "http://{gateway.listen}".
-    advertise: Option<Spanned<String>>,
+    pub(super) advertise: Option<Spanned<String>>,
 }
 
 /// `[cluster]` (its keys print as `***` in Debug).

@@ -120,3 +120,28 @@ pub(super) fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayCo
     }
     Ok(gw)
 }
+
+/// What to do about `gateway.{key}` = `addr` when binding it failed with `error`: for an
+/// address another program holds, say so and suggest `free` (a port free on the same address
+/// just now), and name the default for a file without `[gateway]` (such as `mcpmux import`
+/// writes); nothing for other errors. The text follows the error, after a colon.
+pub fn bind_hint(addr: SocketAddr, key: &str, error: &std::io::Error, free: Option<u16>) -> String {
+    if error.kind() != std::io::ErrorKind::AddrInUse {
+        return String::new();
+    }
+    let default = GatewayConfig::default().listen;
+    let whose = match (key, addr == default) {
+        ("listen", true) => {
+            format!(" ({default} is where mcpmux listens when the file sets no gateway.listen)")
+        }
+        _ => String::new(),
+    };
+    let suggestion = match free {
+        Some(port) => format!(
+            "; give it another port in the configuration file, e.g. [gateway] {key} = \"{}\" (free just now)",
+            SocketAddr::new(addr.ip(), port)
+        ),
+        None => format!("; give it another port in the configuration file: [gateway] {key} = \"IP:PORT\""),
+    };
+    format!(": another program (or another mcpmux) holds that address{whose}{suggestion}")
+}

@@ -61,3 +61,23 @@ fn ready_when_values() {
         "{e}"
     );
 }
+
+#[test]
+fn an_address_in_use_says_so_and_suggests_a_free_port() {
+    use super::gateway::bind_hint;
+    let in_use = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+    let at = |text: &str| -> SocketAddr { text.parse().expect("an address") };
+    assert_eq!(
+        bind_hint(at("127.0.0.1:8080"), "listen", &in_use, Some(40123)),
+        ": another program (or another mcpmux) holds that address (127.0.0.1:8080 is where mcpmux \
+         listens when the file sets no gateway.listen); give it another port in the configuration \
+         file, e.g. [gateway] listen = \"127.0.0.1:40123\" (free just now)"
+    );
+    assert_eq!(
+        bind_hint(at("127.0.0.1:9090"), "admin_listen", &in_use, None),
+        ": another program (or another mcpmux) holds that address; give it another port in the \
+         configuration file: [gateway] admin_listen = \"IP:PORT\""
+    );
+    let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+    assert_eq!(bind_hint(at("127.0.0.1:80"), "listen", &denied, Some(1)), "");
+}

@@ -26,60 +26,82 @@ pub(super) struct Tree {
 }
 
 /// Read `path` and everything it includes into one tree; `files` gets every TOML file read or
-/// looked for, the configuration file first (also when reading fails).
+/// looked for, the configuration file first (also when reading fails). An error of the file
+/// itself is returned; one of an included file (it cannot be read, does not parse, includes
+/// itself) goes to `errors` and that file is left out, so that the rest is still checked.
 pub(super) fn read(
     path: &Path,
     sources: &mut Sources,
     files: &mut Vec<PathBuf>,
+    errors: &mut Vec<ConfigError>,
 ) -> Result<Tree, ConfigError> {
     let mut tree = Tree {
         root: Table::new(),
         mcp_json: Vec::new(),
     };
     let mut stack = Vec::new();
-    read_into(path, None, sources, &mut stack, &mut tree, files)?;
+    let mut reading = Reading {
+        sources,
+        stack: &mut stack,
+        tree: &mut tree,
+        files,
+        errors,
+    };
+    reading.read_into(path, None)?;
     Ok(tree)
 }
 
-fn read_into(
-    path: &Path,
-    named_at: Option<&str>,
-    sources: &mut Sources,
-    stack: &mut Vec<PathBuf>,
-    tree: &mut Tree,
-    files: &mut Vec<PathBuf>,
-) -> Result<(), ConfigError> {
-    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    if let (Some(at), Some(first)) = (named_at, stack.iter().position(|p| *p == canonical)) {
-        let cycle: Vec<String> = (stack[first..].iter().chain([&canonical]))
-            .map(|p| p.display().to_string())
-            .collect();
-        return Err(ConfigError::Invalid {
-            message: format!("{at}: include cycle: {}", cycle.join(" -> ")),
+/// What reading a file and its includes carries along.
+struct Reading<'a> {
+    sources: &'a mut Sources,
+    stack: &'a mut Vec<PathBuf>,
+    tree: &'a mut Tree,
+    files: &'a mut Vec<PathBuf>,
+    errors: &'a mut Vec<ConfigError>,
+}
+
+impl Reading<'_> {
+    fn read_into(&mut self, path: &Path, named_at: Option<&str>) -> Result<(), ConfigError> {
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let stack = &self.stack;
+        if let (Some(at), Some(first)) = (named_at, stack.iter().position(|p| *p == canonical)) {
+            let cycle: Vec<String> = (stack[first..].iter().chain([&canonical]))
+                .map(|p| p.display().to_string())
+                .collect();
+            return Err(ConfigError::Invalid {
+                message: format!("{at}: include cycle: {}", cycle.join(" -> ")),
+            });
+        }
+        self.files.push(path.to_path_buf());
+        let text = std::fs::read_to_string(path).map_err(|source| match named_at {
+            None => ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            Some(at) => ConfigError::Invalid {
+                message: format!("{at}: include {}: cannot read it: {source}", path.display()),
+            },
+        })?;
+        let dir = super::paths::base_dir(path);
+        let mut root = (self.sources).parse(&path.display().to_string(), Some(&dir), &text)?;
+        self.stack.push(canonical);
+        let included = paths(self.sources, &mut root, "include", &dir).unwrap_or_else(|err| {
+            self.errors.push(err);
+            Vec::new()
         });
+        for (included, at) in included {
+            if let Err(err) = self.read_into(&included, Some(&at)) {
+                self.errors.push(err);
+            }
+        }
+        self.stack.pop();
+        match paths(self.sources, &mut root, "mcp_json", &dir) {
+            Ok(list) => (self.tree.mcp_json).extend(list.into_iter().map(|(path, at)| JsonFile { path, at })),
+            Err(err) => self.errors.push(err),
+        }
+        merge(&mut self.tree.root, root);
+        Ok(())
     }
-    files.push(path.to_path_buf());
-    let text = std::fs::read_to_string(path).map_err(|source| match named_at {
-        None => ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        },
-        Some(at) => ConfigError::Invalid {
-            message: format!("{at}: include {}: cannot read it: {source}", path.display()),
-        },
-    })?;
-    let dir = super::paths::base_dir(path);
-    let mut root = sources.parse(&path.display().to_string(), Some(&dir), &text)?;
-    stack.push(canonical);
-    for (included, at) in paths(sources, &mut root, "include", &dir)? {
-        read_into(&included, Some(&at), sources, stack, tree, files)?;
-    }
-    stack.pop();
-    for (path, at) in paths(sources, &mut root, "mcp_json", &dir)? {
-        tree.mcp_json.push(JsonFile { path, at });
-    }
-    merge(&mut tree.root, root);
-    Ok(())
 }
 
 /// Take the list of paths under `key` out of `root` (a string is a list of one), each made

@@ -53,7 +53,7 @@ pub(super) fn interpolate(input: &str, env: &dyn Fn(&str) -> Option<String>) -> 
 }
 
 /// Whether `name` is a variable name: a letter or `_`, then letters, digits and `_`.
-fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     name.chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')

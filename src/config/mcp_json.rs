@@ -14,12 +14,15 @@ use crate::import::{parse, read_env_file, render, Namer, SourceFile};
 use std::path::Path;
 use toml_edit::{Item, Table};
 
-/// Add the servers of `files` to `root` (after its own).
+/// Add the servers of `files` to `root` (after its own). A file that cannot be read or does
+/// not parse goes to `errors` (named among the sources, so that it sorts in its place) and adds
+/// nothing: the others, and the TOML, are still read and checked.
 pub(super) fn add_servers(
     sources: &mut Sources,
     root: &mut Table,
     files: &[JsonFile],
-) -> Result<(), ConfigError> {
+    errors: &mut Vec<ConfigError>,
+) {
     let toml_names: Vec<String> = match root.get("servers").and_then(Item::as_table) {
         Some(servers) => servers.iter().map(|(k, _)| k.to_string()).collect(),
         None => Vec::new(),
@@ -29,10 +32,16 @@ pub(super) fn add_servers(
         namer.reserve(name, "the TOML configuration");
     }
     for file in files {
-        let Some((mut source, text)) = read(file)? else {
-            continue;
-        };
         let shown = file.path.display().to_string();
+        let (mut source, text) = match read(file) {
+            Ok(Some(read)) => read,
+            Ok(None) => continue,
+            Err(err) => {
+                sources.name_unread(&shown);
+                errors.push(err);
+                continue;
+            }
+        };
         source.servers.retain(|server| {
             let clash = toml_names.contains(&server.name);
             if clash {
@@ -50,10 +59,11 @@ pub(super) fn add_servers(
         for warning in &rendered.warnings {
             tracing::warn!("mcp_json: {warning}");
         }
-        let converted = sources.parse_converted(&shown, Some(&dir), &rendered.text, Some(&text))?;
-        merge(root, converted);
+        match sources.parse_converted(&shown, Some(&dir), &rendered.text, Some(&text)) {
+            Ok(converted) => merge(root, converted),
+            Err(err) => errors.push(err),
+        }
     }
-    Ok(())
 }
 
 /// The parsed file and its text, or `None` when it does not exist.

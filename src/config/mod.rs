@@ -18,6 +18,7 @@ mod gateway;
 mod id;
 mod include;
 mod interpolate;
+mod load;
 mod mcp_json;
 mod operator;
 mod paths;
@@ -31,15 +32,18 @@ mod server;
 mod shaping;
 mod sources;
 mod spanned;
+mod suggest;
 mod telemetry;
 mod transport;
 mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use cluster::{ClusterConfig, DEFAULT_SHUTDOWN_DELAY as CLUSTER_SHUTDOWN_DELAY};
+pub use gateway::bind_hint;
 use gateway::{build_gateway, path_problem};
 pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
+pub use load::{Loaded, Report};
 pub use operator::operator_address;
 pub use policy::{rule_site, PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
@@ -123,9 +127,10 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// In file order; the gateway merges upstream lists in this order. Only the enabled ones.
     pub servers: Vec<ServerConfig>,
-    /// The servers with `enabled = false`, in file order: never started, named by `/status`.
-    /// Each is checked like the others; what would stop it from starting is a warning, not an
-    /// error (a disabled table may be a placeholder: `[servers.github]` with only `enabled`).
+    /// The servers with `enabled = false`, and those waiting for a `needs_env` variable, in
+    /// file order: never started, named by `/status`. Each is checked like the others; what
+    /// would stop it from starting is a warning, not an error (a disabled table may be a
+    /// placeholder: `[servers.github]` with only `enabled`).
     pub disabled: Vec<DisabledServer>,
     /// The `[[policy]]` rules in file order; empty when there is none (everything is allowed).
     pub policy: Vec<PolicyRule>,
@@ -142,13 +147,16 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
 }
 
-/// A `[servers.NAME]` table with `enabled = false`.
+/// A `[servers.NAME]` table with `enabled = false`, or one that waits for a variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DisabledServer {
     pub name: String,
     pub id: UpstreamId,
     /// Why it could not start as written (`file:line: ...`), if it could not.
     pub problem: Option<String>,
+    /// Why it is not started when its table does not say `enabled = false`: a variable of its
+    /// `needs_env` that is not set.
+    pub waiting: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -310,21 +318,7 @@ impl Config {
     /// [`Config::load`], and every file it read or looked for (the file, its includes, its
     /// `mcp_json` files, missing ones too): what to watch for changes, even when loading failed.
     pub fn load_tracked(path: &Path) -> (Result<Config, ConfigError>, Vec<PathBuf>) {
-        let mut sources = Sources::default();
-        let mut files = Vec::new();
-        let tree = match include::read(path, &mut sources, &mut files) {
-            Ok(tree) => tree,
-            Err(err) => return (Err(err), files),
-        };
-        files.extend(tree.mcp_json.iter().map(|f| f.path.clone()));
-        let mut root = tree.root;
-        let result = mcp_json::add_servers(&mut sources, &mut root, &tree.mcp_json)
-            .and_then(|()| Config::from_tree(root, &sources, &|var| std::env::var(var).ok()))
-            .map(|mut config| {
-                config.resolve_paths(&paths::base_dir(path));
-                config
-            });
-        (result, files)
+        Config::load_all(path).into_result()
     }
 
     /// Parses `text`; `source_name` prefixes error messages, `env` resolves `${VAR}`. Relative
@@ -362,11 +356,7 @@ impl Config {
         sources: &Sources,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut errors = Vec::new();
-        let built = problems::deserialize(root, sources, &mut errors)
-            .map(|(raw, dropped)| Config::build(raw, &dropped, sources, env, &mut errors));
-        // In the order of the files and their lines, as an editor lists them.
-        errors.sort_by_cached_key(|err| sources.order_of(&err.to_string()));
+        let (errors, built) = Config::from_tree_partial(root, sources, env, Vec::new(), &mut Vec::new());
         match (ConfigError::gather(errors), built) {
             (Some(err), _) => Err(err),
             (None, Some(config)) => Ok(config),
@@ -375,6 +365,33 @@ impl Config {
             }),
         }
     }
+
+    /// [`Config::from_tree`] keeping what built despite the problems: every problem (`errors`
+    /// holds those found reading the files, whose sections are then missing: names of servers
+    /// are not checked against what is left), in the order of the files and their lines, and
+    /// the configuration of the sections that built (`None` when the structural pass could not
+    /// go on). `sites` gets the offsets of the keys the checks on the machine are about.
+    fn from_tree_partial(
+        root: toml_edit::Table,
+        sources: &Sources,
+        env: &dyn Fn(&str) -> Option<String>,
+        mut errors: Vec<ConfigError>,
+        sites: &mut Vec<(String, usize)>,
+    ) -> (Vec<ConfigError>, Option<Config>) {
+        let incomplete = !errors.is_empty();
+        let built = problems::deserialize(root, sources, &mut errors).map(|(raw, dropped)| {
+            let ctx = Ctx {
+                sources,
+                env,
+                missing: Default::default(),
+                incomplete,
+            };
+            Config::build(raw, &dropped, &ctx, &mut errors, sites)
+        });
+        // In the order of the files and their lines, as an editor lists them.
+        errors.sort_by_cached_key(|err| sources.order_of(&err.to_string()));
+        (errors, built)
+    }
 }
 
 struct Ctx<'a> {
@@ -382,6 +399,9 @@ struct Ctx<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
     /// The `${VAR}`s found unset, not yet claimed by a section (see [`Ctx::section`]).
     missing: std::cell::RefCell<Vec<ConfigError>>,
+    /// A file of the configuration could not be read: a name that is not there (a server a
+    /// profile names) may be in it, and is not an error of its own.
+    incomplete: bool,
 }
 
 impl Ctx<'_> {

@@ -23,6 +23,30 @@ pub enum Severity {
 pub struct Finding {
     pub severity: Severity,
     pub message: String,
+    /// The dotted key it is about (`servers.NAME.command`), when it is about one.
+    pub key: Option<String>,
+    /// `file:line` of that key (see `Loaded::preflight`), once known.
+    pub at: Option<String>,
+}
+
+impl Finding {
+    fn new(severity: Severity, key: Option<&str>, message: String) -> Finding {
+        Finding {
+            severity,
+            message,
+            key: key.map(str::to_string),
+            at: None,
+        }
+    }
+
+    /// The message after its `file:line` when it has one (for a log line, whose level says
+    /// the severity).
+    pub fn located(&self) -> String {
+        match &self.at {
+            Some(at) => format!("{at}: {}", self.message),
+            None => self.message.clone(),
+        }
+    }
 }
 
 impl fmt::Display for Finding {
@@ -31,7 +55,10 @@ impl fmt::Display for Finding {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        write!(f, "{label}: {}", self.message)
+        match &self.at {
+            Some(at) => write!(f, "{at}: {label}: {}", self.message),
+            None => write!(f, "{label}: {}", self.message),
+        }
     }
 }
 
@@ -41,11 +68,12 @@ impl Config {
     /// directory a server without `cwd` starts in.
     pub fn preflight(&self, path: Option<OsString>, workdir: &Path) -> Vec<Finding> {
         let mut found = Vec::new();
-        let mut error = |message: String| {
-            found.push(Finding {
-                severity: Severity::Error,
-                message,
-            })
+        let mut error = |key: &str, message: String| {
+            found.push(Finding::new(
+                Severity::Error,
+                Some(key),
+                format!("{key}: {message}"),
+            ))
         };
         for server in &self.servers {
             let TransportConfig::Stdio {
@@ -65,10 +93,10 @@ impl Config {
                 } else {
                     "does not exist"
                 };
-                error(format!(
-                    "{key}.cwd: the working directory {} {what}",
-                    dir.display()
-                ));
+                error(
+                    &format!("{key}.cwd"),
+                    format!("the working directory {} {what}", dir.display()),
+                );
                 continue;
             }
             let own_path = env
@@ -76,21 +104,28 @@ impl Config {
                 .find(|(k, _)| k == "PATH")
                 .map(|(_, v)| v.expose().into());
             if let Err(why) = find_command(command, own_path.or(path.clone()), &dir) {
-                error(format!("{key}.command: {why}"));
+                error(&format!("{key}.command"), why);
             }
         }
         if let Some(why) = self.audit_path_problem(workdir) {
-            error(format!("audit.path: {why}"));
+            error("audit.path", why);
         }
         for server in &self.disabled {
+            if let Some(waiting) = &server.waiting {
+                let key = format!("servers.{}", server.name);
+                found.push(Finding::new(
+                    Severity::Warning,
+                    Some(&format!("{key}.needs_env")),
+                    format!("{key} is {waiting}"),
+                ));
+            }
             if let Some(problem) = &server.problem {
-                found.push(Finding {
-                    severity: Severity::Warning,
-                    message: format!(
-                        "servers.{} has enabled = false, and as written it could not start once enabled: {problem}",
-                        server.name
-                    ),
-                });
+                let key = format!("servers.{}", server.name);
+                found.push(Finding::new(
+                    Severity::Warning,
+                    Some(&key),
+                    format!("{key} has enabled = false, and as written it could not start once enabled: {problem}"),
+                ));
             }
         }
         if self.servers.is_empty() {
@@ -98,31 +133,26 @@ impl Config {
                 0 => "no [servers.NAME] table: the gateway would serve an empty catalog",
                 _ => "every server has enabled = false: the gateway would serve an empty catalog",
             };
-            found.push(Finding {
-                severity: Severity::Warning,
-                message: message.into(),
-            });
+            found.push(Finding::new(Severity::Warning, None, message.into()));
         }
         let listen = self.gateway.listen;
         if self.auth.is_none() && !listen.ip().is_loopback() {
             // Only reachable with gateway.allow_unauthenticated = true (else the config is refused).
-            found.push(Finding {
-                severity: Severity::Warning,
-                message: format!(
+            found.push(Finding::new(
+                Severity::Warning,
+                Some("gateway.listen"),
+                format!(
                     "gateway.listen {listen} accepts connections from other machines and there is no \
                      [auth] table (gateway.allow_unauthenticated = true): anyone who can reach it can \
                      call every tool of every server unless an authenticating proxy is in front"
                 ),
-            });
+            ));
         }
         if let Some(admin) = self.gateway.admin_listen {
             found.extend(admin_findings(admin, listen));
         }
         if let Some(why) = self.advertise_problem() {
-            found.push(Finding {
-                severity: Severity::Warning,
-                message: why,
-            });
+            found.push(Finding::new(Severity::Warning, Some("cluster.advertise"), why));
         }
         found
     }
@@ -152,24 +182,26 @@ fn admin_findings(admin: SocketAddr, listen: SocketAddr) -> Vec<Finding> {
     let mut found = Vec::new();
     let overlap = |a: IpAddr, b: IpAddr| a == b || a.is_unspecified() || b.is_unspecified();
     if admin.port() != 0 && admin.port() == listen.port() && overlap(admin.ip(), listen.ip()) {
-        found.push(Finding {
-            severity: Severity::Error,
-            message: format!(
+        found.push(Finding::new(
+            Severity::Error,
+            Some("gateway.admin_listen"),
+            format!(
                 "gateway.admin_listen {admin} and gateway.listen {listen} bind the same port: \
                  give the operator endpoints a port of their own"
             ),
-        });
+        ));
     }
     if !admin.ip().is_loopback() {
-        found.push(Finding {
-            severity: Severity::Warning,
-            message: format!(
+        found.push(Finding::new(
+            Severity::Warning,
+            Some("gateway.admin_listen"),
+            format!(
                 "gateway.admin_listen {admin} accepts connections from other machines: /status, \
                  /healthz, /readyz, /metrics and /admin are not behind [auth], so bind it to an \
                  address only your probes, monitoring and operators reach (a private network, a \
                  pod's own port)"
             ),
-        });
+        ));
     }
     found
 }

@@ -175,3 +175,96 @@ fn a_valid_configuration_over_three_files_loads_as_the_same_text_in_one() {
     assert_eq!(loaded.profiles[0].servers, single.profiles[0].servers);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_file_that_does_not_read_is_one_problem_among_the_others() {
+    let dir = scratch("broken-files");
+    let main = write(
+        &dir,
+        "main.toml",
+        "include = [\"team.toml\", \"broken.toml\"]\nmcp_json = [\"clients.json\"]\n\n\
+         [servers.alpha]\ncomand = \"oops\"\n\n[profiles.p]\npath = \"/p\"\nservers = [\"local\", \"kappa\"]\n",
+    );
+    let team = write(
+        &dir,
+        "team.toml",
+        "[servers.delta]\ncommand = \"sh\"\nenv = { TOKEN = \"${MCPMUX_TEST_SURELY_UNSET_4}\" }\n",
+    );
+    let broken = write(
+        &dir,
+        "broken.toml",
+        "[servers.kappa]\ncommand = \"sh\"\nargs = [\n",
+    );
+    let clients = write(
+        &dir,
+        "clients.json",
+        "{\n  \"mcpServers\": {\n    \"local\": { \"command\": \"sh\" },,\n  }\n}\n",
+    );
+    let err = Config::load(Path::new(&main)).expect_err("four problems");
+    let lines: Vec<String> = err.each().iter().map(|e| e.to_string()).collect();
+    // In the order of the files: the main file, its includes in order, then the JSON file;
+    // the profile naming servers of the broken files says nothing (they may be there).
+    let expected = [
+        format!("{main}:5:1: unknown key `comand`: did you mean `command`? (in [servers.alpha])"),
+        format!(
+            "{team}:3: servers.delta.env.TOKEN: environment variable \"MCPMUX_TEST_SURELY_UNSET_4\" is not set"
+        ),
+        format!("{broken}:4:1: invalid array, expected `]` (in [servers.kappa])"),
+        format!("{clients}:4:3: not JSON: trailing comma (mcp_json, named at {main}:2)"),
+    ];
+    assert_eq!(lines.len(), expected.len(), "{err}");
+    for (line, want) in lines.iter().zip(&expected) {
+        assert_eq!(line, want, "in:\n{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_checks_on_the_machine_point_at_their_key_in_the_same_run_as_the_files_problems() {
+    let dir = scratch("machine");
+    let main = write(
+        &dir,
+        "main.toml",
+        "include = [\"team.toml\"]\nmcp_json = [\"clients.json\"]\n\n[gateway]\npage_size = 0\n",
+    );
+    let team = write(
+        &dir,
+        "team.toml",
+        "[servers.far]\ncommand = \"mcpmux-surely-not-installed\"\n\n\
+         [servers.lost]\nargs = []\ncwd = \"/mcpmux/no/such/dir\"\ncommand = \"sh\"\n\n\
+         [servers.off]\nenabled = false\ncommand = \"\"\n",
+    );
+    let clients = write(
+        &dir,
+        "clients.json",
+        "{\n  \"mcpServers\": {\n    \"local\": {\n      \"args\": [],\n      \"command\": \"./bin/none\"\n    }\n  }\n}\n",
+    );
+    let loaded = Config::load_all(Path::new(&main));
+    let report = loaded.check(Some("/usr/bin:/bin".into()), Path::new("/"));
+    let expected = [
+        format!("{main}:5: gateway.page_size must be at least 1"),
+        format!(
+            "{team}:2: error: servers.far.command: `mcpmux-surely-not-installed` is not found on PATH \
+             (/usr/bin:/bin); install it or give its full path"
+        ),
+        format!(
+            "{team}:6: error: servers.lost.cwd: the working directory /mcpmux/no/such/dir does not exist"
+        ),
+        format!(
+            "{team}:9: warning: servers.off has enabled = false, and as written it could not start once \
+             enabled: {team}:11: server \"off\": `command` must not be empty"
+        ),
+        format!(
+            "{clients}:5: error: servers.local.command: `{dir}/bin/none` does not exist",
+            dir = dir.display()
+        ),
+    ];
+    assert_eq!(report.lines, expected, "{report:#?}");
+    assert_eq!((report.errors, report.warnings), (4, 1));
+    // What a whole configuration would be warned about is not said of a partial one.
+    assert!(
+        !report.lines.iter().any(|l| l.contains("empty catalog")),
+        "{report:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

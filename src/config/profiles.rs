@@ -193,7 +193,7 @@ fn build_profile(
                         server = %wanted,
                         "{key} names a disabled server (enabled = false): it adds nothing to the profile until it is enabled"
                     );
-                } else if !servers.iter().any(|s| s.id == id) && !failed.contains(&id) {
+                } else if !servers.iter().any(|s| s.id == id) && !failed.contains(&id) && !ctx.incomplete {
                     let built = servers.iter().map(|s| s.name.as_str());
                     let known: Vec<&str> = built.chain(failed.iter().map(|id| id.as_str())).collect();
                     let msg = format!("{key}: no server {wanted:?} is configured (servers: {known:?})");

@@ -172,6 +172,11 @@ pub(super) struct RawServer {
     pub(super) max_line_bytes: Option<Spanned<usize>>,
     /// false keeps the server in the file without starting it. Default true.
     pub(super) enabled: Option<Spanned<bool>>,
+    /// Variables of mcpmux's environment this server cannot start without (such as a VS Code
+    /// input's, which `mcpmux import` and `mcp_json` write here): while one is unset, this
+    /// server is not started (it is disabled, with the reason in check-config, the log and
+    /// /status) and the rest of the configuration serves. Default: none.
+    pub(super) needs_env: Option<Vec<Spanned<String>>>,
     /// Which of the server's tools are exposed (globs over its own tool names).
     pub(super) tools: Option<RawFilter>,
     /// Which of the server's prompts are exposed (globs over its own prompt names).
@@ -306,10 +311,11 @@ pub(super) fn table_header(line: &str) -> Option<String> {
     None
 }
 
-/// A deserializer's message in the file's terms (keys, tables), without trailing space.
+/// A deserializer's message in the file's terms (keys, tables), on one line, without trailing
+/// space.
 pub(super) fn friendly(message: &str) -> String {
-    message
-        .trim_end()
+    super::suggest::unknown_key(message.trim_end())
+        .replace('\n', ", ")
         .replacen("unknown field", "unknown key", 1)
         .replace("struct RawServer", "a server table")
         .replace("struct RawGateway", "a table")

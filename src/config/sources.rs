@@ -99,6 +99,19 @@ impl Sources {
         Ok(doc.into_table())
     }
 
+    /// Count `name` among the texts although it could not be read (an `mcp_json` file that is
+    /// not JSON): its errors then sort in its place.
+    pub(super) fn name_unread(&mut self, name: &str) {
+        self.files.push(Source {
+            name: name.to_string(),
+            dir: None,
+            start: self.next,
+            text: String::new(),
+            json: None,
+        });
+        self.next += 1;
+    }
+
     /// Where a message starting with `file:line` points: the file's place among the texts (in
     /// the order they were read) and the line; messages naming no text come last.
     pub(super) fn order_of(&self, message: &str) -> (usize, usize) {

@@ -171,6 +171,27 @@ fn unknown_key_in_gateway_names_key_and_line() {
 }
 
 #[test]
+fn an_unknown_key_suggests_the_nearest_valid_one_and_lists_them_only_when_none_is_near() {
+    let e = err("[gateway]\nlistn = \"127.0.0.1:1\"\n");
+    assert_eq!(
+        e,
+        "config.toml:2:1: unknown key `listn`: did you mean `listen`? (in [gateway])"
+    );
+    let e = err("[servers.a]\ncomand = \"sh\"\n");
+    assert_eq!(
+        e,
+        "config.toml:2:1: unknown key `comand`: did you mean `command`? (in [servers.a])"
+    );
+    // Nothing near: the valid keys, so that the right one can be found.
+    let e = err("[gateway]\nport = 8080\n");
+    assert!(
+        e.starts_with("config.toml:2:1: unknown key `port`, expected one of `listen`, "),
+        "{e}"
+    );
+    assert!(!e.contains("did you mean"), "{e}");
+}
+
+#[test]
 fn unknown_key_in_server_names_key_and_line() {
     let text = "[gateway]\n\n[servers.other]\nurl = \"http://x\"\n\n[servers.everything]\ncomand = \"npx\"\n";
     let e = err(text);

@@ -49,6 +49,7 @@ pub fn convert(vars: &Vars, name: &str, value: &Value, project: Option<&str>) ->
         disabled: false,
         notes: Vec::new(),
         dropped: Vec::new(),
+        needs_env: Vec::new(),
     };
     let Some(entry) = value.as_object() else {
         server.transport = Transport::Unsupported(format!("its value is {}, not an object", kind_of(value)));
@@ -233,10 +234,15 @@ impl Converter<'_> {
                 return None;
             }
         };
-        let Rewritten { text, notes } = self.vars.rewrite(&text);
+        let Rewritten { text, notes, needs } = self.vars.rewrite(&text);
         for note in notes {
             if !self.server.notes.contains(&note) {
                 self.server.notes.push(note);
+            }
+        }
+        for var in needs {
+            if !self.server.needs_env.contains(&var) {
+                self.server.needs_env.push(var);
             }
         }
         Some(text)

@@ -82,6 +82,10 @@ pub struct ImportedServer {
     pub notes: Vec<String>,
     /// What could not be carried.
     pub dropped: Vec<String>,
+    /// The variables it cannot start without (VS Code inputs without a default): written as
+    /// `needs_env`, so that mcpmux leaves this server out, not the whole configuration, while
+    /// one is unset.
+    pub needs_env: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -139,6 +139,7 @@ mod tests {
             disabled: false,
             notes: Vec::new(),
             dropped: Vec::new(),
+            needs_env: Vec::new(),
         }
     }
 

@@ -142,6 +142,7 @@ pub fn server_toml(name: &str, server: &ImportedServer, out_dir: Option<&str>) -
             if let Some(cwd) = cwd.as_ref().filter(|_| !implicit) {
                 let _ = writeln!(t, "cwd = {}", string(cwd));
             }
+            needs_env(&mut t, &server.needs_env);
             pairs(&mut t, &table, "env", env);
         }
         Transport::Http { url, headers, mode } => {
@@ -152,11 +153,21 @@ pub fn server_toml(name: &str, server: &ImportedServer, out_dir: Option<&str>) -
                 HttpMode::StreamableHttp => t.push_str("transport = \"streamable-http\"\n"),
                 HttpMode::Sse => t.push_str("transport = \"sse\"\n"),
             }
+            needs_env(&mut t, &server.needs_env);
             pairs(&mut t, &table, "headers", headers);
         }
         Transport::Unsupported(_) => {}
     }
     t
+}
+
+/// `needs_env = [...]`: the variables the server waits for (none: no line).
+fn needs_env(t: &mut String, vars: &[String]) {
+    if vars.is_empty() {
+        return;
+    }
+    let items: Vec<String> = vars.iter().map(|v| string(v)).collect();
+    let _ = writeln!(t, "needs_env = [{}]", items.join(", "));
 }
 
 fn pairs(t: &mut String, table: &str, name: &str, pairs: &[(String, String)]) {

@@ -237,6 +237,22 @@ fn vs_code_inputs_types_and_env_file() {
         toml.contains("# ${API_KEY} is VS Code input \"api-key\""),
         "{toml}"
     );
+    // An input without a default holds back only the servers that use it (`needs_env`); one
+    // with a default holds back nothing.
+    assert_eq!(everything.needs_env, ["API_KEY"]);
+    assert_eq!(file.servers[1].needs_env, ["API_KEY"]);
+    assert!(file.servers[2].needs_env.is_empty());
+    assert!(
+        toml.contains(
+            "[servers.everything]\ncommand = \"npx\"\nargs = [\"-y\", \"srv\"]\nneeds_env = [\"API_KEY\"]\n"
+        ),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("[servers.remote]\nurl = \"https://r.example.com/mcp\"\ntransport = \"streamable-http\"\nneeds_env = [\"API_KEY\"]\n"),
+        "{toml}"
+    );
+    assert_eq!(toml.matches("needs_env = [").count(), 2, "{toml}");
 }
 
 #[test]

@@ -32,6 +32,9 @@ pub struct Rewritten {
     pub text: String,
     /// Sentences for the server's comments (inputs used, variables left unexpanded...).
     pub notes: Vec<String>,
+    /// The variables of VS Code inputs without a default: the server cannot start without
+    /// them (its `needs_env`).
+    pub needs: Vec<String>,
 }
 
 impl Vars {
@@ -115,12 +118,16 @@ impl Vars {
         let Some(input) = self.inputs.get(id) else {
             let var = input_var(id);
             push_var(out, &var, None);
+            out.needs.push(var.clone());
             out.notes.push(format!(
                 "${{{var}}} stands for VS Code input \"{id}\", which the file does not declare: set {var} in mcpmux's environment"
             ));
             return;
         };
         push_var(out, &input.var, input.default.as_deref());
+        if input.default.is_none() {
+            out.needs.push(input.var.clone());
+        }
         let mut what = input.kind.clone();
         if let Some(description) = &input.description {
             what.push_str(&format!(" {description:?}"));
@@ -130,7 +137,7 @@ impl Vars {
         }
         let default = match &input.default {
             Some(_) => " (its default is kept)",
-            None => "",
+            None => " (until it is set, this server is not started: needs_env)",
         };
         out.notes.push(format!(
             "${{{}}} is VS Code input \"{id}\" ({what}): set {} in mcpmux's environment{default}",
