@@ -52,6 +52,13 @@ impl HostOp {
         self.target = Some((key, name.unwrap_or(OTHER).to_string()));
     }
 
+    /// The tool or prompt it names, when the catalog has it (a low-cardinality name).
+    pub fn known_target(&self) -> Option<&str> {
+        (self.target.as_ref())
+            .map(|(_, name)| name.as_str())
+            .filter(|name| *name != OTHER)
+    }
+
     /// It goes to `upstream` (its configured name).
     pub fn to_upstream(&mut self, upstream: &str) {
         self.upstream = Some(upstream.to_string());

@@ -49,4 +49,5 @@ mod resumption;
 mod routing;
 mod shaping;
 mod stdio_setup;
+mod trace_access;
 mod traces;

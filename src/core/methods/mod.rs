@@ -231,22 +231,27 @@ pub async fn request(
     method: String,
     params: RawObject,
 ) -> Outcome {
+    let parents = request_spans::Parents::of(ctx, &params);
     let observed = super::observe::start(hub, ctx, &method, &params);
-    let mut outcome = traced(hub, ctx, id, method, params).await;
+    let known = observed.known_target();
+    let mut outcome = traced(hub, (ctx, &parents), known, id, method, params).await;
     super::observe::ended(observed, &mut outcome);
     outcome
 }
 
-/// [`serve_request`], inside the request's SERVER span when traces are on.
+/// [`serve_request`], inside the request's SERVER span when traces are on (named after `known`,
+/// the tool or prompt the catalog has).
 async fn traced(
     hub: &Arc<Hub>,
-    ctx: &RequestCtx,
+    (ctx, parents): (&RequestCtx, &request_spans::Parents),
+    known: Option<&str>,
     id: RequestId,
     method: String,
     params: RawObject,
 ) -> Outcome {
-    let traced = (hub.tracer.as_ref())
-        .and_then(|tracer| request_spans::server_span(tracer, ctx, (&id, &method), &params));
+    let traced = (hub.tracer.as_ref()).and_then(|tracer| {
+        request_spans::server_span(tracer, (ctx, parents), (&id, &method), &params, known)
+    });
     let Some(span) = traced else {
         return serve_request(hub, ctx, id, method, params).await;
     };

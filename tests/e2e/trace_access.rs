@@ -1,0 +1,121 @@
+//! Spans and access lines of the same host requests, side by side (issue 25): the `mcpmux serve`
+//! binary logs JSON with access lines and exports traces to a collector of the test's own, while
+//! the real Python SDK client (both eras) works through it. Every host request has its SERVER
+//! span and its access line, in the same trace; span names keep to the catalog's names.
+
+use crate::support::otlp::*;
+use crate::support::serve::ServeProcess;
+use crate::support::*;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const MODERN: &str = "2026-07-28";
+const HOST_SPAN: &str = "b7ad6b7169203331";
+
+/// The `mcpmux serve` binary in front of the test server (`tr`, with `echo` and `echo_meta`),
+/// exporting spans to a collector of the test's own and logging JSON with access lines.
+struct Watched {
+    collected: Collected,
+    gateway: ServeProcess,
+}
+
+impl Watched {
+    async fn start(tag: &str) -> Watched {
+        let (collected, otlp_port) = start_collector("watched-gw").await;
+        let dir = scratch_dir(tag);
+        let servers = format!(
+            "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{otlp_port}\"\nservice_name = \"watched-gw\"\n\
+             log_format = \"json\"\naccess_log = true\n\n[audit]\npath = {:?}\n\n{}",
+            path_str(&dir.join("audit.log")),
+            test_server_toml("tr", &["--tools", "0", "--echo-meta"], None),
+        );
+        let mut gateway = ServeProcess::start(&dir, "", &servers, &dir, &[]);
+        gateway.wait_tools(&["tr__echo", "tr__echo_meta"]).await;
+        Watched { collected, gateway }
+    }
+
+    /// The access lines logged so far.
+    fn access_lines(&self) -> Vec<Value> {
+        (self.gateway.log().lines())
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|line| line["target"] == "mcpmux::access")
+            .collect()
+    }
+
+    /// The access lines of trace `trace` once `want` of them are logged and `want_spans` SERVER
+    /// spans of it are exported (or, past the deadline, what there is), with those spans.
+    async fn in_trace(&self, trace: &str, want: usize, want_spans: usize) -> (Vec<Value>, Vec<Value>) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let lines: Vec<Value> = (self.access_lines().into_iter())
+                .filter(|l| l["trace_id"] == trace)
+                .collect();
+            let spans: Vec<Value> = (self.collected.spans().into_iter())
+                .filter(|s| s["traceId"] == trace && s["kind"] == 2)
+                .collect();
+            if (lines.len() >= want && spans.len() >= want_spans) || Instant::now() > deadline {
+                return (lines, spans);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// `py_client.py URL SCENARIO ARGS… --mode MODE` with the header `traceparent` (trace `trace`)
+/// and, when `meta_trace` is given, `_meta.traceparent` (trace `meta_trace`) on each tool call.
+async fn python(
+    url: &str,
+    mode: &str,
+    (trace, meta_trace): (&str, Option<&str>),
+    args: &[&str],
+) -> ClientRun {
+    let mut cmd = std::process::Command::new(&peers().python);
+    cmd.arg(repo_root().join("tests/clients/py_client.py"))
+        .arg(url)
+        .args(args)
+        .args(["--mode", mode])
+        .env("MCPMUX_TEST_TRACEPARENT", format!("00-{trace}-{HOST_SPAN}-01"));
+    if let Some(meta) = meta_trace {
+        cmd.env(
+            "MCPMUX_TEST_META_TRACEPARENT",
+            format!("00-{meta}-{HOST_SPAN}-01"),
+        );
+    }
+    tokio::task::spawn_blocking(move || run_client(cmd, Duration::from_secs(90)))
+        .await
+        .expect("python client")
+}
+
+fn names(spans: &[Value]) -> Vec<&str> {
+    spans.iter().filter_map(|s| s["name"].as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_not_in_the_catalog_make_no_span_names_of_their_own() {
+    let _suite = crate::suite::enter(module_path!());
+    let watched = Watched::start("trace-access-names").await;
+    let unknown = ["tr__nope-1", "tr__nope-2", "tr__nope-3"];
+    for (mode, trace) in [
+        ("legacy", "1bf92f3577b34da6a3ce929d0e0e4701"),
+        (MODERN, "2bf92f3577b34da6a3ce929d0e0e4702"),
+    ] {
+        let mut args = vec!["shaped", "tr__echo", r#"{"message": "hi"}"#];
+        args.extend(unknown);
+        let run = python(&watched.gateway.url(), mode, (trace, None), &args).await;
+        run.assert_ok();
+        let (_, spans) = watched.in_trace(trace, 0, 4).await;
+        let refused: Vec<&Value> = (spans.iter())
+            .filter(|s| attr(s, "gen_ai.tool.name").is_some_and(|n| n.starts_with("tr__nope")))
+            .collect();
+        assert_eq!(refused.len(), unknown.len(), "{mode}: {:?}", names(&spans));
+        for span in refused {
+            assert_eq!(span["name"], "tools/call", "{mode}: {span}");
+            assert_eq!(span["status"]["code"], 2, "{mode}: {span}");
+        }
+        assert!(
+            names(&spans).contains(&"tools/call tr__echo"),
+            "{mode}: a catalog name still names its span: {:?}",
+            names(&spans)
+        );
+    }
+}
