@@ -365,6 +365,8 @@ struct Target {
     upstream: UpstreamId,
     shape: ResultShape,
     param_headers: Vec<(String, String)>,
+    /// The tool or prompt it names, as the upstream knows it.
+    name: Option<String>,
 }
 
 impl Target {
@@ -373,6 +375,7 @@ impl Target {
             upstream,
             shape,
             param_headers: Vec::new(),
+            name: None,
         }
     }
 }
@@ -399,6 +402,7 @@ async fn start_call(
         upstream,
         shape,
         param_headers,
+        name: target,
     } = target;
     let slot = match hub.upstreams.slot(&upstream) {
         Ok(slot) => slot,
@@ -459,6 +463,7 @@ async fn start_call(
         },
         span: ctx.span.clone(),
         trace_headers: trace_headers.clone(),
+        target: target.clone(),
     };
     if let Err(err) = handle.send_call(call) {
         session.finish_inflight(&id, upstream_id);
@@ -484,6 +489,7 @@ async fn start_call(
         },
         trace_headers,
         observed: None,
+        target,
         deadline: Deadline::new(
             timeout,
             tunables.timeout_resets_on_progress,
