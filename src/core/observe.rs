@@ -33,18 +33,30 @@ pub fn start(hub: &Hub, ctx: &RequestCtx, method: &str, params: &RawObject) -> H
             op.to_upstream(&slot.server.name);
         }
     }
-    if hub.config().telemetry.access_log && crate::telemetry::access::enabled() {
+    if wants_access(hub) {
         let session = ctx.session.as_deref();
+        let (client_name, client_version) = match &ctx.client {
+            Some(client) => (Some(client.name.clone()), client.version.clone()),
+            None => (
+                session.and_then(|s| s.client_part("name")),
+                session.and_then(|s| s.client_part("version")),
+            ),
+        };
         op.logging(AccessFacts {
             name: name.map(|name| crate::util::text::clip(&name).into_owned()),
             session: session.map(|s| s.id.clone()),
             principal: ctx.principal.as_ref().map(|p| p.name.clone()),
-            client_name: session.and_then(|s| s.client_part("name")),
-            client_version: session.and_then(|s| s.client_part("version")),
+            client_name,
+            client_version,
             trace_id: Some(ctx.trace_id.clone()),
         });
     }
     op
+}
+
+/// Whether host requests get access lines (then, and only then, their facts are gathered).
+pub fn wants_access(hub: &Hub) -> bool {
+    hub.config().telemetry.access_log && crate::telemetry::access::enabled()
 }
 
 /// The pipeline answered with `outcome`: an answer of mcpmux's own ends `op` now, a forwarded

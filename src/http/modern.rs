@@ -6,7 +6,7 @@
 use super::resume;
 use crate::auth::Principal;
 use crate::catalog::ListKind;
-use crate::core::context::RequestCtx;
+use crate::core::context::{ClientName, RequestCtx};
 use crate::core::forward::Frame;
 use crate::core::hub::Hub;
 use crate::core::input_required::{self, ModernCall, ParkedElsewhere, ResumeError};
@@ -144,20 +144,27 @@ pub async fn serve(
     }
     hub.wait_startup().await;
     let params = params.unwrap_or_default();
+    // The client names itself on every request; only the access line reads it.
+    let client = (crate::core::observe::wants_access(hub))
+        .then(|| meta.client_info.as_ref().and_then(ClientName::of))
+        .flatten();
     match method.as_str() {
         "subscriptions/listen" => {
-            let ctx = RequestCtx::modern().by(who).at(profile);
+            let ctx = RequestCtx::modern().by(who).at(profile).from_client(client);
             super::listen::open(hub, &ctx, id, &params)
         }
         "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
-            let ctx = RequestCtx::modern().by(who).at(profile);
+            let ctx = RequestCtx::modern().by(who).at(profile).from_client(client);
             let outcome = methods::request(hub, &ctx, id.clone(), method, params).await;
             match outcome {
                 Outcome::Reply(reply) => json_response(StatusCode::OK, &reply),
                 _ => no_answer(id),
             }
         }
-        _ => call(hub, headers, (who, profile), id, method, params, &meta).await,
+        _ => {
+            let ctx = (who, profile, client);
+            call(hub, headers, ctx, id, method, params, &meta).await
+        }
     }
 }
 
@@ -245,7 +252,7 @@ fn sse(frames: futures_util::stream::BoxStream<'static, bytes::Bytes>) -> Respon
 async fn call(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
+    (who, profile, client): (Option<Arc<Principal>>, Option<Arc<str>>, Option<ClientName>),
     id: RequestId,
     method: String,
     params: RawObject,
@@ -291,7 +298,7 @@ async fn call(
         .get_object("_meta")
         .and_then(|m| m.get("progressToken").map(RawValue::to_owned));
     let forwarded = strip_envelope(params);
-    let ctx = RequestCtx::on(session.clone()).by(who);
+    let ctx = RequestCtx::on(session.clone()).by(who).from_client(client);
     match methods::request(hub, &ctx, id.clone(), method.clone(), forwarded).await {
         Outcome::Denied { id, refusal } => {
             session.close();

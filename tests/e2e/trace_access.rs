@@ -17,6 +17,7 @@ const HOST_SPAN: &str = "b7ad6b7169203331";
 struct Watched {
     collected: Collected,
     gateway: ServeProcess,
+    dir: std::path::PathBuf,
 }
 
 impl Watched {
@@ -31,7 +32,11 @@ impl Watched {
         );
         let mut gateway = ServeProcess::start(&dir, "", &servers, &dir, &[]);
         gateway.wait_tools(&["tr__echo", "tr__echo_meta"]).await;
-        Watched { collected, gateway }
+        Watched {
+            collected,
+            gateway,
+            dir,
+        }
     }
 
     /// The access lines logged so far.
@@ -40,6 +45,15 @@ impl Watched {
             .filter_map(|line| serde_json::from_str::<Value>(line).ok())
             .filter(|line| line["target"] == "mcpmux::access")
             .collect()
+    }
+
+    /// The audit log's records.
+    fn audit_lines(&self) -> Vec<Value> {
+        (std::fs::read_to_string(self.dir.join("audit.log"))
+            .unwrap_or_default()
+            .lines())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .collect()
     }
 
     /// The access lines of trace `trace` once `want` of them are logged and `want_spans` SERVER
@@ -61,21 +75,23 @@ impl Watched {
     }
 }
 
-/// `py_client.py URL SCENARIO ARGS… --mode MODE` with the header `traceparent` (trace `trace`)
-/// and, when `meta_trace` is given, `_meta.traceparent` (trace `meta_trace`) on each tool call.
+/// `py_client.py URL SCENARIO ARGS… --mode MODE` with, when given, the header `traceparent`
+/// (trace `header`) on each request and `_meta.traceparent` (trace `meta`) on each tool call.
 async fn python(
     url: &str,
     mode: &str,
-    (trace, meta_trace): (&str, Option<&str>),
+    (header, meta): (Option<&str>, Option<&str>),
     args: &[&str],
 ) -> ClientRun {
     let mut cmd = std::process::Command::new(&peers().python);
     cmd.arg(repo_root().join("tests/clients/py_client.py"))
         .arg(url)
         .args(args)
-        .args(["--mode", mode])
-        .env("MCPMUX_TEST_TRACEPARENT", format!("00-{trace}-{HOST_SPAN}-01"));
-    if let Some(meta) = meta_trace {
+        .args(["--mode", mode]);
+    if let Some(trace) = header {
+        cmd.env("MCPMUX_TEST_TRACEPARENT", format!("00-{trace}-{HOST_SPAN}-01"));
+    }
+    if let Some(meta) = meta {
         cmd.env(
             "MCPMUX_TEST_META_TRACEPARENT",
             format!("00-{meta}-{HOST_SPAN}-01"),
@@ -101,7 +117,7 @@ async fn names_not_in_the_catalog_make_no_span_names_of_their_own() {
     ] {
         let mut args = vec!["shaped", "tr__echo", r#"{"message": "hi"}"#];
         args.extend(unknown);
-        let run = python(&watched.gateway.url(), mode, (trace, None), &args).await;
+        let run = python(&watched.gateway.url(), mode, (Some(trace), None), &args).await;
         run.assert_ok();
         let (_, spans) = watched.in_trace(trace, 0, 4).await;
         let refused: Vec<&Value> = (spans.iter())
@@ -118,4 +134,88 @@ async fn names_not_in_the_catalog_make_no_span_names_of_their_own() {
             names(&spans)
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_named_in_meta_is_the_trace_of_the_span_the_access_line_and_the_audit_record() {
+    let _suite = crate::suite::enter(module_path!());
+    let watched = Watched::start("trace-access-meta").await;
+    // The session era with both contexts (`_meta` is the parent, the header a link), and the
+    // 2026-07-28 era with `_meta` alone.
+    for (mode, header, meta) in [
+        (
+            "legacy",
+            Some("3bf92f3577b34da6a3ce929d0e0e4703"),
+            "4bf92f3577b34da6a3ce929d0e0e4704",
+        ),
+        (MODERN, None, "5bf92f3577b34da6a3ce929d0e0e4705"),
+    ] {
+        let args = ["call", "tr__echo", r#"{"message": "meta"}"#];
+        let run = python(&watched.gateway.url(), mode, (header, Some(meta)), &args).await;
+        run.assert_ok();
+        let (lines, spans) = watched.in_trace(meta, 1, 1).await;
+        let call = (lines.iter())
+            .find(|l| l["method"] == "tools/call")
+            .unwrap_or_else(|| {
+                panic!(
+                    "{mode}: no access line in trace {meta}: {:#?}",
+                    watched.access_lines()
+                )
+            });
+        assert_eq!(call["name"], "tr__echo", "{mode}: {call}");
+        let server = (spans.iter())
+            .find(|s| s["name"] == "tools/call tr__echo")
+            .unwrap_or_else(|| panic!("{mode}: no SERVER span in trace {meta}: {spans:#?}"));
+        assert_eq!(server["parentSpanId"], HOST_SPAN, "{mode}: {server}");
+        if let Some(header) = header {
+            assert_eq!(server["links"][0]["traceId"], header, "{mode}: {server}");
+            let in_header_trace = (watched.access_lines().into_iter())
+                .filter(|l| l["trace_id"] == header && l["method"] == "tools/call")
+                .count();
+            assert_eq!(
+                in_header_trace, 0,
+                "{mode}: the call's access line names the header's trace"
+            );
+        }
+        let audited: Vec<Value> = (watched.audit_lines().into_iter())
+            .filter(|l| l["method"] == "tools/call" && l["trace_id"] == meta)
+            .collect();
+        let events: Vec<&Value> = audited.iter().map(|l| &l["event"]).collect();
+        assert_eq!(
+            events,
+            ["decision", "completed"],
+            "{mode}: {:#?}",
+            watched.audit_lines()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_requests_access_line_names_the_client_its_meta_names() {
+    let _suite = crate::suite::enter(module_path!());
+    let watched = Watched::start("trace-access-client").await;
+    let mut named = Vec::new();
+    for (mode, trace) in [
+        ("legacy", "6bf92f3577b34da6a3ce929d0e0e4706"),
+        (MODERN, "7bf92f3577b34da6a3ce929d0e0e4707"),
+    ] {
+        let args = ["call", "tr__echo", r#"{"message": "who"}"#];
+        let run = python(&watched.gateway.url(), mode, (Some(trace), None), &args).await;
+        run.assert_ok();
+        let (lines, _) = watched.in_trace(trace, 2, 0).await;
+        for method in ["tools/list", "tools/call"] {
+            let line = (lines.iter())
+                .find(|l| l["method"] == method)
+                .unwrap_or_else(|| panic!("{mode}: no {method} access line: {lines:#?}"));
+            let client = (line["client_name"].clone(), line["client_version"].clone());
+            assert!(
+                client.0.as_str().is_some_and(|s| !s.is_empty())
+                    && client.1.as_str().is_some_and(|s| !s.is_empty()),
+                "{mode} {method}: {line}"
+            );
+            named.push(client);
+        }
+    }
+    // The same SDK names itself the same way in both eras (in `initialize`, then in `_meta`).
+    assert!(named.windows(2).all(|w| w[0] == w[1]), "{named:?}");
 }
