@@ -77,6 +77,19 @@ impl RequestCtx {
         }
     }
 
+    /// A session-era `initialize`: the session it opens does not exist yet.
+    pub fn opening() -> Self {
+        RequestCtx {
+            era: Era::Session,
+            session: None,
+            principal: None,
+            span: tracing::Span::none(),
+            trace_id: crate::audit::trace_id::current(),
+            profile: None,
+            client: None,
+        }
+    }
+
     /// A 2026-07-28 request that needs no session (lists, discovery).
     pub fn modern() -> Self {
         RequestCtx {

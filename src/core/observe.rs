@@ -6,9 +6,13 @@
 use super::context::RequestCtx;
 use super::hub::Hub;
 use super::methods::Outcome;
+use super::request_spans::{self, Parents};
 use crate::catalog::ListKind;
-use crate::protocol::{Message, RawObject, ResponsePayload};
+use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::Session;
 use crate::telemetry::access::AccessFacts;
+use crate::telemetry::spans::ActiveSpan;
+use crate::telemetry::trace_names::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::telemetry::{outcome, HostOp};
 
 /// A host request to `method` with `params` begins.
@@ -76,5 +80,46 @@ pub fn ended(mut op: HostOp, outcome: &mut Outcome) {
         }
         Outcome::Denied { refusal, .. } => op.finish(outcome::of_code(refusal.code())),
         Outcome::Reply(_) | Outcome::Accepted | Outcome::Refused(_) => op.finish(None),
+    }
+}
+
+/// An `initialize` being served (it opens a session rather than run in one): its metric, access
+/// line and SERVER span, ended when the session is open ([`Opening::opened`]); dropped before,
+/// they end as cancelled.
+pub struct Opening {
+    op: HostOp,
+    span: Option<ActiveSpan>,
+}
+
+impl Opening {
+    /// Request `id` to `initialize` with `params` begins (in the trace its `_meta` names, if any).
+    pub fn start(hub: &Hub, ctx: RequestCtx, id: &RequestId, params: Option<&RawObject>) -> Opening {
+        let none = RawObject::default();
+        let params = params.unwrap_or(&none);
+        let parents = Parents::of(&ctx, params);
+        let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
+            Some(meta) => ctx.in_trace(meta.trace_id.clone()),
+            None => ctx,
+        };
+        let op = start(hub, &ctx, "initialize", params);
+        let span = (hub.tracer.as_ref()).and_then(|tracer| {
+            request_spans::server_span(tracer, (&ctx, &parents), (id, "initialize"), params, None)
+        });
+        Opening { op, span }
+    }
+
+    /// It opened `session`: the access line and the span name it (and the version it speaks).
+    pub fn opened(mut self, session: &Session) {
+        if let Some(facts) = self.op.access_mut() {
+            facts.session = Some(session.id.clone());
+            facts.client_name = session.client_part("name");
+            facts.client_version = session.client_part("version");
+        }
+        if let Some(mut span) = self.span.take() {
+            span.set(MCP_SESSION_ID, session.id.clone());
+            span.set(MCP_PROTOCOL_VERSION, session.protocol_version.clone());
+            span.end();
+        }
+        self.op.finish(None);
     }
 }

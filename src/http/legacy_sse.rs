@@ -10,6 +10,7 @@ use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize as open_session, Outcome};
+use crate::core::observe::Opening;
 use crate::core::rate_limit;
 use crate::error::{codes, DownstreamError};
 use crate::protocol::message::{error_response, result_response};
@@ -450,6 +451,10 @@ async fn initialize(
             }
         },
     };
+    let ctx = RequestCtx::opening()
+        .by(link.principal.clone())
+        .at(link.profile.clone());
+    let opening = Opening::start(&legacy.hub, ctx, &id, params.as_ref());
     let (mut session, mut result) =
         open_session(&legacy.hub, params.as_ref(), profile, |_| link.id.clone()).await;
     let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
@@ -480,6 +485,7 @@ async fn initialize(
         return;
     }
     tracing::info!(session = %session.id, version = %session.protocol_version, "legacy SSE session opened");
+    opening.opened(&session);
     legacy.push(link, result_response(id, result).to_json().into());
     let (legacy, link) = (legacy.clone(), link.clone());
     tokio::spawn(async move {

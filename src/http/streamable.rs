@@ -11,6 +11,7 @@ use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
+use crate::core::observe::Opening;
 use crate::core::rate_limit;
 use crate::core::restore::restore;
 use crate::core::takeover::take_over;
@@ -334,12 +335,15 @@ async fn post(
                         None => return Ok(StatusCode::NOT_FOUND.into_response()),
                     },
                 };
+                let ctx = RequestCtx::opening().by(who.clone()).at(profile.clone());
+                let opening = Opening::start(hub, ctx, &id, params.as_ref());
                 let (session, result) = initialize(hub, params.as_ref(), serving, sealed_id).await;
                 if let Some(owner) = owner {
                     session.bind_owner(owner);
                 }
                 tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
                 hub.sessions.insert(session.clone());
+                opening.opened(&session);
                 return Ok(json_reply(&result_response(id, result), Some(&session.id)));
             }
             let object = params.as_ref().ok().and_then(Option::as_ref);

@@ -69,6 +69,11 @@ impl HostOp {
         self.access = Some(Box::new(facts));
     }
 
+    /// Its access line's facts, while it has not ended (`None`: no access line).
+    pub fn access_mut(&mut self) -> Option<&mut AccessFacts> {
+        self.access.as_deref_mut()
+    }
+
     /// Whether it is a `tools/call` (whose result's `isError` is its outcome).
     pub fn is_tool_call(&self) -> bool {
         self.method == "tools/call"

@@ -219,3 +219,76 @@ async fn a_2026_07_28_requests_access_line_names_the_client_its_meta_names() {
     // The same SDK names itself the same way in both eras (in `initialize`, then in `_meta`).
     assert!(named.windows(2).all(|w| w[0] == w[1]), "{named:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_and_every_other_host_request_has_a_server_span_and_an_access_line() {
+    let _suite = crate::suite::enter(module_path!());
+    let watched = Watched::start("trace-access-initialize").await;
+    let trace = "8bf92f3577b34da6a3ce929d0e0e4708";
+    let args = ["call", "tr__echo", r#"{"message": "init"}"#];
+    let run = python(&watched.gateway.url(), "legacy", (Some(trace), None), &args).await;
+    run.assert_ok();
+    // initialize, tools/list, tools/call (the notification initialized is no request).
+    let (lines, spans) = watched.in_trace(trace, 3, 3).await;
+    let sorted = |mut of: Vec<String>| {
+        of.sort_unstable();
+        of
+    };
+    let logged = sorted(
+        lines
+            .iter()
+            .filter_map(|l| l["method"].as_str().map(String::from))
+            .collect(),
+    );
+    let spanned = sorted(spans.iter().filter_map(|s| attr(s, "mcp.method.name")).collect());
+    assert!(logged.iter().any(|m| m == "initialize"), "{lines:#?}");
+    assert_eq!(
+        logged, spanned,
+        "each request has its access line and its SERVER span"
+    );
+    let init = (lines.iter())
+        .find(|l| l["method"] == "initialize")
+        .expect("initialize");
+    assert_eq!(init["outcome"], "ok", "{init}");
+    assert!(init["session"].as_str().is_some_and(|s| !s.is_empty()), "{init}");
+    assert!(
+        init["client_name"].as_str().is_some_and(|s| !s.is_empty()),
+        "{init}"
+    );
+    let span = (spans.iter())
+        .find(|s| s["name"] == "initialize")
+        .expect("initialize span");
+    assert_eq!(span["parentSpanId"], HOST_SPAN, "{span}");
+    assert!(attr(span, "mcp.session.id").is_some(), "{span}");
+    assert!(
+        attr(span, "mcp.protocol.version").is_some_and(|v| v != MODERN),
+        "{span}"
+    );
+
+    // Over legacy HTTP+SSE too (its messages are served after their POSTs were answered, so
+    // they are in traces of their own).
+    let sse = format!("http://127.0.0.1:{}/sse", watched.gateway.port);
+    let sse_args = ["call", "tr__echo", r#"{"message": "sse"}"#, "--transport", "sse"];
+    run_py_client_async(&sse, "call", &sse_args[1..])
+        .await
+        .assert_ok();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = watched.access_lines();
+        let inits: Vec<&Value> = lines.iter().filter(|l| l["method"] == "initialize").collect();
+        let spans = watched.collected.spans();
+        let init_spans = spans.iter().filter(|s| s["name"] == "initialize").count();
+        if (inits.len(), init_spans) == (2, 2) {
+            assert!(inits
+                .iter()
+                .all(|l| l["client_name"].as_str().is_some_and(|s| !s.is_empty())));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "initialize: {} access lines, {init_spans} spans",
+            inits.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
