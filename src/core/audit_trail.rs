@@ -59,7 +59,7 @@ impl Trail {
             // The SERVER span's trace (a request's `_meta.traceparent` may name another one).
             // The trace its spans are in (`_meta`'s, else the HTTP header's, else its own).
             trace_id: ctx.trace_id.to_string(),
-            session: ctx.session.as_ref().map(|s| s.id.clone()),
+            session: ctx.session.as_ref().map(|s| s.log_id().to_string()),
             principal,
             profile: ctx.profile.as_deref().map(str::to_string),
             method: method.to_string(),

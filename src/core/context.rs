@@ -65,7 +65,7 @@ impl RequestCtx {
         } else {
             Era::Session
         };
-        let span = tracing::debug_span!("mcp_request", session = %session.id, era = ?era);
+        let span = tracing::debug_span!("mcp_request", session = %session.log_id(), era = ?era);
         RequestCtx {
             era,
             profile: session.profile().cloned(),

@@ -48,7 +48,7 @@ pub fn start(hub: &Hub, ctx: &RequestCtx, method: &str, params: &RawObject) -> H
         };
         op.logging(AccessFacts {
             name: name.map(|name| crate::util::text::clip(&name).into_owned()),
-            session: session.map(|s| s.id.clone()),
+            session: session.map(|s| s.log_id().to_string()),
             principal: ctx.principal.as_ref().map(|p| p.name.clone()),
             client_name,
             client_version,
@@ -111,7 +111,7 @@ impl Opening {
     /// It opened `session`: the access line and the span name it (and the version it speaks).
     pub fn opened(mut self, session: &Session) {
         if let Some(facts) = self.op.access_mut() {
-            facts.session = Some(session.id.clone());
+            facts.session = Some(session.log_id().to_string());
             facts.client_name = session.client_part("name");
             facts.client_version = session.client_part("version");
         }

@@ -84,7 +84,7 @@ impl Legacy {
         link.closed.cancel();
         self.links.lock().remove(&link.id);
         if self.hub.sessions.remove(&link.id).is_some() {
-            tracing::info!(session = %link.id, why, "legacy SSE session ended");
+            tracing::info!(session = %crate::util::ids::session_digest(&link.id), why, "legacy SSE session ended");
         }
     }
 
@@ -93,7 +93,7 @@ impl Legacy {
         match link.out.try_send(json) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(session = %link.id, "legacy SSE host is not reading its stream");
+                tracing::warn!(session = %crate::util::ids::session_digest(&link.id), "legacy SSE host is not reading its stream");
                 self.end(link, "the host stopped reading its stream");
                 false
             }
@@ -201,7 +201,7 @@ fn open_link(
         links.insert(link.id.clone(), link.clone());
     }
     tokio::spawn(serve_in_order(legacy.clone(), link.clone(), queued));
-    tracing::debug!(session = %link.id, "legacy SSE stream opened");
+    tracing::debug!(session = %crate::util::ids::session_digest(&link.id), "legacy SSE stream opened");
     let endpoint = format!("{message_path}?sessionId={}", link.id);
     let first = Bytes::from(format!("event: endpoint\ndata: {endpoint}\n\n"));
     let shutdown = legacy.hub.shutdown.clone();
@@ -484,7 +484,7 @@ async fn initialize(
         legacy.hub.sessions.remove(&session.id);
         return;
     }
-    tracing::info!(session = %session.id, version = %session.protocol_version, "legacy SSE session opened");
+    tracing::info!(session = %session.log_id(), version = %session.protocol_version, "legacy SSE session opened");
     opening.opened(&session);
     legacy.push(link, result_response(id, result).to_json().into());
     let (legacy, link) = (legacy.clone(), link.clone());

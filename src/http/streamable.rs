@@ -21,6 +21,7 @@ use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, version, Body, Message, RawObject};
 use crate::session::host::Session;
 use crate::session::host_tokens::EventPosition;
+use crate::util::ids::session_digest;
 use axum::body::Body as HttpBody;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -341,7 +342,7 @@ async fn post(
                 if let Some(owner) = owner {
                     session.bind_owner(owner);
                 }
-                tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
+                tracing::info!(session = %session.log_id(), version = %session.protocol_version, "session opened");
                 hub.sessions.insert(session.clone());
                 opening.opened(&session);
                 return Ok(json_reply(&result_response(id, result), Some(&session.id)));
@@ -519,7 +520,7 @@ fn delete(
     find_session(hub, headers, who)?;
     match hub.sessions.remove(id) {
         Some(_) => {
-            tracing::info!(session = %id, "session ended by DELETE");
+            tracing::info!(session = %session_digest(id), "session ended by DELETE");
             Ok(StatusCode::OK.into_response())
         }
         None => Err(DownstreamError::UnknownSession),

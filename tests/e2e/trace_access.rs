@@ -290,3 +290,57 @@ async fn initialize_and_every_other_host_request_has_a_server_span_and_an_access
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_and_audit_records_name_a_session_by_a_short_digest_never_by_its_id() {
+    let _suite = crate::suite::enter(module_path!());
+    let watched = Watched::start("trace-access-digest").await;
+    let raw = crate::support::mcp::RawSession::open(&watched.gateway.url(), serde_json::json!({})).await;
+    assert!(raw.sid.len() > 100, "a sealed session id: {}", raw.sid);
+    let text = raw
+        .tool_text("tr__echo", serde_json::json!({"message": "digest"}))
+        .await;
+    assert!(text.contains("digest"), "{text}");
+    raw.delete().await;
+    let trace = "9bf92f3577b34da6a3ce929d0e0e4709";
+    let args = ["call", "tr__echo", r#"{"message": "py"}"#];
+    python(&watched.gateway.url(), "legacy", (Some(trace), None), &args)
+        .await
+        .assert_ok();
+    let (python_lines, _) = watched.in_trace(trace, 3, 0).await;
+
+    let short = session_digest(&raw.sid);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let lines = loop {
+        let lines: Vec<Value> = (watched.access_lines().into_iter())
+            .filter(|l| l["session"] == short.as_str())
+            .collect();
+        if lines.len() >= 2 || Instant::now() > deadline {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let methods: Vec<&str> = lines.iter().filter_map(|l| l["method"].as_str()).collect();
+    assert!(
+        methods.contains(&"tools/call"),
+        "{methods:?}: {:#?}",
+        watched.access_lines()
+    );
+    let audited: Vec<Value> = (watched.audit_lines().into_iter())
+        .filter(|l| l["method"] == "tools/call" && l["session"] == short.as_str())
+        .collect();
+    assert!(!audited.is_empty(), "{:#?}", watched.audit_lines());
+    for line in &python_lines {
+        let session = line["session"].as_str().unwrap_or_default();
+        assert_eq!(session.len(), 16, "{line}");
+    }
+    let log = watched.gateway.log();
+    let audit = std::fs::read_to_string(watched.dir.join("audit.log")).unwrap_or_default();
+    for (what, text) in [("the log", &log), ("the audit log", &audit)] {
+        assert!(!text.contains(&raw.sid), "the session id in {what}");
+        assert!(
+            !text.contains(&raw.sid[..40]),
+            "a piece of the session id in {what}"
+        );
+    }
+}
