@@ -344,3 +344,49 @@ async fn logs_and_audit_records_name_a_session_by_a_short_digest_never_by_its_id
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authentication_refusal_is_logged_in_words_with_its_peer_and_without_the_token() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("trace-access-auth");
+    let servers = format!(
+        "[auth]\n[[auth.api_keys]]\nname = \"ci\"\nkey = \"right-key-0123456789\"\n\n{}",
+        test_server_toml("tr", &["--tools", "0"], None)
+    );
+    let gateway = ServeProcess::start(&dir, "", &servers, &dir, &[]);
+    assert!(
+        wait_for_port(gateway.port, Duration::from_secs(30)),
+        "the gateway never listened"
+    );
+    let wrong = "wrong-key-never-logged-7f3a";
+    let mut cmd = std::process::Command::new(&peers().python);
+    cmd.arg(repo_root().join("tests/clients/py_client.py"))
+        .args([&gateway.url(), "smoke", "--mode", "legacy"])
+        .env("MCPMUX_TEST_BEARER", wrong);
+    let run = tokio::task::spawn_blocking(move || run_client(cmd, Duration::from_secs(90)))
+        .await
+        .expect("python client");
+    assert!(!run.success(), "a wrong key was let in:\n{run}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let log = gateway.log();
+        let found = (log.lines())
+            .find(|l| l.contains("authentication refused"))
+            .map(String::from);
+        if let Some(line) = found {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "no refusal logged:\n{log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(refused.contains("WARN"), "{refused}");
+    assert!(refused.contains("invalid token (unknown API key"), "{refused}");
+    assert!(refused.contains("peer=127.0.0.1:"), "{refused}");
+    assert!(refused.contains("path=/mcp"), "{refused}");
+    let log = gateway.log();
+    assert!(!log.contains(wrong), "the token in the log:\n{log}");
+    assert!(
+        !log.contains("InvalidToken("),
+        "a refusal in Rust debug form:\n{log}"
+    );
+}
