@@ -8,6 +8,7 @@ use super::hub::Hub;
 use super::methods::Outcome;
 use super::request_spans::{self, Parents};
 use crate::catalog::ListKind;
+use crate::protocol::message::error_reply;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::Session;
 use crate::telemetry::access::AccessFacts;
@@ -121,5 +122,38 @@ impl Opening {
             span.end();
         }
         self.op.finish(None);
+    }
+}
+
+/// A host request a face answered itself with `reply`, before the pipeline (a 2026-07-28
+/// request refused for its version, envelope, headers or method; a listen stream opened): it
+/// gets its metric, access line and SERVER span like any other. `reply` comes back unchanged.
+pub fn answered(
+    hub: &Hub,
+    ctx: RequestCtx,
+    (id, method): (&RequestId, &str),
+    params: Option<&RawObject>,
+    reply: Message,
+) -> Message {
+    let none = RawObject::default();
+    let params = params.unwrap_or(&none);
+    let parents = Parents::of(&ctx, params);
+    let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
+        Some(meta) => ctx.in_trace(meta.trace_id.clone()),
+        None => ctx,
+    };
+    let op = start(hub, &ctx, method, params);
+    let span = (hub.tracer.as_ref()).and_then(|tracer| {
+        request_spans::server_span(tracer, (&ctx, &parents), (id, method), params, op.known_target())
+    });
+    let mut outcome = Outcome::Reply(reply);
+    if let Some(span) = span {
+        request_spans::settle(span, &mut outcome);
+    }
+    ended(op, &mut outcome);
+    match outcome {
+        Outcome::Reply(reply) => reply,
+        // `settle` and `ended` leave a reply as it is.
+        _ => error_reply(id.clone(), crate::error::codes::INTERNAL_ERROR, "no answer", None),
     }
 }

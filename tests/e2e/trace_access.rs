@@ -390,3 +390,34 @@ async fn an_authentication_refusal_is_logged_in_words_with_its_peer_and_without_
         "a refusal in Rust debug form:\n{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_request_refused_for_its_envelope_has_its_span_and_access_line() {
+    let _suite = crate::suite::enter(module_path!());
+    let watched = Watched::start("trace-access-refused").await;
+    let trace = "abf92f3577b34da6a3ce929d0e0e470a";
+    // A 2026-07-28 request (by its header) whose params lack the `_meta` envelope: -32602.
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    let response = reqwest::Client::new()
+        .post(watched.gateway.url())
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", "tools/list")
+        .header("traceparent", format!("00-{trace}-{HOST_SPAN}-01"))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 400);
+    let (lines, spans) = watched.in_trace(trace, 1, 1).await;
+    let line = (lines.iter())
+        .find(|l| l["method"] == "tools/list")
+        .unwrap_or_else(|| panic!("no access line: {:#?}", watched.access_lines()));
+    assert_eq!(line["outcome"], "-32602", "{line}");
+    let span = (spans.iter())
+        .find(|s| s["name"] == "tools/list")
+        .unwrap_or_else(|| panic!("no SERVER span: {spans:#?}"));
+    assert_eq!(attr(span, "error.type").as_deref(), Some("-32602"), "{span}");
+    assert_eq!(span["parentSpanId"], HOST_SPAN, "{span}");
+}
