@@ -400,7 +400,20 @@ fn serve(
         }
     });
     let graceful = close.clone().cancelled_owned();
-    tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(graceful).await })
+    // Each connection's requests know their peer (for the log lines that name it).
+    let per_connection = tower::service_fn(
+        move |incoming: axum::serve::IncomingStream<'_, axum::serve::TapIo<tokio::net::TcpListener, _>>| {
+            let peer = *incoming.remote_addr();
+            std::future::ready(Ok::<_, std::convert::Infallible>(
+                middleware::peer::FromPeer::new(app.clone(), peer),
+            ))
+        },
+    );
+    tokio::spawn(async move {
+        axum::serve(listener, per_connection)
+            .with_graceful_shutdown(graceful)
+            .await
+    })
 }
 
 /// The host faces and the operator endpoints, each behind its layers: tracing, then the

@@ -33,6 +33,8 @@ pub struct SessionRow {
     pub status: SessionStatus,
     /// `session` or `stateless`.
     pub era: &'static str,
+    /// The digest logs and audit records name the session by (its access lines' `session`).
+    pub log_id: String,
     /// The principal that opened it: `name` (an API key) or `name @ issuer` (a token).
     pub principal: Option<String>,
 }
@@ -78,6 +80,7 @@ pub fn overview(hub: &Hub) -> Overview {
                 "session"
             },
             principal: principal_label(session),
+            log_id: session.log_id().to_string(),
         })
         .collect();
     Overview {

@@ -135,18 +135,39 @@ where
                 }
                 Err(failure) => {
                     crate::telemetry::record::refused(crate::telemetry::Refusal::Auth);
-                    match &failure {
-                        Failure::NoCredentials => {
-                            tracing::debug!(path = %request.uri().path(), "no credentials")
-                        }
-                        other => tracing::warn!(path = %request.uri().path(), "refused: {other:?}"),
-                    }
+                    log_refusal(&failure, request.uri().path());
                     let challenge = auth.challenge_at(resource.as_deref(), &failure);
                     let response = refusal(&failure, challenge).into_http();
                     Ok(after_reading_body(request, response).await)
                 }
             }
         })
+    }
+}
+
+/// One line per refused request, for people: why, which path and which peer (the connection's
+/// socket address); never the token. A request without credentials is the first step of every
+/// OAuth sign-in, so it is a debug line only.
+fn log_refusal(failure: &Failure, path: &str) {
+    let peer =
+        crate::telemetry::peer::current().map_or_else(|| "unknown".to_string(), |peer| peer.to_string());
+    let path = crate::util::text::clip(path);
+    match failure {
+        Failure::NoCredentials => tracing::debug!(%peer, %path, "no credentials"),
+        other => tracing::warn!(%peer, %path, "authentication refused: {}", refusal_reason(other)),
+    }
+}
+
+/// Why `failure` refused a request, in words.
+fn refusal_reason(failure: &Failure) -> String {
+    match failure {
+        Failure::NoCredentials => "no bearer token".into(),
+        Failure::InvalidToken(why) => format!("invalid token ({why})"),
+        Failure::InsufficientScope(scopes) => {
+            format!("the token lacks the scopes {}", scopes.join(", "))
+        }
+        Failure::InvalidRequest(why) => format!("malformed request ({why})"),
+        Failure::Unavailable(why) => format!("tokens cannot be checked now ({why})"),
     }
 }
 

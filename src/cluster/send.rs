@@ -141,7 +141,7 @@ where
                             .get(DECLINED_HEADER)
                             .and_then(|v| v.to_str().ok())
                             .unwrap_or("");
-                        tracing::info!(session = %id, %home, %why, "the session's home declined the request; serving it here");
+                        tracing::info!(session = %crate::util::ids::session_digest(&id), %home, %why, "the session's home declined the request; serving it here");
                         if why == "stopping" {
                             // Every session homed there is served here from now on.
                             peers.leaving(&home);
@@ -149,11 +149,11 @@ where
                         inner.call(Request::from_parts(parts, Body::from(body))).await
                     }
                     Err(PeerError::Unreachable(why)) => {
-                        tracing::info!(session = %id, %home, %why, "the session's home is gone; serving it here");
+                        tracing::info!(session = %crate::util::ids::session_digest(&id), %home, %why, "the session's home is gone; serving it here");
                         inner.call(Request::from_parts(parts, Body::from(body))).await
                     }
                     Err(err) => {
-                        tracing::warn!(session = %id, %home, %err, "forwarding to the session's home failed");
+                        tracing::warn!(session = %crate::util::ids::session_digest(&id), %home, %err, "forwarding to the session's home failed");
                         Ok(failed(err))
                     }
                 }
@@ -257,10 +257,14 @@ where
             let sent = peers.forward(&home, &notice, Bytes::new(), principal.as_deref());
             match tokio::time::timeout(DELETE_NOTICE_TIMEOUT, sent).await {
                 Ok(Ok(answer)) => {
-                    tracing::debug!(session = %id, %home, status = %answer.status(), "old home told of DELETE")
+                    tracing::debug!(session = %crate::util::ids::session_digest(&id), %home, status = %answer.status(), "old home told of DELETE")
                 }
-                Ok(Err(err)) => tracing::debug!(session = %id, %home, %err, "old home not told of DELETE"),
-                Err(_) => tracing::debug!(session = %id, %home, "old home did not answer the DELETE notice"),
+                Ok(Err(err)) => {
+                    tracing::debug!(session = %crate::util::ids::session_digest(&id), %home, %err, "old home not told of DELETE")
+                }
+                Err(_) => {
+                    tracing::debug!(session = %crate::util::ids::session_digest(&id), %home, "old home did not answer the DELETE notice")
+                }
             }
         });
     }

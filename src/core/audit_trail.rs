@@ -57,9 +57,9 @@ impl Trail {
         });
         let base = Event {
             // The SERVER span's trace (a request's `_meta.traceparent` may name another one).
-            trace_id: crate::telemetry::trace_context::current_server()
-                .map_or_else(|| ctx.trace_id.to_string(), |span| span.trace_id.to_string()),
-            session: ctx.session.as_ref().map(|s| s.id.clone()),
+            // The trace its spans are in (`_meta`'s, else the HTTP header's, else its own).
+            trace_id: ctx.trace_id.to_string(),
+            session: ctx.session.as_ref().map(|s| s.log_id().to_string()),
             principal,
             profile: ctx.profile.as_deref().map(str::to_string),
             method: method.to_string(),

@@ -14,6 +14,29 @@ pub enum Era {
     Modern,
 }
 
+/// The name and version a host gives of itself on the request (a 2026-07-28 request's
+/// `_meta` `io.modelcontextprotocol/clientInfo`), each clipped to 64 characters; read only
+/// for the access line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientName {
+    pub name: String,
+    pub version: Option<String>,
+}
+
+impl ClientName {
+    /// The name and version of a `clientInfo` object (`None` without a string `name`).
+    pub fn of(info: &crate::protocol::RawObject) -> Option<ClientName> {
+        let part = |key| {
+            info.get_str(key)
+                .map(|text| text.chars().take(64).collect::<String>())
+        };
+        Some(ClientName {
+            name: part("name")?,
+            version: part("version"),
+        })
+    }
+}
+
 /// One host request's context.
 pub struct RequestCtx {
     pub era: Era,
@@ -23,11 +46,15 @@ pub struct RequestCtx {
     pub principal: Option<Arc<Principal>>,
     /// The request's span.
     pub span: tracing::Span,
-    /// The request's trace id (its `traceparent`'s, else a fresh one), for the audit log.
+    /// The request's trace id (its `_meta.traceparent`'s, else its HTTP `traceparent`'s, else a
+    /// fresh one), for the access line and the audit log.
     pub trace_id: Arc<str>,
     /// The `[profiles.NAME]` whose endpoint the request came to: it sees that profile's view of
     /// the catalog only; `None`: the main endpoint (the whole catalog).
     pub profile: Option<Arc<str>>,
+    /// The client the request itself names (2026-07-28), when the access line wants it; a
+    /// session-era request's client is its session's.
+    pub client: Option<ClientName>,
 }
 
 impl RequestCtx {
@@ -38,7 +65,7 @@ impl RequestCtx {
         } else {
             Era::Session
         };
-        let span = tracing::debug_span!("mcp_request", session = %session.id, era = ?era);
+        let span = tracing::debug_span!("mcp_request", session = %session.log_id(), era = ?era);
         RequestCtx {
             era,
             profile: session.profile().cloned(),
@@ -46,6 +73,20 @@ impl RequestCtx {
             principal: None,
             span,
             trace_id: crate::audit::trace_id::current(),
+            client: None,
+        }
+    }
+
+    /// A session-era `initialize`: the session it opens does not exist yet.
+    pub fn opening() -> Self {
+        RequestCtx {
+            era: Era::Session,
+            session: None,
+            principal: None,
+            span: tracing::Span::none(),
+            trace_id: crate::audit::trace_id::current(),
+            profile: None,
+            client: None,
         }
     }
 
@@ -58,12 +99,19 @@ impl RequestCtx {
             span: tracing::debug_span!("mcp_request", era = ?Era::Modern),
             trace_id: crate::audit::trace_id::current(),
             profile: None,
+            client: None,
         }
     }
 
     /// The same request, come to the endpoint of `profile` (`None`: the main endpoint).
     pub fn at(mut self, profile: Option<Arc<str>>) -> Self {
         self.profile = profile;
+        self
+    }
+
+    /// The same request, from the client `client` names.
+    pub fn from_client(mut self, client: Option<ClientName>) -> Self {
+        self.client = client;
         self
     }
 
@@ -74,6 +122,19 @@ impl RequestCtx {
         }
         self.principal = principal;
         self
+    }
+
+    /// The same request in trace `trace_id` (the one its `_meta.traceparent` names).
+    pub fn in_trace(&self, trace_id: Arc<str>) -> RequestCtx {
+        RequestCtx {
+            era: self.era,
+            session: self.session.clone(),
+            principal: self.principal.clone(),
+            span: self.span.clone(),
+            trace_id,
+            profile: self.profile.clone(),
+            client: self.client.clone(),
+        }
     }
 
     /// Note activity on the session (keeps it from being reaped).

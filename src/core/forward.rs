@@ -67,6 +67,8 @@ pub struct ForwardedCall {
     pub trace_headers: Vec<(String, String)>,
     /// What telemetry hears of it (`core::observe`): ended with its response.
     pub observed: Option<crate::telemetry::HostOp>,
+    /// The tool or prompt it names, as the upstream knows it (its legs' metric label).
+    pub target: Option<String>,
 }
 
 /// A call as a stop sees it: counted in flight while it lives (a stop waits for it), and
@@ -299,6 +301,7 @@ impl ForwardedCall {
             },
             span: self.span.clone(),
             trace_headers: self.trace_headers.clone(),
+            target: self.target.clone(),
         })?;
         self.events = events;
         self.upstream_id = upstream_id;

@@ -6,9 +6,14 @@
 use super::context::RequestCtx;
 use super::hub::Hub;
 use super::methods::Outcome;
+use super::request_spans::{self, Parents};
 use crate::catalog::ListKind;
-use crate::protocol::{Message, RawObject, ResponsePayload};
+use crate::protocol::message::error_reply;
+use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::Session;
 use crate::telemetry::access::AccessFacts;
+use crate::telemetry::spans::ActiveSpan;
+use crate::telemetry::trace_names::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::telemetry::{outcome, HostOp};
 
 /// A host request to `method` with `params` begins.
@@ -33,18 +38,30 @@ pub fn start(hub: &Hub, ctx: &RequestCtx, method: &str, params: &RawObject) -> H
             op.to_upstream(&slot.server.name);
         }
     }
-    if hub.config().telemetry.access_log && crate::telemetry::access::enabled() {
+    if wants_access(hub) {
         let session = ctx.session.as_deref();
+        let (client_name, client_version) = match &ctx.client {
+            Some(client) => (Some(client.name.clone()), client.version.clone()),
+            None => (
+                session.and_then(|s| s.client_part("name")),
+                session.and_then(|s| s.client_part("version")),
+            ),
+        };
         op.logging(AccessFacts {
             name: name.map(|name| crate::util::text::clip(&name).into_owned()),
-            session: session.map(|s| s.id.clone()),
+            session: session.map(|s| s.log_id().to_string()),
             principal: ctx.principal.as_ref().map(|p| p.name.clone()),
-            client_name: session.and_then(|s| s.client_part("name")),
-            client_version: session.and_then(|s| s.client_part("version")),
+            client_name,
+            client_version,
             trace_id: Some(ctx.trace_id.clone()),
         });
     }
     op
+}
+
+/// Whether host requests get access lines (then, and only then, their facts are gathered).
+pub fn wants_access(hub: &Hub) -> bool {
+    hub.config().telemetry.access_log && crate::telemetry::access::enabled()
 }
 
 /// The pipeline answered with `outcome`: an answer of mcpmux's own ends `op` now, a forwarded
@@ -64,5 +81,79 @@ pub fn ended(mut op: HostOp, outcome: &mut Outcome) {
         }
         Outcome::Denied { refusal, .. } => op.finish(outcome::of_code(refusal.code())),
         Outcome::Reply(_) | Outcome::Accepted | Outcome::Refused(_) => op.finish(None),
+    }
+}
+
+/// An `initialize` being served (it opens a session rather than run in one): its metric, access
+/// line and SERVER span, ended when the session is open ([`Opening::opened`]); dropped before,
+/// they end as cancelled.
+pub struct Opening {
+    op: HostOp,
+    span: Option<ActiveSpan>,
+}
+
+impl Opening {
+    /// Request `id` to `initialize` with `params` begins (in the trace its `_meta` names, if any).
+    pub fn start(hub: &Hub, ctx: RequestCtx, id: &RequestId, params: Option<&RawObject>) -> Opening {
+        let none = RawObject::default();
+        let params = params.unwrap_or(&none);
+        let parents = Parents::of(&ctx, params);
+        let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
+            Some(meta) => ctx.in_trace(meta.trace_id.clone()),
+            None => ctx,
+        };
+        let op = start(hub, &ctx, "initialize", params);
+        let span = (hub.tracer.as_ref()).and_then(|tracer| {
+            request_spans::server_span(tracer, (&ctx, &parents), (id, "initialize"), params, None)
+        });
+        Opening { op, span }
+    }
+
+    /// It opened `session`: the access line and the span name it (and the version it speaks).
+    pub fn opened(mut self, session: &Session) {
+        if let Some(facts) = self.op.access_mut() {
+            facts.session = Some(session.log_id().to_string());
+            facts.client_name = session.client_part("name");
+            facts.client_version = session.client_part("version");
+        }
+        if let Some(mut span) = self.span.take() {
+            span.set(MCP_SESSION_ID, session.id.clone());
+            span.set(MCP_PROTOCOL_VERSION, session.protocol_version.clone());
+            span.end();
+        }
+        self.op.finish(None);
+    }
+}
+
+/// A host request a face answered itself with `reply`, before the pipeline (a 2026-07-28
+/// request refused for its version, envelope, headers or method; a listen stream opened): it
+/// gets its metric, access line and SERVER span like any other. `reply` comes back unchanged.
+pub fn answered(
+    hub: &Hub,
+    ctx: RequestCtx,
+    (id, method): (&RequestId, &str),
+    params: Option<&RawObject>,
+    reply: Message,
+) -> Message {
+    let none = RawObject::default();
+    let params = params.unwrap_or(&none);
+    let parents = Parents::of(&ctx, params);
+    let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
+        Some(meta) => ctx.in_trace(meta.trace_id.clone()),
+        None => ctx,
+    };
+    let op = start(hub, &ctx, method, params);
+    let span = (hub.tracer.as_ref()).and_then(|tracer| {
+        request_spans::server_span(tracer, (&ctx, &parents), (id, method), params, op.known_target())
+    });
+    let mut outcome = Outcome::Reply(reply);
+    if let Some(span) = span {
+        request_spans::settle(span, &mut outcome);
+    }
+    ended(op, &mut outcome);
+    match outcome {
+        Outcome::Reply(reply) => reply,
+        // `settle` and `ended` leave a reply as it is.
+        _ => error_reply(id.clone(), crate::error::codes::INTERNAL_ERROR, "no answer", None),
     }
 }

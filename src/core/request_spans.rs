@@ -34,9 +34,34 @@ impl CallSpans {
     }
 }
 
-/// The parent a request names in its `_meta` (`traceparent`, `tracestate`), if valid.
-fn meta_parent(params: &RawObject) -> Option<SpanContext> {
-    let meta = params.get_object("_meta")?;
+/// The remote contexts a host request may name: its own `_meta.traceparent`, and (through the
+/// trace id the tracing layer gave the HTTP request) its HTTP `traceparent` header.
+#[derive(Debug)]
+pub struct Parents {
+    /// The request's `_meta.traceparent`, when valid: the trace the request is in.
+    pub meta: Option<SpanContext>,
+    /// The HTTP request's trace id (its header's, else a fresh one).
+    pub header_trace: Arc<str>,
+}
+
+impl Parents {
+    /// The parents of a request with `params` in `ctx`.
+    pub fn of(ctx: &RequestCtx, params: &RawObject) -> Parents {
+        Parents {
+            meta: meta_parent(params),
+            header_trace: ctx.trace_id.clone(),
+        }
+    }
+}
+
+/// The parent a request names in its `_meta` (`traceparent`, `tracestate`), if valid. A request
+/// whose `_meta` does not mention `traceparent` costs a scan of its text and nothing else.
+pub fn meta_parent(params: &RawObject) -> Option<SpanContext> {
+    let text = params.get("_meta")?.get();
+    if !text.contains("\"traceparent\"") {
+        return None;
+    }
+    let meta = RawObject::parse(text).ok()?;
     let traceparent = meta.get_str("traceparent")?;
     SpanContext::from_headers(&traceparent, meta.get_str("tracestate").as_deref())
 }
@@ -46,14 +71,17 @@ fn meta_parent(params: &RawObject) -> Option<SpanContext> {
 /// requests, and a message's context is its own), linked to the HTTP header's context when that
 /// differs; else the HTTP `traceparent`; else none, in the request's own trace id. A parent
 /// whose flags say "not sampled" is obeyed: no span (and the request's `_meta` goes on as sent).
+/// The span is named after `known`, the tool or prompt when the catalog has it; a name it does
+/// not have is no low-cardinality target, and the span is named after the method alone.
 pub fn server_span(
     tracer: &Arc<Tracer>,
-    ctx: &RequestCtx,
+    (ctx, parents): (&RequestCtx, &Parents),
     (id, method): (&RequestId, &str),
     params: &RawObject,
+    known: Option<&str>,
 ) -> Option<ActiveSpan> {
-    let http = trace_context::http_parent().filter(|p| p.trace_id == ctx.trace_id);
-    let meta = meta_parent(params);
+    let meta = parents.meta.clone();
+    let http = trace_context::http_parent().filter(|p| p.trace_id == parents.header_trace);
     if (meta.as_ref().or(http.as_ref())).is_some_and(|parent| parent.flags & SAMPLED == 0) {
         return None;
     }
@@ -65,8 +93,12 @@ pub fn server_span(
         (None, Some(http)) => ((http.trace_id, http.tracestate), Some(http.span_id), None),
         (None, None) => ((ctx.trace_id.clone(), None), None, None),
     };
-    let target = target_attribute(method).and_then(|_| params.get_str("name"));
-    let mut span = tracer.server(span_name(method, target.as_deref()), trace, parent);
+    // A made-up name is still the attribute (clipped): the conventions require it on a tool call.
+    let target = (target_attribute(method).and_then(|_| params.get_str("name"))).map(|name| match known {
+        Some(_) => name,
+        None => crate::util::text::clip(&name).into_owned(),
+    });
+    let mut span = tracer.server(span_name(method, known), trace, parent);
     if let Some(link) = link {
         span.link(link);
     }

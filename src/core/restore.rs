@@ -41,7 +41,7 @@ pub async fn restore(
     let work = tokio::spawn(restore_now(hub.clone(), session.clone(), principal, claims));
     if tokio::time::timeout(RESTORE_WAIT, work).await.is_err() {
         tracing::info!(
-            session = %session.id,
+            session = %session.log_id(),
             "restoring the session's subscriptions takes a while: its GET stream opens meanwhile"
         );
     }
@@ -56,7 +56,7 @@ async fn restore_now(
     let (hub, session) = (&hub, &session);
     if claims.subscriptions_dropped {
         tracing::warn!(
-            session = %session.id,
+            session = %session.log_id(),
             "the session's subscriptions were too many to carry: the host must subscribe again"
         );
     }
@@ -74,7 +74,7 @@ async fn restore_now(
         report(session, "resources/subscribe", uri, outcome);
     }
     tracing::info!(
-        session = %session.id,
+        session = %session.log_id(),
         subscriptions = claims.subscriptions.len(),
         log_level = claims.log_level.and_then(|rank| LOG_LEVELS.get(rank)).copied().unwrap_or("unset"),
         "restored the taken-over session's subscriptions and log level"
@@ -119,9 +119,9 @@ fn restore_id() -> RequestId {
 
 fn report(session: &Session, method: &str, what: &str, outcome: Result<(), String>) {
     match outcome {
-        Ok(()) => tracing::debug!(session = %session.id, %method, %what, "restored"),
+        Ok(()) => tracing::debug!(session = %session.log_id(), %method, %what, "restored"),
         Err(why) => tracing::info!(
-            session = %session.id,
+            session = %session.log_id(),
             %method,
             %what,
             %why,

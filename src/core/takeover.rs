@@ -46,7 +46,7 @@ pub fn take_over(hub: &Hub, id: &str, owner: Option<&str>) -> Result<Arc<Session
     session.mark_taken_over(claims.home.url.clone());
     let session = hub.sessions.adopt(session);
     tracing::info!(
-        session = %id,
+        session = %crate::util::ids::session_digest(id),
         old_home = %claims.home.url,
         old_boot = %claims.home.boot,
         issued_ms = claims.issued_ms,

@@ -10,6 +10,7 @@ use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize as open_session, Outcome};
+use crate::core::observe::Opening;
 use crate::core::rate_limit;
 use crate::error::{codes, DownstreamError};
 use crate::protocol::message::{error_response, result_response};
@@ -83,7 +84,7 @@ impl Legacy {
         link.closed.cancel();
         self.links.lock().remove(&link.id);
         if self.hub.sessions.remove(&link.id).is_some() {
-            tracing::info!(session = %link.id, why, "legacy SSE session ended");
+            tracing::info!(session = %crate::util::ids::session_digest(&link.id), why, "legacy SSE session ended");
         }
     }
 
@@ -92,7 +93,7 @@ impl Legacy {
         match link.out.try_send(json) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(session = %link.id, "legacy SSE host is not reading its stream");
+                tracing::warn!(session = %crate::util::ids::session_digest(&link.id), "legacy SSE host is not reading its stream");
                 self.end(link, "the host stopped reading its stream");
                 false
             }
@@ -200,7 +201,7 @@ fn open_link(
         links.insert(link.id.clone(), link.clone());
     }
     tokio::spawn(serve_in_order(legacy.clone(), link.clone(), queued));
-    tracing::debug!(session = %link.id, "legacy SSE stream opened");
+    tracing::debug!(session = %crate::util::ids::session_digest(&link.id), "legacy SSE stream opened");
     let endpoint = format!("{message_path}?sessionId={}", link.id);
     let first = Bytes::from(format!("event: endpoint\ndata: {endpoint}\n\n"));
     let shutdown = legacy.hub.shutdown.clone();
@@ -450,6 +451,10 @@ async fn initialize(
             }
         },
     };
+    let ctx = RequestCtx::opening()
+        .by(link.principal.clone())
+        .at(link.profile.clone());
+    let opening = Opening::start(&legacy.hub, ctx, &id, params.as_ref());
     let (mut session, mut result) =
         open_session(&legacy.hub, params.as_ref(), profile, |_| link.id.clone()).await;
     let asked = params.as_ref().and_then(|p| p.get_str("protocolVersion"));
@@ -480,7 +485,8 @@ async fn initialize(
         legacy.hub.sessions.remove(&session.id);
         return;
     }
-    tracing::info!(session = %session.id, version = %session.protocol_version, "legacy SSE session opened");
+    tracing::info!(session = %session.log_id(), version = %session.protocol_version, "legacy SSE session opened");
+    opening.opened(&session);
     legacy.push(link, result_response(id, result).to_json().into());
     let (legacy, link) = (legacy.clone(), link.clone());
     tokio::spawn(async move {

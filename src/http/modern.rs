@@ -6,7 +6,7 @@
 use super::resume;
 use crate::auth::Principal;
 use crate::catalog::ListKind;
-use crate::core::context::RequestCtx;
+use crate::core::context::{ClientName, RequestCtx};
 use crate::core::forward::Frame;
 use crate::core::hub::Hub;
 use crate::core::input_required::{self, ModernCall, ParkedElsewhere, ResumeError};
@@ -101,6 +101,13 @@ pub async fn serve(
             )
         }
     };
+    // A refusal here is still a host request: it gets its metric, access line and span.
+    let refused = |status: StatusCode, code: i64, message: &str, data: Option<&serde_json::Value>| {
+        let ctx = RequestCtx::modern().by(who.clone()).at(profile.clone());
+        let reply = error_reply(id.clone(), code, message, data);
+        let reply = crate::core::observe::answered(hub, ctx, (&id, &method), params.as_ref(), reply);
+        json_response(status, &reply)
+    };
     let header_version = headers
         .get(modern::HEADER_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
@@ -113,9 +120,8 @@ pub async fn serve(
     if let Some(requested) = requested.filter(|v| v != MODERN_VERSION) {
         let data = serde_json::json!({ "supported": modern::supported_versions(), "requested": requested });
         let message = format!("Unsupported protocol version {requested:?} for a request without a session");
-        return refuse(
+        return refused(
             StatusCode::BAD_REQUEST,
-            id,
             codes::UNSUPPORTED_PROTOCOL_VERSION,
             &message,
             Some(&data),
@@ -123,41 +129,48 @@ pub async fn serve(
     }
     let meta = match meta {
         Ok(meta) => meta,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, id, codes::INVALID_PARAMS, &why, None),
+        Err(why) => return refused(StatusCode::BAD_REQUEST, codes::INVALID_PARAMS, &why, None),
     };
     let lookup = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Err(why) = modern::check_headers(lookup, &method, params.as_ref(), &meta) {
-        return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
+        return refused(StatusCode::BAD_REQUEST, codes::HEADER_MISMATCH, &why, None);
     }
     if let Err(why) = check_tool_params(hub, (&method, profile.as_deref()), params.as_ref(), lookup) {
-        return refuse(StatusCode::BAD_REQUEST, id, codes::HEADER_MISMATCH, &why, None);
+        return refused(StatusCode::BAD_REQUEST, codes::HEADER_MISMATCH, &why, None);
     }
     if !MODERN_METHODS.contains(&method.as_str()) {
         let message = format!("Method not found: {}", crate::util::text::clip(&method));
-        return refuse(StatusCode::NOT_FOUND, id, codes::METHOD_NOT_FOUND, &message, None);
+        return refused(StatusCode::NOT_FOUND, codes::METHOD_NOT_FOUND, &message, None);
     }
     if let Some(level) = &meta.log_level {
         if log_level_rank(level).is_none() {
             let message = format!("invalid log level {level:?}");
-            return refuse(StatusCode::BAD_REQUEST, id, codes::INVALID_PARAMS, &message, None);
+            return refused(StatusCode::BAD_REQUEST, codes::INVALID_PARAMS, &message, None);
         }
     }
     hub.wait_startup().await;
     let params = params.unwrap_or_default();
+    // The client names itself on every request; only the access line reads it.
+    let client = (crate::core::observe::wants_access(hub))
+        .then(|| meta.client_info.as_ref().and_then(ClientName::of))
+        .flatten();
     match method.as_str() {
         "subscriptions/listen" => {
-            let ctx = RequestCtx::modern().by(who).at(profile);
+            let ctx = RequestCtx::modern().by(who).at(profile).from_client(client);
             super::listen::open(hub, &ctx, id, &params)
         }
         "server/discover" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
-            let ctx = RequestCtx::modern().by(who).at(profile);
+            let ctx = RequestCtx::modern().by(who).at(profile).from_client(client);
             let outcome = methods::request(hub, &ctx, id.clone(), method, params).await;
             match outcome {
                 Outcome::Reply(reply) => json_response(StatusCode::OK, &reply),
                 _ => no_answer(id),
             }
         }
-        _ => call(hub, headers, (who, profile), id, method, params, &meta).await,
+        _ => {
+            let ctx = (who, profile, client);
+            call(hub, headers, ctx, id, method, params, &meta).await
+        }
     }
 }
 
@@ -245,7 +258,7 @@ fn sse(frames: futures_util::stream::BoxStream<'static, bytes::Bytes>) -> Respon
 async fn call(
     hub: &Arc<Hub>,
     headers: &HeaderMap,
-    (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
+    (who, profile, client): (Option<Arc<Principal>>, Option<Arc<str>>, Option<ClientName>),
     id: RequestId,
     method: String,
     params: RawObject,
@@ -291,7 +304,7 @@ async fn call(
         .get_object("_meta")
         .and_then(|m| m.get("progressToken").map(RawValue::to_owned));
     let forwarded = strip_envelope(params);
-    let ctx = RequestCtx::on(session.clone()).by(who);
+    let ctx = RequestCtx::on(session.clone()).by(who).from_client(client);
     match methods::request(hub, &ctx, id.clone(), method.clone(), forwarded).await {
         Outcome::Denied { id, refusal } => {
             session.close();

@@ -30,7 +30,7 @@ pub fn position(session: &Session, last_event_id: Option<&str>) -> Option<EventP
     match session.open_event_id(token) {
         Ok(position) => Some(position),
         Err(why) => {
-            tracing::debug!(session = %session.id, %why, "Last-Event-ID refused: answered as unknown");
+            tracing::debug!(session = %session.log_id(), %why, "Last-Event-ID refused: answered as unknown");
             None
         }
     }

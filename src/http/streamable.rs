@@ -11,6 +11,7 @@ use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
 use crate::core::methods::{self, initialize::initialize, invalid_params_object, Outcome};
+use crate::core::observe::Opening;
 use crate::core::rate_limit;
 use crate::core::restore::restore;
 use crate::core::takeover::take_over;
@@ -20,6 +21,7 @@ use crate::protocol::message::{error_response, result_response};
 use crate::protocol::{parse_body, version, Body, Message, RawObject};
 use crate::session::host::Session;
 use crate::session::host_tokens::EventPosition;
+use crate::util::ids::session_digest;
 use axum::body::Body as HttpBody;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -334,6 +336,8 @@ async fn post(
                         None => return Ok(StatusCode::NOT_FOUND.into_response()),
                     },
                 };
+                let ctx = RequestCtx::opening().by(who.clone()).at(profile.clone());
+                let opening = Opening::start(hub, ctx, &id, params.as_ref());
                 let (session, result) = initialize(hub, params.as_ref(), serving, sealed_id).await;
                 if let Some(owner) = owner {
                     session.bind_owner(owner);
@@ -341,8 +345,9 @@ async fn post(
                 if let Some(principal) = &who {
                     session.note_viewer(principal.clone());
                 }
-                tracing::info!(session = %session.id, version = %session.protocol_version, "session opened");
+                tracing::info!(session = %session.log_id(), version = %session.protocol_version, "session opened");
                 hub.sessions.insert(session.clone());
+                opening.opened(&session);
                 return Ok(json_reply(&result_response(id, result), Some(&session.id)));
             }
             let object = params.as_ref().ok().and_then(Option::as_ref);
@@ -518,7 +523,7 @@ fn delete(
     find_session(hub, headers, who)?;
     match hub.sessions.remove(id) {
         Some(_) => {
-            tracing::info!(session = %id, "session ended by DELETE");
+            tracing::info!(session = %session_digest(id), "session ended by DELETE");
             Ok(StatusCode::OK.into_response())
         }
         None => Err(DownstreamError::UnknownSession),

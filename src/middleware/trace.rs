@@ -33,11 +33,10 @@ fn request_span<B>(request: &Request<B>, trace_id: &str) -> tracing::Span {
     if !tracing::enabled!(tracing::Level::DEBUG) {
         return tracing::Span::none();
     }
-    let session = request
-        .headers()
-        .get("mcp-session-id")
+    let session = (request.headers().get("mcp-session-id"))
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+        .map(crate::util::ids::session_digest)
+        .unwrap_or_default();
     tracing::debug_span!(
         "http_request",
         method = %request.method(),

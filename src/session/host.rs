@@ -39,6 +39,8 @@ pub struct InflightCall {
 /// A host session: its movable state (see [`SessionState`]) and what lives only here.
 pub struct Session {
     pub id: String,
+    /// [`crate::util::ids::session_digest`] of `id`, made the first time something logs it.
+    log_id: std::sync::OnceLock<String>,
     key: HostKey,
     pub protocol_version: String,
     pub caps: ClientCaps,
@@ -98,6 +100,7 @@ impl Session {
     ) -> Arc<Self> {
         Arc::new(Session {
             id,
+            log_id: std::sync::OnceLock::new(),
             key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
             protocol_version: state.protocol_version,
             caps: state.caps,
@@ -172,6 +175,13 @@ impl Session {
             log_level: self.log_level(),
             profile: self.profile.as_deref().map(str::to_string),
         }
+    }
+
+    /// How the session is named in logs and audit records: a short digest of its id (the id
+    /// itself never is).
+    pub fn log_id(&self) -> &str {
+        self.log_id
+            .get_or_init(|| crate::util::ids::session_digest(&self.id))
     }
 
     /// The profile whose endpoint opened the session (`None`: the main endpoint); it is
@@ -292,7 +302,7 @@ impl Session {
             None => return false,
         };
         if let Err(err) = sent {
-            tracing::debug!(session = %self.id, %err, "GET stream cannot take a message");
+            tracing::debug!(session = %self.log_id(), %err, "GET stream cannot take a message");
             return false;
         }
         true

@@ -86,7 +86,7 @@ impl SessionRegistry {
             .map(|s| s.id.clone())
             .collect();
         for id in &idle {
-            tracing::info!(session = %id, "reaping idle session");
+            tracing::info!(session = %crate::util::ids::session_digest(id), "reaping idle session");
             self.remove(id);
         }
         idle.len()

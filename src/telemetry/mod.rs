@@ -12,6 +12,7 @@ pub mod op;
 pub mod otlp;
 pub mod otlp_proto;
 pub mod outcome;
+pub mod peer;
 pub mod recent;
 pub mod record;
 pub mod spans;

@@ -1,7 +1,9 @@
 //! Every metric's name, unit, help text and labels, in one place. The two operation durations
 //! follow the OpenTelemetry semantic conventions for MCP (`mcp.server.operation.duration` for
 //! what hosts ask of mcpmux, `mcp.client.operation.duration` for mcpmux's requests upstream,
-//! attributes `mcp.method.name`, `gen_ai.tool.name`, `gen_ai.prompt.name`, `error.type`), mapped
+//! attributes `mcp.method.name`, `gen_ai.tool.name`, `gen_ai.prompt.name`, `error.type`; a host
+//! request's tool or prompt is its exposed name, `_OTHER` when the catalog does not have it; an
+//! upstream leg's is the upstream's own name for it, the name that leg sent), mapped
 //! to Prometheus names (dots to underscores, the unit as `_seconds`, counters with `_total`).
 //! The rest are mcpmux's own, prefixed `mcpmux_`.
 

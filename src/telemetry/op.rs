@@ -52,6 +52,13 @@ impl HostOp {
         self.target = Some((key, name.unwrap_or(OTHER).to_string()));
     }
 
+    /// The tool or prompt it names, when the catalog has it (a low-cardinality name).
+    pub fn known_target(&self) -> Option<&str> {
+        (self.target.as_ref())
+            .map(|(_, name)| name.as_str())
+            .filter(|name| *name != OTHER)
+    }
+
     /// It goes to `upstream` (its configured name).
     pub fn to_upstream(&mut self, upstream: &str) {
         self.upstream = Some(upstream.to_string());
@@ -60,6 +67,11 @@ impl HostOp {
     /// Write its access line when it ends.
     pub fn logging(&mut self, facts: AccessFacts) {
         self.access = Some(Box::new(facts));
+    }
+
+    /// Its access line's facts, while it has not ended (`None`: no access line).
+    pub fn access_mut(&mut self) -> Option<&mut AccessFacts> {
+        self.access.as_deref_mut()
     }
 
     /// Whether it is a `tools/call` (whose result's `isError` is its outcome).
@@ -118,19 +130,29 @@ impl Drop for HostOp {
 pub struct UpstreamLeg {
     started: Instant,
     method: &'static str,
+    /// `gen_ai.tool.name` or `gen_ai.prompt.name` with the upstream's own name for it.
+    target: Option<(&'static str, String)>,
     upstream: String,
     in_flight: Gauge,
     done: bool,
 }
 
 impl UpstreamLeg {
-    /// `upstream` was sent a `method` request.
-    pub fn start(upstream: &str, method: &str) -> UpstreamLeg {
+    /// `upstream` was sent a `method` request naming `target`, a tool or prompt of the catalog
+    /// (as the upstream knows it; only a `tools/call` or `prompts/get` label carries it).
+    pub fn start(upstream: &str, method: &str, target: Option<String>) -> UpstreamLeg {
         let in_flight = gauge!(UPSTREAM_IN_FLIGHT, UPSTREAM => upstream.to_string());
         in_flight.increment(1.0);
+        let method = names::method(method);
+        let key = match method {
+            "tools/call" => Some(TOOL),
+            "prompts/get" => Some(PROMPT),
+            _ => None,
+        };
         UpstreamLeg {
             started: Instant::now(),
-            method: names::method(method),
+            method,
+            target: key.zip(target),
             upstream: upstream.to_string(),
             in_flight,
             done: false,
@@ -158,8 +180,11 @@ impl UpstreamLeg {
     fn record(&mut self, error: ErrorType) {
         self.done = true;
         self.in_flight.decrement(1.0);
-        let mut labels = Vec::with_capacity(3);
+        let mut labels = Vec::with_capacity(4);
         labels.push(Label::new(METHOD, self.method));
+        if let Some((key, name)) = self.target.take() {
+            labels.push(Label::new(key, name));
+        }
         labels.push(Label::new(UPSTREAM, std::mem::take(&mut self.upstream)));
         if let Some(error) = error {
             labels.push(Label::new(ERROR_TYPE, error));
@@ -218,9 +243,10 @@ mod tests {
     #[test]
     fn a_leg_is_in_flight_until_it_ends_however_it_ends() {
         let text = recorded(|| {
-            let answered = UpstreamLeg::start("fs", "tools/call");
-            let failed = UpstreamLeg::start("fs", "tools/call");
-            let dropped = UpstreamLeg::start("fs", "ping");
+            let answered = UpstreamLeg::start("fs", "tools/call", Some("read".into()));
+            let failed = UpstreamLeg::start("fs", "tools/call", Some("read".into()));
+            let dropped = UpstreamLeg::start("fs", "ping", Some("ignored".into()));
+            UpstreamLeg::start("fs", "prompts/get", Some("greet".into())).finish(None);
             answered.finish(super::super::outcome::of_result(r#"{"isError":true}"#, true));
             UpstreamLeg::failed(Some(failed), -32001);
             drop(dropped);
@@ -231,9 +257,10 @@ mod tests {
         );
         let count = |labels: &str| format!("{UPSTREAM_DURATION}_count{{{labels}}} 1");
         for labels in [
-            "mcp_method_name=\"tools/call\",upstream=\"fs\",error_type=\"tool_error\"",
-            "mcp_method_name=\"tools/call\",upstream=\"fs\",error_type=\"timeout\"",
+            "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"read\",upstream=\"fs\",error_type=\"tool_error\"",
+            "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"read\",upstream=\"fs\",error_type=\"timeout\"",
             "mcp_method_name=\"ping\",upstream=\"fs\",error_type=\"cancelled\"",
+            "mcp_method_name=\"prompts/get\",gen_ai_prompt_name=\"greet\",upstream=\"fs\"",
         ] {
             assert!(text.contains(&count(labels)), "{labels}: {text}");
         }

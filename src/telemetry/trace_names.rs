@@ -1,5 +1,6 @@
-//! The names traces use, in one place: span kinds' names are `{mcp.method.name} {target}` per
-//! the OpenTelemetry semantic conventions for MCP; attribute keys and the `error.type` values
+//! The names traces use, in one place: span names are `{mcp.method.name} {target}` per the
+//! OpenTelemetry semantic conventions for MCP, the method alone when there is no low-cardinality
+//! target (a name the catalog does not have is none); attribute keys and the `error.type` values
 //! mcpmux sets. Never an argument, result, token or prompt text.
 
 /// `mcp.method.name`: the JSON-RPC method.
@@ -46,7 +47,9 @@ pub const TIMEOUT: &str = "timeout";
 /// The instrumentation scope of every span.
 pub const SCOPE_NAME: &str = "mcpmux";
 
-/// A span's name: `{mcp.method.name} {target}`, or the method alone without a target.
+/// A span's name: `{mcp.method.name} {target}`, or the method alone without a target. The
+/// caller passes only a low-cardinality target (a name the catalog has), never what a host
+/// made up.
 pub fn span_name(method: &str, target: Option<&str>) -> String {
     match target {
         Some(target) if !target.is_empty() => format!("{method} {target}"),

@@ -121,6 +121,7 @@ impl Harness {
             },
             span: tracing::Span::none(),
             trace_headers: Vec::new(),
+            target: None,
         };
         self.handle.send_call(call).unwrap();
         (upstream_id, events)

@@ -104,6 +104,9 @@ pub struct OutboundCall {
     /// The W3C trace context headers (`traceparent`, `tracestate`) of the call's CLIENT span,
     /// sent along to an HTTP upstream; empty when traces are off.
     pub trace_headers: Vec<(String, String)>,
+    /// The tool or prompt a `tools/call` or `prompts/get` names (the upstream's own name, from
+    /// the catalog): the leg's `gen_ai_tool_name` or `gen_ai_prompt_name` label.
+    pub target: Option<String>,
 }
 
 /// Commands a connection actor accepts.

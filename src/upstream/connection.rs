@@ -405,6 +405,7 @@ impl Actor {
             param_headers,
             span,
             trace_headers,
+            target,
         } = call;
         let in_call = span.enter();
         // Read per call: a reload changes it for the next call, calls in flight stay.
@@ -438,7 +439,7 @@ impl Actor {
         } else {
             params.map(CallParams::into_raw)
         };
-        let leg = Some(crate::telemetry::UpstreamLeg::start(self.name(), &method));
+        let leg = Some(crate::telemetry::UpstreamLeg::start(self.name(), &method, target));
         let frame = Message::Request {
             id: RequestId::number(upstream_id),
             method,

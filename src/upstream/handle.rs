@@ -213,6 +213,7 @@ impl UpstreamHandle {
             origin: CallOrigin::Internal(tx),
             span: tracing::Span::none(),
             trace_headers: Vec::new(),
+            target: None,
         };
         self.send_call(call).map_err(CallFailure::Upstream)?;
         let mut unanswered = CancelOnDrop {
@@ -395,6 +396,7 @@ mod tests {
             origin: CallOrigin::Internal(tx),
             span: tracing::Span::none(),
             trace_headers: Vec::new(),
+            target: None,
         }
     }
 

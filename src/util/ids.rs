@@ -6,6 +6,20 @@ use rand::RngCore;
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `len` random lowercase hex digits (4 random bits each).
+/// How a session id appears in logs, audit records and the operator's views: the first 16 hex
+/// digits of its SHA-256. Short, stable (the same id gives the same digest on every replica and
+/// every line) and not the id: a sealed session id is long and lets its holder use the session.
+pub fn session_digest(id: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let mut out = String::with_capacity(16);
+    for b in &digest.as_ref()[..8] {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
+}
+
 pub fn random_hex(len: usize) -> String {
     let mut bytes = vec![0u8; len.div_ceil(2)];
     rand::rng().fill_bytes(&mut bytes);

@@ -56,7 +56,9 @@ Scenarios:
                    answer {"message": "sdk"}, on the same connection. Observed: "list_changed"
                    (how many; must be 1), "tools_after", "text".
 
-Environment: MCPMUX_TEST_BEARER=TOKEN sends `Authorization: Bearer TOKEN` on every request.
+Environment: MCPMUX_TEST_BEARER=TOKEN sends `Authorization: Bearer TOKEN` on every request;
+MCPMUX_TEST_TRACEPARENT=TP a `traceparent: TP` header on every request; MCPMUX_TEST_META_TRACEPARENT=TP
+puts `traceparent: TP` in the `_meta` of every tool call (the SDK's `meta` argument).
 
 Human-readable progress goes to stderr. stdout carries exactly ONE line: a JSON object with
 "ok", "scenario", "error" (on failure) and what was observed. Exit 0 on success, 1 on a failed
@@ -172,7 +174,15 @@ async def list_all_resources(client: Client) -> list[Any]:
     raise CheckFailed("resources/list: more than 100 pages")
 
 
+def call_meta() -> dict[str, Any] | None:
+    """The `_meta` every tool call carries: `traceparent` from MCPMUX_TEST_META_TRACEPARENT."""
+    traceparent = os.environ.get("MCPMUX_TEST_META_TRACEPARENT")
+    return {"traceparent": traceparent} if traceparent else None
+
+
 async def call_ok(client: Client, name: str, args: dict[str, Any], **kw: Any) -> Any:
+    if "meta" not in kw and call_meta():
+        kw["meta"] = call_meta()
     result = await client.call_tool(name, args, **kw)
     check(not result.is_error, f"tools/call {name} returned isError: {text_of(result)[:500]}")
     return result
@@ -591,7 +601,7 @@ async def scenario_shaped(url: str, mode: str, _prefix: str, args: list[str], ob
                 if name.startswith("mcpmux://"):
                     await client.read_resource(name)
                 else:
-                    result = await client.call_tool(name, {})
+                    result = await client.call_tool(name, {}, meta=call_meta())
                     check(result.is_error, f"{name}: answered {text_of(result)[:200]!r}")
                     obs["refusals"][name] = {"code": None, "message": text_of(result)}
                     continue

@@ -33,6 +33,9 @@ async fn the_page_follows_an_upstream_down_and_back_and_shows_a_tools_schema() {
 
     let host = RawSession::open(&gw.url(), json!({})).await;
     page.run("session raw-test").await;
+    // The session is named as the access lines and audit records name it.
+    let log_id = crate::support::session_digest(&host.sid);
+    page.run(&format!("session {log_id}")).await;
 
     // It goes down: the crash, then start attempts that fail while `down` exists.
     std::fs::write(&down, "").expect("write the flag");

@@ -52,4 +52,5 @@ mod routing;
 mod shaping;
 mod slow_start;
 mod stdio_setup;
+mod trace_access;
 mod traces;

@@ -129,23 +129,29 @@ async fn prometheus_scrapes_a_run_of_real_clients() {
         other.len() == 1 && other[0].value == 1.0 && other[0].labels.contains_key("error_type"),
         "the unknown tool: {other:?}"
     );
-    // Upstream legs of the calls, and nothing left in flight.
-    assert_eq!(
-        exactly(&all, LEG, &[call, ("upstream", "t")], &["error_type"]),
-        3.0
-    );
-    assert_eq!(
-        exactly(
-            &all,
-            LEG,
-            &[call, ("upstream", "t"), ("error_type", "tool_error")],
-            &[]
-        ),
-        1.0
-    );
-    assert_eq!(
-        exactly(&all, LEG, &[call, ("upstream", "time")], &["error_type"]),
-        1.0
+    // Upstream legs of the calls, each labelled with the tool as its upstream knows it (a leg
+    // is mcpmux's request to that upstream), and nothing left in flight.
+    let echo_leg = [call, ("gen_ai_tool_name", "echo"), ("upstream", "t")];
+    assert_eq!(exactly(&all, LEG, &echo_leg, &["error_type"]), 3.0);
+    let echo_failed = [
+        call,
+        ("gen_ai_tool_name", "echo"),
+        ("upstream", "t"),
+        ("error_type", "tool_error"),
+    ];
+    assert_eq!(exactly(&all, LEG, &echo_failed, &[]), 1.0);
+    let time_leg = [
+        call,
+        ("gen_ai_tool_name", "get_current_time"),
+        ("upstream", "time"),
+    ];
+    assert_eq!(exactly(&all, LEG, &time_leg, &["error_type"]), 1.0);
+    assert!(
+        (all.iter())
+            .filter(|s| s.name == LEG
+                && s.labels.get("mcp_method_name").map(String::as_str) == Some("tools/call"))
+            .all(|s| s.labels.contains_key("gen_ai_tool_name")),
+        "a tools/call leg without its tool: {exposition}"
     );
     let in_flight = "mcpmux_upstream_requests_in_flight";
     assert_eq!(exactly(&all, in_flight, &[("upstream", "t")], &[]), 0.0);
@@ -182,6 +188,10 @@ async fn prometheus_scrapes_a_run_of_real_clients() {
         "sum(mcp_server_operation_duration_seconds_count{gen_ai_tool_name=\"t__echo\",error_type=\"\"})";
     prometheus
         .wait_value(query, |v| v == 3.0, Duration::from_secs(30))
+        .await;
+    let query = "sum(mcp_client_operation_duration_seconds_count{gen_ai_tool_name=\"get_current_time\",upstream=\"time\"})";
+    prometheus
+        .wait_value(query, |v| v == 1.0, Duration::from_secs(30))
         .await;
     let query = "mcpmux_upstream_phase{upstream=\"time\",phase=\"ready\"}";
     prometheus
@@ -328,14 +338,15 @@ async fn the_json_log_has_one_object_a_line_and_an_access_line_per_request() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let session = crate::support::session_digest(&raw.sid);
     let call = (access.iter())
-        .find(|l| l["method"] == "tools/call" && l["session"] == raw.sid.as_str())
+        .find(|l| l["method"] == "tools/call" && l["session"] == session.as_str())
         .unwrap_or_else(|| panic!("no access line for the call: {access:?}"));
     assert_eq!(call["level"], "INFO");
     assert_eq!(call["name"], "t__echo");
     assert_eq!(call["upstream"], "t");
     assert_eq!(call["outcome"], "ok");
-    assert_eq!(call["session"], raw.sid.as_str());
+    assert_eq!(call["session"], session.as_str());
     assert_eq!(call["client_name"], "raw-test");
     assert_eq!(call["client_version"], "0");
     assert!(call["duration_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{call}");
@@ -350,7 +361,7 @@ async fn the_json_log_has_one_object_a_line_and_an_access_line_per_request() {
         "an argument in the access line: {call}"
     );
     let legacy = (access.iter())
-        .find(|l| l["method"] == "tools/call" && l["session"] != raw.sid.as_str())
+        .find(|l| l["method"] == "tools/call" && l["session"] != session.as_str())
         .unwrap_or_else(|| panic!("no access line for the legacy SSE call: {access:?}"));
     assert_eq!(legacy["name"], "t__echo", "{legacy}");
     assert_eq!(legacy["upstream"], "t", "{legacy}");

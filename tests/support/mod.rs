@@ -652,6 +652,13 @@ pub async fn boot_gateway(servers_toml: &str, gateway_extra: &str) -> mcpmux::Ga
     mcpmux::start(config).await.expect("gateway starts")
 }
 
+/// How mcpmux's logs and audit records name a session: the first 16 hex digits of the SHA-256
+/// of its id (computed here on its own, to check mcpmux's).
+pub fn session_digest(session_id: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, session_id.as_bytes());
+    digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A TOML array of strings.
 pub fn toml_list(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();

@@ -71,7 +71,7 @@ function renderOverview(doc) {
       el(
         "tr",
         null,
-        el("td", null, el("code", null, `${s.id_prefix}…`)),
+        el("td", null, el("code", null, s.log_id)),
         cell(s.client ?? "—"),
         cell(s.era),
         cell(s.protocol_version),

@@ -59,6 +59,7 @@ pub async fn serve(
         }
     }
     params.set_str("name", &item.original);
+    target.name = Some(item.original.clone());
     start_call(hub, ctx, id, method, params, target).await
 }
 

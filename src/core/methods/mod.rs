@@ -231,22 +231,37 @@ pub async fn request(
     method: String,
     params: RawObject,
 ) -> Outcome {
+    let parents = request_spans::Parents::of(ctx, &params);
+    // A request that names its own parent in `_meta` is in that trace: its spans, access line
+    // and audit record all say so.
+    let in_meta_trace;
+    let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
+        Some(meta) => {
+            in_meta_trace = ctx.in_trace(meta.trace_id.clone());
+            &in_meta_trace
+        }
+        None => ctx,
+    };
     let observed = super::observe::start(hub, ctx, &method, &params);
-    let mut outcome = traced(hub, ctx, id, method, params).await;
+    let known = observed.known_target();
+    let mut outcome = traced(hub, (ctx, &parents), known, id, method, params).await;
     super::observe::ended(observed, &mut outcome);
     outcome
 }
 
-/// [`serve_request`], inside the request's SERVER span when traces are on.
+/// [`serve_request`], inside the request's SERVER span when traces are on (named after `known`,
+/// the tool or prompt the catalog has).
 async fn traced(
     hub: &Arc<Hub>,
-    ctx: &RequestCtx,
+    (ctx, parents): (&RequestCtx, &request_spans::Parents),
+    known: Option<&str>,
     id: RequestId,
     method: String,
     params: RawObject,
 ) -> Outcome {
-    let traced = (hub.tracer.as_ref())
-        .and_then(|tracer| request_spans::server_span(tracer, ctx, (&id, &method), &params));
+    let traced = (hub.tracer.as_ref()).and_then(|tracer| {
+        request_spans::server_span(tracer, (ctx, parents), (&id, &method), &params, known)
+    });
     let Some(span) = traced else {
         return serve_request(hub, ctx, id, method, params).await;
     };
@@ -360,6 +375,8 @@ struct Target {
     upstream: UpstreamId,
     shape: ResultShape,
     param_headers: Vec<(String, String)>,
+    /// The tool or prompt it names, as the upstream knows it.
+    name: Option<String>,
 }
 
 impl Target {
@@ -368,6 +385,7 @@ impl Target {
             upstream,
             shape,
             param_headers: Vec::new(),
+            name: None,
         }
     }
 }
@@ -394,6 +412,7 @@ async fn start_call(
         upstream,
         shape,
         param_headers,
+        name: target,
     } = target;
     let slot = match hub.upstreams.slot(&upstream) {
         Ok(slot) => slot,
@@ -454,6 +473,7 @@ async fn start_call(
         },
         span: ctx.span.clone(),
         trace_headers: trace_headers.clone(),
+        target: target.clone(),
     };
     if let Err(err) = handle.send_call(call) {
         session.finish_inflight(&id, upstream_id);
@@ -479,6 +499,7 @@ async fn start_call(
         },
         trace_headers,
         observed: None,
+        target,
         deadline: Deadline::new(
             timeout,
             tunables.timeout_resets_on_progress,

@@ -49,17 +49,17 @@ pub fn response(
         return Ok(());
     };
     let Some(id) = id else {
-        tracing::debug!(session = %session.id, "a response without an id");
+        tracing::debug!(session = %session.log_id(), "a response without an id");
         return Ok(());
     };
     match session.answer_host_response(&id, payload) {
         Ok(true) => Ok(()),
         Ok(false) => {
-            tracing::debug!(session = %session.id, %id, "response to a request nothing here waits for");
+            tracing::debug!(session = %session.log_id(), %id, "response to a request nothing here waits for");
             Ok(())
         }
         Err(why) => {
-            tracing::debug!(session = %session.id, %id, %why, "response refused");
+            tracing::debug!(session = %session.log_id(), %id, %why, "response refused");
             Err(DownstreamError::BadRequest(format!(
                 "the response's id {} names no request mcpmux sent this session",
                 crate::util::text::clip(id.as_json())
