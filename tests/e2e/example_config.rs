@@ -1,7 +1,8 @@
 //! What the README tells a new user works as written: `config.example.toml` runs as-is from any
 //! working directory (the real binary started from elsewhere serves all four real servers;
 //! relative paths follow the file, and the filesystem server's tools reach only the folder made
-//! for them), and the README's Python snippet runs as a script with the SDK it pins.
+//! for them), and the README's Python snippets run as scripts with the SDK it pins (the second
+//! one sending an API key to a gateway that requires one).
 
 use crate::support::mcp::RawSession;
 use crate::support::{free_port, repo_root, ChildGuard};
@@ -188,6 +189,47 @@ async fn the_readme_python_snippet_runs() {
     assert!(out.status.success(), "{out}");
     assert!(out.stdout.contains("tools, e.g. ['time__"), "{out}");
     assert!(out.stdout.contains("\"timezone\": \"UTC\""), "{out}");
+    gw.stop().await;
+}
+
+/// The README's Python snippet for a gateway behind an API key, taken from the README itself,
+/// runs as a script: with the key in `MCPMUX_API_KEY` it lists the tools; with another key the
+/// gateway refuses it (so it is the snippet's header that lets it in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_api_key_snippet_runs() {
+    let _suite = crate::suite::enter(module_path!());
+    let peers = crate::support::peers();
+    let script = readme_block("- **Python SDK with a key**", "python");
+    const KEY: &str = "readme-snippet-key-0123456789";
+    let (python, args) = &peers.time_cmd;
+    let servers = format!(
+        "[servers.time]\ncommand = {:?}\nargs = {}\n\n\
+         [auth]\n[[auth.api_keys]]\nname = \"ci-bot\"\nkey = \"{KEY}\"\n",
+        python.display().to_string(),
+        crate::support::toml_list(args)
+    );
+    let gw = crate::support::boot_gateway(&servers, "").await;
+    assert!(
+        script.contains("\"https://mcp.example.com/mcp\""),
+        "the snippet's URL moved:\n{script}"
+    );
+    let script = script.replace("https://mcp.example.com/mcp", &gw.url());
+    let file = std::env::temp_dir().join(format!("try_mcpmux_key_{}.py", std::process::id()));
+    fs::write(&file, script).expect("write the snippet");
+    let run_with = |key: &'static str| {
+        let mut run = Command::new(&peers.python);
+        run.arg(&file).env("MCPMUX_API_KEY", key);
+        tokio::task::spawn_blocking(move || crate::support::run_client(run, Duration::from_secs(60)))
+    };
+    let with_key = run_with(KEY).await.expect("run the snippet");
+    let wrong_key = run_with("not-the-key").await.expect("run the snippet");
+    let _ = fs::remove_file(&file);
+    assert!(with_key.status.success(), "{with_key}");
+    assert!(with_key.stdout.contains("tools, e.g. ['time__"), "{with_key}");
+    assert!(
+        !wrong_key.status.success() && !wrong_key.stdout.contains("tools, e.g."),
+        "a wrong key must be refused: {wrong_key}"
+    );
     gw.stop().await;
 }
 
