@@ -245,21 +245,18 @@ impl Rendered {
                 }
             }
         }
-        // Example Secrets hold empty placeholders: with one applied as is, mcpmux refuses to start
-        // (an empty key) instead of serving with a key everyone can read here.
+        // The Secret is generated from the user's secret.env (tests/deploy/secrets.rs): data
+        // with a value for every key, never a committed stringData.
         for secret in self.all("Secret") {
-            if secret.get("data").is_some() {
+            if secret.get("stringData").is_some() {
                 out.obj(
                     secret,
-                    "has `data`: example Secrets hold placeholders in stringData only".into(),
+                    "has stringData: a committed Secret, not a generated one".into(),
                 );
             }
-            for (key, value) in secret["stringData"].as_object().into_iter().flatten() {
-                if value.as_str() != Some("") {
-                    out.obj(
-                        secret,
-                        format!("{key} is not an empty placeholder: never ship a secret"),
-                    );
+            for (key, value) in secret["data"].as_object().into_iter().flatten() {
+                if value.as_str().is_none_or(str::is_empty) {
+                    out.obj(secret, format!("{key} is empty"));
                 }
             }
         }

