@@ -22,17 +22,24 @@ use std::sync::OnceLock;
 
 /// The Kubernetes version the manifests are validated against (kubernetes-validate's schemas).
 const KUBERNETES_VERSION: &str = "1.37.0";
-/// The overlays and what each must be.
-static OVERLAYS: [(&str, Expect); 2] = [
+/// The kustomizations rendered (the base is applicable on its own too) and what each must be.
+static OVERLAYS: [(&str, Expect); 3] = [
     (
-        "single",
+        "deploy/kubernetes/base",
         Expect {
             replicas: 1,
             ha: false,
         },
     ),
     (
-        "ha",
+        "deploy/kubernetes/overlays/single",
+        Expect {
+            replicas: 1,
+            ha: false,
+        },
+    ),
+    (
+        "deploy/kubernetes/overlays/ha",
         Expect {
             replicas: 3,
             ha: true,
@@ -194,8 +201,8 @@ fn rendered() -> &'static [Overlay] {
     RENDERED.get_or_init(|| {
         let tree = secrets::tree_with_secret_env("render", true);
         let mut all = Vec::new();
-        for (overlay, expect) in &OVERLAYS {
-            let label = format!("deploy/kubernetes/overlays/{overlay}");
+        for (label, expect) in &OVERLAYS {
+            let (label, overlay) = (label.to_string(), label.rsplit('/').next().unwrap_or("overlay"));
             let out = run(Command::new(&support::peers().kubectl)
                 .args(["kustomize", &label])
                 .current_dir(&tree));
@@ -427,8 +434,29 @@ fn the_systemd_unit_is_hardened_and_drains_before_it_is_killed() {
     }
     assert!(
         one("ExecReload").contains("-HUP") && one("ExecReload").contains("$MAINPID"),
-        "{file}: ExecReload= should send SIGHUP to $MAINPID (it reloads the policy), found {:?}",
+        "{file}: ExecReload= should send SIGHUP to $MAINPID (it reloads the configuration), found {:?}",
         one("ExecReload")
+    );
+    // SIGHUP reloads the whole configuration (src/main.rs), not only the policy.
+    for stale in ["re-reads the policy", "configuration's policy"] {
+        assert!(
+            !unit.contains(stale),
+            "{file}: says SIGHUP {stale:?}; it re-reads the whole configuration"
+        );
+    }
+    // ProtectSystem=strict leaves only the state and cache directories writable: the [audit]
+    // log needs the state directory, and the docs say to put it there.
+    assert_eq!(
+        one("StateDirectory"),
+        "mcpmux",
+        "{file}: StateDirectory= should be mcpmux"
+    );
+    let docs = read("docs/deploying.md");
+    assert!(
+        docs.contains("path = \"/var/lib/mcpmux/audit.jsonl\"")
+            && unit.contains("path = \"/var/lib/mcpmux/audit.jsonl\""),
+        "docs/deploying.md and {file} should point [audit] path into the StateDirectory \
+         (/var/lib/mcpmux/audit.jsonl)"
     );
     let default_drain = mcpmux::config::GatewayConfig::default().drain_timeout.as_secs();
     let stop = one("TimeoutStopSec")

@@ -214,3 +214,42 @@ fn anchors_and_links_are_read_as_github_does() {
         PathBuf::from("README.md")
     );
 }
+
+/// `config.example.toml` and the file it includes (`examples/team.toml`) never set the same key:
+/// a reader of either file sees the value in force, not one the other file silently replaces.
+#[test]
+fn the_example_config_and_its_include_set_each_key_once() {
+    fn keys(prefix: &str, table: &toml::Table, out: &mut BTreeSet<String>) {
+        for (key, value) in table {
+            let path = format!("{prefix}{key}");
+            match value {
+                toml::Value::Table(inner) => keys(&format!("{path}."), inner, out),
+                _ => {
+                    out.insert(path);
+                }
+            }
+        }
+    }
+    let read = |file: &str| -> toml::Table {
+        let text = fs::read_to_string(repo().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    let example = read("config.example.toml");
+    let includes: Vec<String> = (example.get("include").and_then(|i| i.as_array()))
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.as_str().map(String::from))
+        .collect();
+    assert!(!includes.is_empty(), "config.example.toml includes no file");
+    let mut main_keys = BTreeSet::new();
+    keys("", &example, &mut main_keys);
+    for include in includes {
+        let mut included = BTreeSet::new();
+        keys("", &read(&include), &mut included);
+        let both: Vec<&String> = main_keys.intersection(&included).collect();
+        assert!(
+            both.is_empty(),
+            "config.example.toml and {include} both set {both:?}"
+        );
+    }
+}
