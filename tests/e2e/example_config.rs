@@ -133,6 +133,21 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// Wait until every upstream of `gw` is ready (`/readyz` answers 200), so a snippet's first call
+/// never meets the time server still starting on a loaded machine.
+async fn wait_ready(gw: &mcpmux::Gateway) {
+    let url = format!("http://{}/readyz", gw.local_addr());
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let ready = reqwest::get(&url).await.is_ok_and(|r| r.status().is_success());
+        if ready {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{url} never answered 200");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The first fenced `lang` block after `entry` in the README, its list indentation (two spaces)
 /// taken off, as a reader copies it.
 fn readme_block(entry: &str, lang: &str) -> String {
@@ -177,6 +192,7 @@ async fn the_readme_python_snippet_runs() {
         crate::support::toml_list(args)
     );
     let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
     let script = script.replace("http://127.0.0.1:8080/mcp", &gw.url());
     let file = std::env::temp_dir().join(format!("try_mcpmux_{}.py", std::process::id()));
     fs::write(&file, script).expect("write the snippet");
@@ -209,6 +225,7 @@ async fn the_readme_api_key_snippet_runs() {
         crate::support::toml_list(args)
     );
     let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
     assert!(
         script.contains("\"https://mcp.example.com/mcp\""),
         "the snippet's URL moved:\n{script}"
@@ -264,10 +281,11 @@ async fn the_readme_claude_desktop_bridge_works() {
         crate::support::toml_list(py_args)
     );
     let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
     let url = gw.url();
     let home = crate::support::scratch_dir("mcp-remote-home");
     let bin = peers.mcp_remote_bin.clone();
-    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &url, &home))
+    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &[url], &[], &home))
         .await
         .expect("the bridge ran");
     assert!(
@@ -279,13 +297,77 @@ async fn the_readme_claude_desktop_bridge_works() {
     gw.stop().await;
 }
 
-/// Speak stdio to `mcp-remote URL` as a desktop host would: initialize, then one tool call;
-/// the call's response.
-fn bridge_call(bin: &std::path::Path, url: &str, home: &std::path::Path) -> Value {
+/// The README's Claude Desktop entry for a gateway behind an API key: `mcp-remote` with the
+/// entry's own arguments and environment (the key put in place of `<key>`) reaches a gateway
+/// that refuses requests without the key, and a tool call goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_claude_desktop_key_entry_works() {
+    let _suite = crate::suite::enter(module_path!());
+    let peers = crate::support::peers();
+    let entry = readme_block("- **Claude Desktop** with a key", "json");
+    let entry: Value =
+        serde_json::from_str(&entry).unwrap_or_else(|e| panic!("the README's JSON: {e}\n{entry}"));
+    let server = &entry["mcpServers"]["mcpmux"];
+    let args: Vec<String> = serde_json::from_value(server["args"].clone()).expect("args");
+    let env: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(server["env"].clone()).expect("env");
+    // npx -y mcp-remote@VERSION ARGS…: the installed bridge gets ARGS.
+    let bridge_args = args
+        .iter()
+        .position(|a| a.starts_with("mcp-remote@"))
+        .map(|i| args[i + 1..].to_vec())
+        .expect("mcp-remote in args");
+
+    const KEY: &str = "readme-desktop-key-0123456789";
+    let (python, py_args) = &peers.time_cmd;
+    let servers = format!(
+        "[servers.time]\ncommand = {:?}\nargs = {}\n\n\
+         [auth]\n[[auth.api_keys]]\nname = \"desktop\"\nkey = \"{KEY}\"\n",
+        python.display().to_string(),
+        crate::support::toml_list(py_args)
+    );
+    let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
+    let url = gw.url();
+    assert!(
+        bridge_args.iter().any(|a| a == "https://mcp.example.com/mcp"),
+        "the entry's URL moved: {bridge_args:?}"
+    );
+    let bridge_args: Vec<String> = bridge_args
+        .into_iter()
+        .map(|a| a.replace("https://mcp.example.com/mcp", &url))
+        .collect();
+    let env: Vec<(String, String)> = env
+        .into_iter()
+        .map(|(k, v)| (k, v.replace("<key>", KEY)))
+        .collect();
+    let home = crate::support::scratch_dir("mcp-remote-key-home");
+    let bin = peers.mcp_remote_bin.clone();
+    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &bridge_args, &env, &home))
+        .await
+        .expect("the bridge ran");
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("UTC")),
+        "{reply}"
+    );
+    gw.stop().await;
+}
+
+/// Speak stdio to `mcp-remote ARGS…` (with `env` added to its environment) as a desktop host
+/// would: initialize, then one tool call; the call's response.
+fn bridge_call(
+    bin: &std::path::Path,
+    args: &[String],
+    env: &[(String, String)],
+    home: &std::path::Path,
+) -> Value {
     use std::io::{BufRead, BufReader, Write};
     let mut cmd = Command::new("node");
     cmd.arg(bin)
-        .arg(url)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("HOME", home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
