@@ -253,3 +253,77 @@ fn the_example_config_and_its_include_set_each_key_once() {
         );
     }
 }
+
+/// Every key the configuration accepts (all the property names of `mcpmux config schema`,
+/// tables within tables included) is named in the reference pages, so a new key cannot ship
+/// undocumented.
+#[test]
+fn every_config_key_is_documented() {
+    fn walk(
+        node: &serde_json::Value,
+        defs: &serde_json::Value,
+        seen: &mut BTreeSet<String>,
+        keys: &mut BTreeSet<String>,
+    ) {
+        let Some(object) = node.as_object() else { return };
+        if let Some(name) = object
+            .get("$ref")
+            .and_then(|r| r.as_str())
+            .and_then(|r| r.rsplit('/').next())
+        {
+            if seen.insert(name.to_string()) {
+                walk(&defs[name], defs, seen, keys);
+            }
+        }
+        for (key, value) in object
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .into_iter()
+            .flatten()
+        {
+            keys.insert(key.clone());
+            walk(value, defs, seen, keys);
+        }
+        for combinator in ["anyOf", "oneOf", "allOf"] {
+            for value in object
+                .get(combinator)
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+            {
+                walk(value, defs, seen, keys);
+            }
+        }
+        for nested in ["items", "additionalProperties"] {
+            if let Some(value) = object.get(nested) {
+                walk(value, defs, seen, keys);
+            }
+        }
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmux"))
+        .args(["config", "schema"])
+        .output()
+        .expect("run mcpmux config schema");
+    assert!(out.status.success(), "mcpmux config schema: {out:?}");
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the schema is JSON");
+    let (mut seen, mut keys) = (BTreeSet::new(), BTreeSet::new());
+    walk(&schema, &schema["$defs"], &mut seen, &mut keys);
+    assert!(keys.len() > 50, "only {} keys found in the schema", keys.len());
+    let docs: String = ["configuration.md", "team.md", "deploying.md", "operating.md"]
+        .iter()
+        .map(|f| fs::read_to_string(repo().join("docs").join(f)).unwrap_or_else(|e| panic!("docs/{f}: {e}")))
+        .collect();
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let documented = |key: &str| {
+        docs.match_indices(key).any(|(i, _)| {
+            let before = docs[..i].chars().next_back();
+            let after = docs[i + key.len()..].chars().next();
+            !before.is_some_and(word) && !after.is_some_and(word)
+        })
+    };
+    let missing: Vec<&String> = keys.iter().filter(|k| !documented(k)).collect();
+    assert!(
+        missing.is_empty(),
+        "config keys named nowhere in docs/configuration.md, team.md, deploying.md or operating.md: {missing:?}"
+    );
+}
