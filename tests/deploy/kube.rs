@@ -252,21 +252,18 @@ impl Rendered {
                 }
             }
         }
-        // Example Secrets hold empty placeholders: with one applied as is, mcpmux refuses to start
-        // (an empty key) instead of serving with a key everyone can read here.
+        // The Secret is generated from the user's secret.env (tests/deploy/secrets.rs): data
+        // with a value for every key, never a committed stringData.
         for secret in self.all("Secret") {
-            if secret.get("data").is_some() {
+            if secret.get("stringData").is_some() {
                 out.obj(
                     secret,
-                    "has `data`: example Secrets hold placeholders in stringData only".into(),
+                    "has stringData: a committed Secret, not a generated one".into(),
                 );
             }
-            for (key, value) in secret["stringData"].as_object().into_iter().flatten() {
-                if value.as_str() != Some("") {
-                    out.obj(
-                        secret,
-                        format!("{key} is not an empty placeholder: never ship a secret"),
-                    );
+            for (key, value) in secret["data"].as_object().into_iter().flatten() {
+                if value.as_str().is_none_or(str::is_empty) {
+                    out.obj(secret, format!("{key} is empty"));
                 }
             }
         }
@@ -335,7 +332,15 @@ impl Rendered {
                     ),
                 );
             }
+            let (min, max) = (&hpa["spec"]["minReplicas"], &hpa["spec"]["maxReplicas"]);
+            if max.as_u64() <= min.as_u64() {
+                out.obj(
+                    hpa,
+                    format!("maxReplicas {max} is not above minReplicas {min}: it never scales"),
+                );
+            }
         }
+        self.namespace_problems(&mut out, &config, &config_path);
 
         let cluster = config.get("cluster").and_then(|c| c.as_table());
         if expect.ha {
@@ -369,6 +374,51 @@ impl Rendered {
             ));
         }
         out.list
+    }
+
+    /// `gateway.allowed_hosts` names the Service's in-cluster host names in whatever namespace
+    /// the pod runs in: the namespace part is a `${VAR}` the container sets from
+    /// `metadata.namespace`, never a namespace written in the file.
+    fn namespace_problems(&self, out: &mut Problems<'_>, config: &toml::Table, config_path: &str) {
+        let Ok(service) = self.one("Service") else { return };
+        let Ok(deployment) = self.one("Deployment") else {
+            return;
+        };
+        let service = name(service);
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let hosts = config
+            .get("gateway")
+            .and_then(|g| g.get("allowed_hosts"))
+            .and_then(|h| h.as_array())
+            .cloned()
+            .unwrap_or_default();
+        for host in hosts.iter().filter_map(|h| h.as_str()) {
+            let Some(namespace) = host
+                .strip_prefix(service)
+                .and_then(|rest| rest.strip_prefix('.'))
+                .map(|rest| rest.split('.').next().unwrap_or(""))
+            else {
+                continue;
+            };
+            let from_namespace = namespace
+                .strip_prefix("${")
+                .and_then(|v| v.strip_suffix('}'))
+                .and_then(|var| {
+                    array(&container["env"])
+                        .into_iter()
+                        .find(|e| e["name"].as_str() == Some(var))
+                })
+                .is_some_and(|e| e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace");
+            if !from_namespace {
+                out.obj(
+                    deployment,
+                    format!(
+                        "{config_path}: allowed_hosts entry {host:?} names the namespace \
+                         {namespace:?}: use a ${{VAR}} the container sets from metadata.namespace"
+                    ),
+                );
+            }
+        }
     }
 
     /// The `ha` Ingress: ingress-nginx's consistent hash on Mcp-Session-Id, to the Service.

