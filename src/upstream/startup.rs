@@ -127,18 +127,19 @@ mod tests {
         bounded("s", HANDSHAKE, Some(first), answer).await
     }
 
+    /// `outcome` is a failure whose message says `want`.
+    #[track_caller]
+    fn assert_fails_saying(outcome: &Result<&str, String>, want: &str) {
+        assert!(outcome.as_ref().is_err_and(|e| e.contains(want)), "{outcome:?}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn install_time_before_the_first_output_does_not_count_against_the_handshake() {
         let slow = opening(Some(Duration::from_secs(200)), Duration::from_secs(20)).await;
         assert_eq!(slow, Ok("opened"));
         // Output at once, then an answer slower than the handshake timeout: failed, as always.
         let stuck = opening(Some(Duration::ZERO), Duration::from_secs(31)).await;
-        assert!(
-            stuck
-                .as_ref()
-                .is_err_and(|e| e.contains("within 30 s of its first output")),
-            "{stuck:?}"
-        );
+        assert_fails_saying(&stuck, "within 30 s of its first output");
         let late = opening(Some(Duration::from_secs(100)), Duration::from_secs(31)).await;
         assert!(late.is_err(), "{late:?}");
     }
@@ -148,12 +149,7 @@ mod tests {
         let started = Instant::now();
         let silent = opening(None, Duration::ZERO).await;
         assert_eq!(started.elapsed(), silence_bound(HANDSHAKE));
-        assert!(
-            silent
-                .as_ref()
-                .is_err_and(|e| e.contains("wrote nothing on stdout within 300 s")),
-            "{silent:?}"
-        );
+        assert_fails_saying(&silent, "wrote nothing on stdout within 300 s");
         let just_in_time = opening(Some(Duration::from_secs(299)), Duration::from_secs(29)).await;
         assert_eq!(just_in_time, Ok("opened"));
         assert!(opening_bound(HANDSHAKE) >= Duration::from_secs(299 + 29));

@@ -4,7 +4,7 @@
 //! `mcp_json` file at once, each at its file and line.
 
 use crate::support::{run_client, scratch_dir};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -45,25 +45,17 @@ fn config_schema_prints_a_json_schema_the_example_config_meets() {
 #[test]
 fn check_config_and_serve_report_every_problem_with_its_file_and_line() {
     let _suite = crate::suite::enter(module_path!());
-    let dir = scratch_dir("config-hygiene");
-    let write = |name: &str, text: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-        path.display().to_string()
-    };
-    let main = write(
-        "mcpmux.toml",
+    let (dir, main, team) = main_and_team(
+        "config-hygiene",
         "include = [\"team.toml\"]\nmcp_json = [\".mcp.json\"]\n\n[gateway]\nmax_body_bytes = 0\n\n\
          [servers.alpha]\ncommand = \"sh\"\ncolour = \"red\"\n\n[servers.beta]\nurl = \"ftp://nowhere\"\n\n\
          [profiles.review]\npath = \"/mcp/review\"\nservers = [\"alpha\", \"ghost\"]\n",
-    );
-    let team = write(
-        "team.toml",
         "[servers.gamma]\ncommand = \"sh\"\nhandshake_timeout_secs = \"soon\"\n\n[servers.delta]\ncommand = \"sh\"\n\
          env = { TOKEN = \"${MCPMUX_E2E_UNSET_TOKEN}\" }\n\n[servers.epsilon]\ncommand = \"sh\"\n\
          rename = { echo = \"say\", add = \"say\" }\n",
     );
-    let json = write(
+    let json = write_in(
+        &dir,
         ".mcp.json",
         "{\n  \"mcpServers\": {\n    \"local\": {\n      \"command\": \"sh\",\n      \"env\": {\n        \"KEY\": \"${MCPMUX_E2E_UNSET_KEY}\"\n      }\n    }\n  }\n}\n",
     );
@@ -81,7 +73,7 @@ fn check_config_and_serve_report_every_problem_with_its_file_and_line() {
     ];
     let run = run_client(mcpmux(&["check-config", "--config", &main]), RUN_TIMEOUT);
     assert_eq!(run.status.code(), Some(1), "{run}");
-    let lines: Vec<&str> = run.stderr.lines().filter(|l| !l.contains(" WARN ")).collect();
+    let lines = problem_lines(&run);
     for line in &expected {
         assert_eq!(
             lines.iter().filter(|l| l.starts_with(line.as_str())).count(),
@@ -118,6 +110,15 @@ fn write_in(dir: &Path, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// A fresh scratch directory named `tag` with `main` as its `mcpmux.toml` and `team` as its
+/// `team.toml`; the directory, and the two files' paths as errors name them.
+fn main_and_team(tag: &str, main: &str, team: &str) -> (PathBuf, String, String) {
+    let dir = scratch_dir(tag);
+    let main = write_in(&dir, "mcpmux.toml", main);
+    let team = write_in(&dir, "team.toml", team);
+    (dir, main, team)
+}
+
 /// The lines of stderr besides log lines.
 fn problem_lines(run: &crate::support::ClientRun) -> Vec<&str> {
     run.stderr.lines().filter(|l| !l.contains(" WARN ")).collect()
@@ -129,15 +130,9 @@ fn problem_lines(run: &crate::support::ClientRun) -> Vec<&str> {
 #[test]
 fn a_broken_mcp_json_file_is_reported_with_every_other_problem() {
     let _suite = crate::suite::enter(module_path!());
-    let dir = scratch_dir("config-hygiene-broken-json");
-    let main = write_in(
-        &dir,
-        "mcpmux.toml",
+    let (dir, main, team) = main_and_team(
+        "config-hygiene-broken-json",
         "include = [\"team.toml\"]\nmcp_json = [\"clients.json\"]\n\n[servers.alpha]\ncomand = \"oops\"\n",
-    );
-    let team = write_in(
-        &dir,
-        "team.toml",
         "[servers.delta]\ncommand = \"sh\"\nenv = { TOKEN = \"${MCPMUX_E2E_UNSET_TOKEN}\" }\n",
     );
     let json = write_in(
@@ -171,15 +166,9 @@ fn a_broken_mcp_json_file_is_reported_with_every_other_problem() {
 #[test]
 fn the_checks_on_the_machine_come_at_their_line_with_the_files_problems() {
     let _suite = crate::suite::enter(module_path!());
-    let dir = scratch_dir("config-hygiene-machine");
-    let main = write_in(
-        &dir,
-        "mcpmux.toml",
+    let (dir, main, team) = main_and_team(
+        "config-hygiene-machine",
         "include = [\"team.toml\"]\n\n[gateway]\nmax_body_bytes = 0\n\n[servers.here]\ncommand = \"sh\"\n",
-    );
-    let team = write_in(
-        &dir,
-        "team.toml",
         "[servers.far]\ncommand = \"mcpmux-surely-not-installed\"\n\n\
          [servers.lost]\ncommand = \"sh\"\ncwd = \"/mcpmux/no/such/dir\"\n",
     );

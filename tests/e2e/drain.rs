@@ -194,6 +194,18 @@ async fn a_host_answers_a_server_request_while_mcpmux_drains() {
     );
 }
 
+/// The stop did not wait for the call in flight (request 7 on `call`): it is answered with the
+/// drain error, and `gw` exits cleanly.
+async fn assert_stopped_at_once(gw: &mut ServeProcess, call: &mut mpsc::Receiver<Value>) {
+    let reply = response(call, 7)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", gw.log()));
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("shutting down"), "{reply}; log:\n{}", gw.log());
+    let status = gw.wait_exit(EXIT_TIMEOUT).await;
+    assert!(status.success(), "exit: {status}; log:\n{}", gw.log());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_ends_the_drain() {
     let _suite = crate::suite::enter(module_path!());
@@ -205,13 +217,7 @@ async fn a_second_signal_ends_the_drain() {
     gw.signal(libc::SIGINT);
 
     // Answered with the drain error long before the call or the drain would have ended.
-    let reply = response(&mut call, 7)
-        .await
-        .unwrap_or_else(|e| panic!("{e}; log:\n{}", gw.log()));
-    let message = reply["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("shutting down"), "{reply}; log:\n{}", gw.log());
-    let status = gw.wait_exit(EXIT_TIMEOUT).await;
-    assert!(status.success(), "exit: {status}; log:\n{}", gw.log());
+    assert_stopped_at_once(&mut gw, &mut call).await;
 }
 
 /// Ctrl-C with a call in flight: mcpmux says at once, in one line, that it lets the call finish
@@ -224,28 +230,14 @@ async fn ctrl_c_says_how_long_the_drain_may_take_and_a_second_one_stops_at_once(
     let (_session, mut call) = session_era_call(&gw.url(), 120).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     gw.signal(libc::SIGINT);
-    let deadline = Instant::now() + RESPONSE_TIMEOUT;
-    let notice = loop {
-        let log = gw.log();
-        if let Some(line) = log.lines().find(|l| l.contains(NOTICE)) {
-            break line.to_string();
-        }
-        assert!(Instant::now() < deadline, "no notice; log:\n{log}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let notice = gw.wait_log_line(&[NOTICE], RESPONSE_TIMEOUT).await;
     assert!(
         notice.contains("WARN") && notice.contains("1 call(s) in flight") && notice.contains("up to 600 s"),
         "{notice}"
     );
 
     gw.signal(libc::SIGINT);
-    let reply = response(&mut call, 7)
-        .await
-        .unwrap_or_else(|e| panic!("{e}; log:\n{}", gw.log()));
-    let message = reply["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("shutting down"), "{reply}; log:\n{}", gw.log());
-    let status = gw.wait_exit(EXIT_TIMEOUT).await;
-    assert!(status.success(), "exit: {status}; log:\n{}", gw.log());
+    assert_stopped_at_once(&mut gw, &mut call).await;
     let log = gw.log();
     assert_eq!(
         log.matches(NOTICE).count(),

@@ -185,14 +185,7 @@ async fn the_readme_python_snippet_runs() {
         "the snippet's pin and the tested SDK differ"
     );
 
-    let (python, args) = &peers.time_cmd;
-    let servers = format!(
-        "[servers.time]\ncommand = {:?}\nargs = {}\n",
-        python.display().to_string(),
-        crate::support::toml_list(args)
-    );
-    let gw = crate::support::boot_gateway(&servers, "").await;
-    wait_ready(&gw).await;
+    let gw = time_gateway(peers, "").await;
     let script = script.replace("http://127.0.0.1:8080/mcp", &gw.url());
     let file = std::env::temp_dir().join(format!("try_mcpmux_{}.py", std::process::id()));
     fs::write(&file, script).expect("write the snippet");
@@ -217,15 +210,8 @@ async fn the_readme_api_key_snippet_runs() {
     let peers = crate::support::peers();
     let script = readme_block("- **Python SDK with a key**", "python");
     const KEY: &str = "readme-snippet-key-0123456789";
-    let (python, args) = &peers.time_cmd;
-    let servers = format!(
-        "[servers.time]\ncommand = {:?}\nargs = {}\n\n\
-         [auth]\n[[auth.api_keys]]\nname = \"ci-bot\"\nkey = \"{KEY}\"\n",
-        python.display().to_string(),
-        crate::support::toml_list(args)
-    );
-    let gw = crate::support::boot_gateway(&servers, "").await;
-    wait_ready(&gw).await;
+    let auth = format!("\n[auth]\n[[auth.api_keys]]\nname = \"ci-bot\"\nkey = \"{KEY}\"\n");
+    let gw = time_gateway(peers, &auth).await;
     assert!(
         script.contains("\"https://mcp.example.com/mcp\""),
         "the snippet's URL moved:\n{script}"
@@ -256,9 +242,7 @@ async fn the_readme_api_key_snippet_runs() {
 async fn the_readme_claude_desktop_bridge_works() {
     let _suite = crate::suite::enter(module_path!());
     let peers = crate::support::peers();
-    let entry = readme_block("- **Claude Desktop**", "json");
-    let entry: Value =
-        serde_json::from_str(&entry).unwrap_or_else(|e| panic!("the README's JSON: {e}\n{entry}"));
+    let entry = readme_json("- **Claude Desktop**");
     let args: Vec<String> =
         serde_json::from_value(entry["mcpServers"]["mcpmux"]["args"].clone()).expect("args");
     let pinned = args
@@ -274,26 +258,9 @@ async fn the_readme_claude_desktop_bridge_works() {
     );
     assert_eq!(args.last().map(String::as_str), Some("http://127.0.0.1:8080/mcp"));
 
-    let (python, py_args) = &peers.time_cmd;
-    let servers = format!(
-        "[servers.time]\ncommand = {:?}\nargs = {}\n",
-        python.display().to_string(),
-        crate::support::toml_list(py_args)
-    );
-    let gw = crate::support::boot_gateway(&servers, "").await;
-    wait_ready(&gw).await;
+    let gw = time_gateway(peers, "").await;
     let url = gw.url();
-    let home = crate::support::scratch_dir("mcp-remote-home");
-    let bin = peers.mcp_remote_bin.clone();
-    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &[url], &[], &home))
-        .await
-        .expect("the bridge ran");
-    assert!(
-        reply["result"]["content"][0]["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("UTC")),
-        "{reply}"
-    );
+    assert_bridge_tells_the_time(peers, vec![url], Vec::new(), "mcp-remote-home").await;
     gw.stop().await;
 }
 
@@ -304,9 +271,7 @@ async fn the_readme_claude_desktop_bridge_works() {
 async fn the_readme_claude_desktop_key_entry_works() {
     let _suite = crate::suite::enter(module_path!());
     let peers = crate::support::peers();
-    let entry = readme_block("- **Claude Desktop** with a key", "json");
-    let entry: Value =
-        serde_json::from_str(&entry).unwrap_or_else(|e| panic!("the README's JSON: {e}\n{entry}"));
+    let entry = readme_json("- **Claude Desktop** with a key");
     let server = &entry["mcpServers"]["mcpmux"];
     let args: Vec<String> = serde_json::from_value(server["args"].clone()).expect("args");
     let env: std::collections::BTreeMap<String, String> =
@@ -319,15 +284,8 @@ async fn the_readme_claude_desktop_key_entry_works() {
         .expect("mcp-remote in args");
 
     const KEY: &str = "readme-desktop-key-0123456789";
-    let (python, py_args) = &peers.time_cmd;
-    let servers = format!(
-        "[servers.time]\ncommand = {:?}\nargs = {}\n\n\
-         [auth]\n[[auth.api_keys]]\nname = \"desktop\"\nkey = \"{KEY}\"\n",
-        python.display().to_string(),
-        crate::support::toml_list(py_args)
-    );
-    let gw = crate::support::boot_gateway(&servers, "").await;
-    wait_ready(&gw).await;
+    let auth = format!("\n[auth]\n[[auth.api_keys]]\nname = \"desktop\"\nkey = \"{KEY}\"\n");
+    let gw = time_gateway(peers, &auth).await;
     let url = gw.url();
     assert!(
         bridge_args.iter().any(|a| a == "https://mcp.example.com/mcp"),
@@ -341,9 +299,41 @@ async fn the_readme_claude_desktop_key_entry_works() {
         .into_iter()
         .map(|(k, v)| (k, v.replace("<key>", KEY)))
         .collect();
-    let home = crate::support::scratch_dir("mcp-remote-key-home");
+    assert_bridge_tells_the_time(peers, bridge_args, env, "mcp-remote-key-home").await;
+    gw.stop().await;
+}
+
+/// A gateway in front of the peers' real time server, `extra` (more tables) in its
+/// configuration, once `/readyz` says it is ready.
+async fn time_gateway(peers: &crate::support::Peers, extra: &str) -> mcpmux::Gateway {
+    let (python, args) = &peers.time_cmd;
+    let servers = format!(
+        "[servers.time]\ncommand = {:?}\nargs = {}\n{extra}",
+        python.display().to_string(),
+        crate::support::toml_list(args)
+    );
+    let gw = crate::support::boot_gateway(&servers, "").await;
+    wait_ready(&gw).await;
+    gw
+}
+
+/// The README's JSON block for `entry`, parsed.
+fn readme_json(entry: &str) -> Value {
+    let block = readme_block(entry, "json");
+    serde_json::from_str(&block).unwrap_or_else(|e| panic!("the README's JSON: {e}\n{block}"))
+}
+
+/// `mcp-remote ARGS…` (with `env`, its HOME a scratch directory named `home`) bridges a desktop
+/// host's tool call to the time server, whose answer comes back.
+async fn assert_bridge_tells_the_time(
+    peers: &crate::support::Peers,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    home: &str,
+) {
+    let home = crate::support::scratch_dir(home);
     let bin = peers.mcp_remote_bin.clone();
-    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &bridge_args, &env, &home))
+    let reply = tokio::task::spawn_blocking(move || bridge_call(&bin, &args, &env, &home))
         .await
         .expect("the bridge ran");
     assert!(
@@ -352,7 +342,6 @@ async fn the_readme_claude_desktop_key_entry_works() {
             .is_some_and(|t| t.contains("UTC")),
         "{reply}"
     );
-    gw.stop().await;
 }
 
 /// Speak stdio to `mcp-remote ARGS…` (with `env` added to its environment) as a desktop host

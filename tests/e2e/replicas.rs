@@ -10,7 +10,7 @@
 
 use crate::support::cluster::{BalancerKind, Cluster, Spread};
 use crate::support::everything::check_everything;
-use crate::support::mcp::{messages, RawSession, ACCEPT_BOTH};
+use crate::support::mcp::{message_with_id, messages, RawSession, ACCEPT_BOTH};
 use crate::support::{path_str, peers, run_py_client_async, run_ts_client_async, ClientRun};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -270,6 +270,23 @@ impl Tally {
     pub(crate) fn failures(&self) -> Vec<(Instant, String)> {
         self.failures.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// Set `stop`, wait for the `callers` to end, then the calls that went through and those
+    /// that failed.
+    pub(crate) async fn settle(
+        &self,
+        stop: &AtomicBool,
+        callers: Vec<tokio::task::JoinHandle<()>>,
+    ) -> (u64, u64) {
+        stop.store(true, Ordering::Relaxed);
+        for caller in callers {
+            caller.await.expect("a caller panicked");
+        }
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// 2026-07-28 callers that keep calling through the balancer until `stop`: short echoes and
@@ -312,6 +329,31 @@ pub(crate) fn modern_load(
         .collect()
 }
 
+/// Session-era hosts, one on each of `sessions`, that keep calling echo until `stop`, `pause`
+/// apart.
+pub(crate) fn session_load(
+    sessions: Vec<RawSession>,
+    pause: Duration,
+    tally: Arc<Tally>,
+    stop: Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (sessions.into_iter().enumerate())
+        .map(|(i, session)| {
+            let (tally, stop) = (tally.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let msg = format!("s{i}-{n}");
+                    let started = Instant::now();
+                    tally.record(started, session_echo(&session, n, &msg).await);
+                    tokio::time::sleep(pause).await;
+                }
+            })
+        })
+        .collect()
+}
+
 /// Rolling restart: SIGTERM each replica in turn while 2026-07-28 callers keep calling through
 /// `kind`, wait until it has drained and exited, start it again. No call fails.
 async fn rolling_restart(kind: BalancerKind, tag: &str, gateway: &str) {
@@ -327,14 +369,7 @@ async fn rolling_restart(kind: BalancerKind, tag: &str, gateway: &str) {
         cluster.restart(i).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    stop.store(true, Ordering::Relaxed);
-    for caller in callers {
-        caller.await.expect("a caller panicked");
-    }
-    let (ok, failed) = (
-        tally.ok.load(Ordering::Relaxed),
-        tally.failed.load(Ordering::Relaxed),
-    );
+    let (ok, failed) = tally.settle(&stop, callers).await;
     let failures = tally.failures();
     eprintln!("rolling restart behind {kind:?}: {ok} calls ok, {failed} failed");
     assert_eq!(failed, 0, "{ok} ok; failures: {failures:#?}{}", cluster.logs());
@@ -400,14 +435,7 @@ async fn kill9_under_modern_load_fails_only_the_calls_in_flight() {
     let ok_before_down = tally.ok.load(Ordering::Relaxed);
     cluster.wait_balancer_sees(1, false).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::Relaxed);
-    for caller in callers {
-        caller.await.expect("a caller panicked");
-    }
-    let (ok, failed) = (
-        tally.ok.load(Ordering::Relaxed),
-        tally.failed.load(Ordering::Relaxed),
-    );
+    let (ok, failed) = tally.settle(&stop, callers).await;
     let failures = tally.failures();
     eprintln!("kill -9 of one replica: {ok} calls ok, {failed} failed: {failures:?}");
     // At most one call per caller can be in flight on the replica at the kill.
@@ -490,16 +518,9 @@ async fn kill9_of_the_home_replica_keeps_its_sessions() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     cluster.kill9(home);
     // The call in flight on the dead replica ends (its stream closes), nothing hangs.
-    let ended = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(msg) = in_flight.recv().await {
-            if msg["id"] == json!(99) {
-                return Some(msg);
-            }
-        }
-        None
-    })
-    .await
-    .expect("the stream of the call on the dead replica ended");
+    let ended = message_with_id(&mut in_flight, &json!(99), Duration::from_secs(10))
+        .await
+        .expect("the stream of the call on the dead replica ended");
     assert!(ended.is_none_or(|m| m.get("error").is_some()));
     cluster.wait_balancer_sees(home, false).await;
     assert_eq!(
@@ -547,42 +568,20 @@ async fn rolling_restart_behind_haproxy_fails_no_session_era_call() {
     let url = cluster.url();
     let mut sessions = Vec::new();
     for _ in 0..REPLICAS * 2 {
-        sessions.push(Arc::new(RawSession::open(&url, json!({})).await));
+        sessions.push(RawSession::open(&url, json!({})).await);
     }
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let callers: Vec<_> = (sessions.iter().enumerate())
-        .map(|(i, s)| {
-            let (s, tally, stop) = (s.clone(), tally.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    n += 1;
-                    let msg = format!("s{i}-{n}");
-                    let started = Instant::now();
-                    tally.record(started, session_echo(&s, n, &msg).await);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            })
-        })
-        .collect();
+    let pause = Duration::from_millis(50);
+    let callers = session_load(sessions, pause, tally.clone(), stop.clone());
     for i in 0..REPLICAS {
         cluster.sigterm(i);
         cluster.wait_balancer_sees(i, false).await;
         cluster.wait_exit(i).await;
         cluster.restart(i).await;
     }
-    stop.store(true, Ordering::Relaxed);
-    for caller in callers {
-        caller.await.expect("a caller panicked");
-    }
+    let (ok, failed) = tally.settle(&stop, callers).await;
     let failures = tally.failures();
-    let ok = tally.ok.load(Ordering::Relaxed);
-    assert_eq!(
-        tally.failed.load(Ordering::Relaxed),
-        0,
-        "{ok} ok; failures: {failures:#?}{}",
-        cluster.logs()
-    );
+    assert_eq!(failed, 0, "{ok} ok; failures: {failures:#?}{}", cluster.logs());
     assert!(ok > 20, "too few calls made it: {ok}");
 }

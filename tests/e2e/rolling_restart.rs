@@ -7,15 +7,15 @@
 //! until the balancer has seen its readiness flip (the `[cluster]` default of
 //! `gateway.shutdown_delay_secs`). A second signal still stops a replica at once.
 
-use crate::replicas::{everything_servers, modern_load, session_echo, Tally, ECHO, LONG_TOOL};
+use crate::replicas::{everything_servers, modern_load, session_load, Tally, ECHO, LONG_TOOL};
 use crate::support::cluster::{BalancerKind, Cluster, HaproxyTweaks, Spread};
-use crate::support::mcp::RawSession;
+use crate::support::mcp::{message_with_id, RawSession};
 use crate::support::scratch_dir;
 use crate::support::serve::ServeProcess;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const REPLICAS: usize = 3;
 /// The issue's balancer: checks every 500 ms, down after 2 in a row, up after 2.
@@ -42,20 +42,12 @@ async fn a_rolling_restart_with_only_cluster_set_fails_no_call() {
     let stop = Arc::new(AtomicBool::new(false));
     // Four 2026-07-28 callers (echoes, and calls running 2 s) and three session-era hosts.
     let mut callers = modern_load(url.clone(), 4, tally.clone(), stop.clone());
-    for i in 0..REPLICAS {
-        let session = RawSession::open(&url, json!({})).await;
-        let (tally, stop) = (tally.clone(), stop.clone());
-        callers.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                let started = Instant::now();
-                let msg = format!("s{i}-{n}");
-                tally.record(started, session_echo(&session, n, &msg).await);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }));
+    let mut sessions = Vec::new();
+    for _ in 0..REPLICAS {
+        sessions.push(RawSession::open(&url, json!({})).await);
     }
+    let pause = Duration::from_millis(20);
+    callers.extend(session_load(sessions, pause, tally.clone(), stop.clone()));
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut served_before = Vec::new();
     for i in 0..REPLICAS {
@@ -65,14 +57,7 @@ async fn a_rolling_restart_with_only_cluster_set_fails_no_call() {
         cluster.wait_exit(i).await;
         cluster.restart(i).await;
     }
-    stop.store(true, Ordering::Relaxed);
-    for caller in callers {
-        caller.await.expect("a caller panicked");
-    }
-    let (ok, failed) = (
-        tally.ok.load(Ordering::Relaxed),
-        tally.failed.load(Ordering::Relaxed),
-    );
+    let (ok, failed) = tally.settle(&stop, callers).await;
     let failures = tally.failures();
     eprintln!("rolling restart (issue 25 balancer): {ok} calls ok, {failed} failed");
     assert_eq!(failed, 0, "{ok} ok; failures: {failures:#?}{}", cluster.logs());
@@ -123,16 +108,9 @@ async fn a_second_signal_stops_a_replica_at_once_during_its_shutdown_delay() {
     assert_eq!(text, "Echo: in the delay");
 
     gw.signal(libc::SIGTERM);
-    let reply = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(msg) = call.recv().await {
-            if msg["id"] == json!(7) {
-                return Some(msg);
-            }
-        }
-        None
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the call was not answered; log:\n{}", gw.log()));
+    let reply = message_with_id(&mut call, &json!(7), Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|_| panic!("the call was not answered; log:\n{}", gw.log()));
     let reply: Value = reply.unwrap_or_else(|| panic!("the stream ended unanswered; log:\n{}", gw.log()));
     let message = reply["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("shutting down"), "{reply}; log:\n{}", gw.log());

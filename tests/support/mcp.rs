@@ -318,6 +318,24 @@ pub async fn wait_for(rx: &mut mpsc::Receiver<Value>, pred: impl Fn(&Value) -> b
     }
 }
 
+/// The message with `id` on a stream, waiting up to `within`: `Err` when it did not come in
+/// time, `Ok(None)` when the stream ended without it.
+pub async fn message_with_id(
+    rx: &mut mpsc::Receiver<Value>,
+    id: &Value,
+    within: Duration,
+) -> Result<Option<Value>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(within, async {
+        while let Some(msg) = rx.recv().await {
+            if msg["id"] == *id {
+                return Some(msg);
+            }
+        }
+        None
+    })
+    .await
+}
+
 /// Whether no message matching `pred` arrives within `window` (for "must not receive" checks).
 pub async fn none_within(
     rx: &mut mpsc::Receiver<Value>,

@@ -134,6 +134,22 @@ impl ServeProcess {
         }
     }
 
+    /// Wait (up to `within`) until the log has a line with every one of `wanted`; that line.
+    pub async fn wait_log_line(&self, wanted: &[&str], within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let log = self.log();
+            if let Some(line) = log.lines().find(|l| wanted.iter().all(|w| l.contains(w))) {
+                return line.to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no line with {wanted:?} within {within:?}; log:\n{log}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Send `signal` to the gateway.
     pub fn signal(&self, signal: libc::c_int) {
         // SAFETY: signalling our own, still unreaped child.
