@@ -88,10 +88,7 @@ pub fn ended(mut op: HostOp, outcome: &mut Outcome) {
 /// when that is another one.
 fn in_its_trace(ctx: RequestCtx, params: &RawObject) -> (RequestCtx, Parents) {
     let parents = Parents::of(&ctx, params);
-    let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
-        Some(meta) => ctx.in_trace(meta.trace_id.clone()),
-        None => ctx,
-    };
+    let ctx = parents.retrace(&ctx).unwrap_or(ctx);
     (ctx, parents)
 }
 

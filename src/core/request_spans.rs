@@ -52,6 +52,14 @@ impl Parents {
             header_trace: ctx.trace_id.clone(),
         }
     }
+
+    /// `ctx` moved into the trace its `_meta` names, when that is another one than `ctx`'s: a
+    /// request that names its own parent is in that trace (its spans, access line and audit
+    /// record all say so).
+    pub fn retrace(&self, ctx: &RequestCtx) -> Option<RequestCtx> {
+        let meta = self.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id)?;
+        Some(ctx.in_trace(meta.trace_id.clone()))
+    }
 }
 
 /// The parent a request names in its `_meta` (`traceparent`, `tracestate`), if valid. A request

@@ -123,16 +123,9 @@ impl SessionRegistry {
     ) -> Vec<ListKind> {
         let mut told: Vec<ListKind> = Vec::new();
         let mut count: HashMap<&'static str, usize> = HashMap::new();
-        let json = |method: &str| -> Arc<str> {
-            let note = Message::Notification {
-                method: method.into(),
-                params: None,
-            };
-            note.to_json().into()
-        };
         let jsons: Vec<(&'static str, Arc<str>)> = (ListKind::ALL.iter())
             .map(|k| k.list_changed_notification())
-            .map(|m| (m, json(m)))
+            .map(|m| (m, list_changed_json(m)))
             .collect();
         for session in self.all() {
             let kinds = changed(session.profile().map(|p| &**p), session.viewer().as_deref());
@@ -191,12 +184,7 @@ impl SessionRegistry {
             }
         }
         for (method, kind, profiles) in told {
-            let json: Arc<str> = Message::Notification {
-                method: method.into(),
-                params: None,
-            }
-            .to_json()
-            .into();
+            let json = list_changed_json(method);
             let concerned = |profile: Option<&Arc<str>>| match profile {
                 None => main,
                 Some(p) => profiles.contains(&**p),
@@ -215,6 +203,15 @@ impl SessionRegistry {
             crate::telemetry::record::list_changed_sent(method, told.get());
         }
     }
+}
+
+/// The JSON of a `list_changed` notification `method` (no params), as every session is sent it.
+fn list_changed_json(method: &str) -> Arc<str> {
+    let note = Message::Notification {
+        method: method.into(),
+        params: None,
+    };
+    note.to_json().into()
 }
 
 impl HostEvents for SessionRegistry {

@@ -232,16 +232,8 @@ pub async fn request(
     params: RawObject,
 ) -> Outcome {
     let parents = request_spans::Parents::of(ctx, &params);
-    // A request that names its own parent in `_meta` is in that trace: its spans, access line
-    // and audit record all say so.
-    let in_meta_trace;
-    let ctx = match parents.meta.as_ref().filter(|meta| meta.trace_id != ctx.trace_id) {
-        Some(meta) => {
-            in_meta_trace = ctx.in_trace(meta.trace_id.clone());
-            &in_meta_trace
-        }
-        None => ctx,
-    };
+    let retraced = parents.retrace(ctx);
+    let ctx = retraced.as_ref().unwrap_or(ctx);
     let observed = super::observe::start(hub, ctx, &method, &params);
     let known = observed.known_target();
     let mut outcome = traced(hub, (ctx, &parents), known, id, method, params).await;
