@@ -21,6 +21,8 @@ const LAYERS: &[(&str, u8)] = &[
     // A sink anything above the config may call: metrics, the access log, traces (names, W3C
     // context, spans, the OTLP exporter).
     ("telemetry", 2),
+    // Outbound identity: upstream asks it for a header; it knows config and seal only.
+    ("credentials", 2),
     ("upstream", 3),
     ("session", 4),
     // Below core, which reads the principal's scopes for step-up; beside session (neither uses the other).

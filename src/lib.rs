@@ -24,6 +24,8 @@
 //!                the rate limit token buckets
 //!  telemetry     metrics (names in one module, Prometheus text), the access log, traces (span
 //!                names, W3C trace context, the OTLP exporter): a sink anything may call
+//!  credentials   outbound identity: per upstream a provider of the header for a principal's
+//!                next request (OAuth client, token exchange, client credentials), the vault
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  import        the clients' mcpServers JSON files (Claude Desktop, Claude Code, Cursor, VS Code)
 //!                read into servers, and `mcpmux import` (pure parser; no config types)
@@ -45,6 +47,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod config;
 pub mod core;
+pub mod credentials;
 pub mod error;
 pub mod http;
 pub mod import;

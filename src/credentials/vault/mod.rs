@@ -1,0 +1,1 @@
+//! Where grants live, sealed with AEAD at rest.
