@@ -19,78 +19,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from typing import Any
 
+from harness import Mcpmux, arguments_for, logger, toml_string
 from mcp import Client, types
 
-START_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 30.0
 
-
-def log(msg: str) -> None:
-    print(f"[client-wrapper] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mcpmux exited with {proc.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"mcpmux did not listen on port {port} within {START_TIMEOUT_S} s")
-
-
-def toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def example_value(schema: dict[str, Any]) -> Any:
-    """A value that satisfies a (simple) JSON schema."""
-    if "default" in schema:
-        return schema["default"]
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("oneOf", "anyOf"):
-        if schema.get(key):
-            return example_value(schema[key][0])
-    typ = schema.get("type")
-    if isinstance(typ, list):
-        typ = next((t for t in typ if t != "null"), "string")
-    if typ == "object":
-        props = schema.get("properties", {})
-        return {k: example_value(v) for k, v in props.items() if k in schema.get("required", list(props))}
-    if typ == "array":
-        return [example_value(schema.get("items", {}))] if schema.get("minItems") else []
-    if typ == "integer":
-        return int(schema.get("minimum", 1))
-    if typ == "number":
-        return float(schema.get("minimum", 1))
-    if typ == "boolean":
-        return True
-    return "test"
-
-
-def arguments_for(tool: types.Tool) -> dict[str, Any]:
-    schema = tool.input_schema or {}
-    props = schema.get("properties", {})
-    return {name: example_value(prop) for name, prop in props.items()}
+log = logger("client-wrapper")
 
 
 async def drive(url: str) -> int:
@@ -137,30 +75,15 @@ def main() -> int:
     ap.add_argument("server_url")
     opts = ap.parse_args()
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "?")
-    port = free_port()
     with tempfile.TemporaryDirectory(prefix="mcpmux-conformance-client-") as tmp:
-        config = os.path.join(tmp, "mcpmux.toml")
-        with open(config, "w") as f:
-            f.write(
-                f'[gateway]\nlisten = "127.0.0.1:{port}"\n\n'
-                f"[servers.upstream]\nurl = {toml_string(opts.server_url)}\nnamespace = \"\"\n"
-            )
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "mcpmux=info"))
-        proc = subprocess.Popen([opts.mcpmux, "serve", "--config", config], env=env, stdout=sys.stderr)
-        log(f"scenario {scenario}: mcpmux pid {proc.pid} on port {port}, upstream {opts.server_url}")
+        servers = f"[servers.upstream]\nurl = {toml_string(opts.server_url)}\nnamespace = \"\"\n"
+        log(f"scenario {scenario}: upstream {opts.server_url}")
         try:
-            wait_for_port(port, proc)
-            code = asyncio.run(drive(f"http://127.0.0.1:{port}/mcp"))
+            with Mcpmux(opts.mcpmux, servers, tmp, log) as gw:
+                code = asyncio.run(drive(gw.url))
         except Exception as exc:
             log(f"failed: {type(exc).__name__}: {exc}")
             code = 1
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
     log(f"done, exit {code}")
     return code
 

@@ -102,6 +102,16 @@ pub fn run_client_scenario(command: &str, scenario: &str) -> SuiteRun {
     run_suite("client", &["--command", command, "--scenario", scenario])
 }
 
+/// [`run_client_scenario`] giving the client `timeout` (the suite's default is 30 s; a sign-in
+/// starts mcpmux and a Python host, on 2 shared cores).
+pub fn run_client_scenario_within(command: &str, scenario: &str, timeout: Duration) -> SuiteRun {
+    let ms = timeout.as_millis().to_string();
+    run_suite(
+        "client",
+        &["--command", command, "--scenario", scenario, "--timeout", &ms],
+    )
+}
+
 /// The suite writes `DIR/<prefix><scenario>-<timestamp>/checks.json` per scenario.
 fn read_results(dir: &Path, prefix: &str) -> BTreeMap<String, Scenario> {
     let mut out = BTreeMap::new();
@@ -202,14 +212,38 @@ impl Target {
 /// The command the suite's client mode runs (the server URL is appended): the wrapper that
 /// starts the mcpmux binary with that URL as its only upstream and drives it.
 pub fn client_wrapper_command(mcpmux_bin: &str) -> String {
+    script_command("client_wrapper.py", mcpmux_bin, &[])
+}
+
+/// How the auth harness has the user sign in: through the in-band flow (URL elicitation from
+/// the gateway's authorize tool) or with `mcpmux login` before the gateway runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignIn {
+    InBand,
+    Cli,
+}
+
+/// The command for the suite's auth scenarios: `tests/conformance/auth_client.py`, which
+/// configures mcpmux's `auth` for the scenario and signs in as `sign_in` says.
+pub fn auth_client_command(mcpmux_bin: &str, sign_in: SignIn) -> String {
+    let how = match sign_in {
+        SignIn::InBand => "inband",
+        SignIn::Cli => "cli",
+    };
+    script_command("auth_client.py", mcpmux_bin, &["--sign-in", how])
+}
+
+/// `python tests/conformance/SCRIPT --mcpmux BIN EXTRA...`, checked for spaces.
+fn script_command(script: &str, mcpmux_bin: &str, extra: &[&str]) -> String {
     let p = peers();
-    let wrapper = repo_root().join("tests/conformance/client_wrapper.py");
-    let parts = [
+    let wrapper = repo_root().join("tests/conformance").join(script);
+    let mut parts = vec![
         path_str(&p.python),
         path_str(&wrapper),
         "--mcpmux".into(),
         mcpmux_bin.into(),
     ];
+    parts.extend(extra.iter().map(|s| s.to_string()));
     assert!(
         parts.iter().all(|part| !part.contains(' ')),
         "the suite splits --command on spaces; these paths must not contain any: {parts:?}"

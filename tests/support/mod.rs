@@ -26,6 +26,7 @@ pub mod otlp;
 pub mod prometheus;
 pub mod serve;
 pub mod test_server;
+pub mod upstream_idp;
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
