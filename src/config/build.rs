@@ -8,7 +8,7 @@ use super::raw::RawConfig;
 use super::spanned::Spanned;
 use super::{
     audit, auth, build_gateway, build_server, cluster, policy, problems, profiles, telemetry, Config,
-    ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamId,
+    ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamAuth, UpstreamId,
 };
 
 impl Config {
@@ -136,10 +136,23 @@ impl Config {
                 });
                 continue;
             }
+            let auth_mode = raw_server.auth.as_ref().map(|a| a.mode.span());
             let Some(server) = ctx.section(errors, || build_server(ctx, &key, raw_server, &gateway)) else {
                 failed.push(UpstreamId::new(&name));
                 continue;
             };
+            let host_token = matches!(
+                server.auth,
+                UpstreamAuth::TokenExchange(_) | UpstreamAuth::Forward
+            );
+            if let (true, None, true, Some(span)) = (host_token, &auth, auth_ok, auth_mode) {
+                let msg = format!(
+                    "server {name:?}: auth.mode = {:?} needs [auth]: it uses the host's validated bearer \
+                     token, and without authentication no host presents one",
+                    server.auth.mode()
+                );
+                errors.push(ctx.invalid(&span, msg));
+            }
             spans.push((server.id.clone(), key.span()));
             if !server.namespace.is_empty() && server.namespace.contains(&gateway.separator) {
                 tracing::warn!(

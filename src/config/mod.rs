@@ -35,6 +35,7 @@ mod spanned;
 mod suggest;
 mod telemetry;
 mod transport;
+mod upstream_auth;
 mod validate;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
@@ -53,6 +54,7 @@ pub use shaping::{Filter, Shaping};
 use sources::Sources;
 pub use telemetry::{LogFormat, TelemetryConfig, DEFAULT_SERVICE_NAME};
 pub use transport::HttpMode;
+pub use upstream_auth::{ClientCredentials, ClientProof, OAuthClient, TokenExchange, UpstreamAuth};
 pub use validate::Problem;
 
 const MIB_16: usize = 16 * 1024 * 1024;
@@ -258,6 +260,8 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     pub max_line_bytes: usize,
     pub transport: TransportConfig,
+    /// How mcpmux signs in to it (outbound identity) beyond static headers.
+    pub auth: UpstreamAuth,
     /// Which of its tools, prompts and resources hosts see, and under which tool names.
     pub shaping: std::sync::Arc<Shaping>,
 }
@@ -523,3 +527,5 @@ mod schema_tests;
 mod shaping_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_auth_tests;

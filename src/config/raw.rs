@@ -134,6 +134,9 @@ pub(super) struct RawServer {
     pub(super) url: Option<Spanned<String>>,
     /// HTTP headers sent to a `url` server (e.g. Authorization = "Bearer ${TOKEN}").
     pub(super) headers: Option<Ordered<Spanned<String>>>,
+    /// How mcpmux signs in to a `url` server beyond static `headers`: { mode = "oauth" },
+    /// "token_exchange", "client_credentials" or "forward" (see docs/configuration.md).
+    pub(super) auth: Option<super::upstream_auth::RawUpstreamAuth>,
     /// Prefix of its exposed names (`NAMESPACE__tool`); "" exposes them unprefixed. Default:
     /// the server's name.
     pub(super) namespace: Option<Spanned<String>>,

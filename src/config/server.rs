@@ -59,6 +59,26 @@ impl ServerCtx<'_> {
         self.ctx.expand(value, &format!("{}.{key}", self.path))
     }
 
+    pub(super) fn expand_list(
+        &self,
+        values: &[Spanned<String>],
+        key: &str,
+    ) -> Result<Vec<String>, ConfigError> {
+        self.ctx.expand_list(values, &format!("{}.{key}", self.path))
+    }
+
+    /// A file's path as written, relative paths following the file that wrote it.
+    pub(super) fn file_path(&self, value: &Spanned<String>, key: &str) -> Result<PathBuf, ConfigError> {
+        let path = PathBuf::from(self.expand(value, key)?);
+        if path.as_os_str().is_empty() {
+            return Err(self.fail(Some(&value.span()), format!("{key} must not be empty")));
+        }
+        Ok(match self.ctx.sources.dir_at(value.span().start) {
+            Some(dir) => super::paths::join(dir, &path),
+            None => path,
+        })
+    }
+
     /// One of a fixed set of values; absent means the first.
     pub(super) fn choice<T: Copy>(
         &self,
@@ -291,6 +311,7 @@ pub(super) fn build_server(
         .map(|v| ctx.nonzero(v, &key("max_line_bytes")))
         .transpose()?
         .unwrap_or(MIB_16);
+    let auth = sc.upstream_auth(&raw)?;
     let shaping = sc.shaping(RawShaping {
         tools: &raw.tools,
         prompts: &raw.prompts,
@@ -312,6 +333,7 @@ pub(super) fn build_server(
         handshake_timeout,
         max_line_bytes,
         transport,
+        auth,
         shaping: std::sync::Arc::new(shaping),
     })
 }

@@ -100,6 +100,7 @@ impl FieldChanges {
             handshake_timeout,
             max_line_bytes,
             transport,
+            auth,
             shaping,
         } = old;
         let mut changes = FieldChanges::default();
@@ -122,6 +123,8 @@ impl FieldChanges {
         // How the connection is opened.
         note("era", Effect::Restart, *era != new.era);
         note("transport", Effect::Restart, *transport != new.transport);
+        // Another identity at the upstream: its connections and grants are another's.
+        note("auth", Effect::Restart, *auth != new.auth);
         note(
             "request_timeout_secs",
             Effect::Live,

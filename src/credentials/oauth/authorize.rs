@@ -1,0 +1,118 @@
+//! The authorization request (OAuth 2.1 §4.1.1): the URL the user's browser opens, with PKCE
+//! S256, the caller's opaque `state`, the scope when there is one, and the RFC 8707 `resource`.
+
+use super::discovery::Discovery;
+use super::error::OAuthError;
+use super::pkce::Pkce;
+use crate::credentials::grant::ClientRegistration;
+use url::Url;
+
+/// The URL to send the user to.
+pub fn authorization_url(
+    d: &Discovery,
+    client: &ClientRegistration,
+    redirect_uri: &str,
+    scope: Option<&str>,
+    state: &str,
+    pkce: &Pkce,
+) -> Result<Url, OAuthError> {
+    let endpoint = d.as_metadata.authorization_endpoint.as_deref().ok_or_else(|| {
+        OAuthError::Discovery(format!(
+            "the authorization server {} has no authorization_endpoint",
+            super::wire::endpoint_name(&d.issuer)
+        ))
+    })?;
+    let mut url =
+        Url::parse(endpoint).map_err(|e| OAuthError::Invalid(format!("authorization_endpoint: {e}")))?;
+    {
+        let mut query = url.query_pairs_mut();
+        query
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &client.client_id)
+            .append_pair("redirect_uri", redirect_uri)
+            .append_pair("state", state)
+            .append_pair("code_challenge", &pkce.challenge)
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("resource", &d.resource);
+        if let Some(scope) = scope.filter(|s| !s.trim().is_empty()) {
+            query.append_pair("scope", scope);
+        }
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::oauth::discovery::AsMetadata;
+    use std::collections::HashMap;
+
+    fn discovery(endpoint: &str) -> Discovery {
+        Discovery {
+            resource: "https://mcp.example.com/mcp".into(),
+            prm: None,
+            issuer: "https://as.example.com".into(),
+            as_metadata: AsMetadata {
+                issuer: "https://as.example.com".into(),
+                authorization_endpoint: Some(endpoint.into()),
+                token_endpoint: "https://as.example.com/token".into(),
+                registration_endpoint: None,
+                scopes_supported: None,
+                token_endpoint_auth_methods_supported: None,
+                code_challenge_methods_supported: None,
+                grant_types_supported: None,
+                client_id_metadata_document_supported: false,
+                raw: None,
+            },
+            scopes_supported: None,
+        }
+    }
+
+    fn client() -> ClientRegistration {
+        ClientRegistration {
+            client_id: "https://gw.example.com/oauth/client.json".into(),
+            client_secret: None,
+            auth_method: "none".into(),
+            issuer: None,
+        }
+    }
+
+    #[test]
+    fn every_parameter_is_there_and_the_endpoint_query_kept() {
+        let pkce = Pkce::from_verifier("dBjftJeZ4CVP-mo0Hp4KSQ7e7ldbtZ0b6W7dVBNR2dHZ".into());
+        let url = authorization_url(
+            &discovery("https://as.example.com/authorize?tenant=a"),
+            &client(),
+            "http://127.0.0.1:8080/oauth/callback",
+            Some("mcp:read mcp:write"),
+            "opaque-state",
+            &pkce,
+        )
+        .expect("url");
+        let q: HashMap<String, String> = url.query_pairs().into_owned().collect();
+        assert_eq!(q["tenant"], "a");
+        assert_eq!(q["response_type"], "code");
+        assert_eq!(q["client_id"], "https://gw.example.com/oauth/client.json");
+        assert_eq!(q["redirect_uri"], "http://127.0.0.1:8080/oauth/callback");
+        assert_eq!(q["state"], "opaque-state");
+        assert_eq!(q["code_challenge"], "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
+        assert_eq!(q["code_challenge_method"], "S256");
+        assert_eq!(q["resource"], "https://mcp.example.com/mcp");
+        assert_eq!(q["scope"], "mcp:read mcp:write");
+        assert!(!url.as_str().contains(&pkce.verifier));
+    }
+
+    #[test]
+    fn no_scope_means_no_scope_parameter() {
+        let url = authorization_url(
+            &discovery("https://as.example.com/authorize"),
+            &client(),
+            "http://127.0.0.1/cb",
+            None,
+            "s",
+            &Pkce::new(),
+        )
+        .expect("url");
+        assert!(!url.query_pairs().any(|(k, _)| k == "scope"));
+    }
+}

@@ -1,0 +1,36 @@
+//! The client credentials grant (OAuth 2.1 §4.2, MCP SEP-1046): a token for mcpmux itself,
+//! authenticated with its secret (Basic or form) or an RFC 7523 `private_key_jwt` assertion.
+
+use super::error::OAuthError;
+use super::token::{parse_token_response, token_request, ClientAuth};
+use crate::credentials::grant::{ClientRegistration, Grant};
+
+/// A token for the client itself from `token_endpoint`, asking for `scope` and the RFC 8707
+/// `resource` when given. For `private_key_jwt` the assertion's audience is the client's
+/// `issuer` (when known) and the token endpoint.
+pub async fn client_credentials(
+    http: &reqwest::Client,
+    token_endpoint: &str,
+    client: &ClientRegistration,
+    auth: ClientAuth,
+    scope: Option<&str>,
+    resource: Option<&str>,
+) -> Result<Grant, OAuthError> {
+    let mut form = vec![("grant_type", "client_credentials".to_string())];
+    if let Some(scope) = scope.filter(|s| !s.trim().is_empty()) {
+        form.push(("scope", scope.to_string()));
+    }
+    if let Some(resource) = resource {
+        form.push(("resource", resource.to_string()));
+    }
+    let answer = token_request(http, token_endpoint, client, &auth, form).await?;
+    let mut grant = parse_token_response(token_endpoint, &answer, super::now_unix())?;
+    grant.scope = grant.scope.or_else(|| scope.map(str::to_string));
+    grant.resource = resource.map(str::to_string);
+    grant.client = Some(client.clone());
+    Ok(grant)
+}
+
+#[cfg(test)]
+#[path = "client_credentials_tests.rs"]
+mod tests;
