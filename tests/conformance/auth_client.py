@@ -35,12 +35,16 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from typing import Any
 
 import auth_host
+from browser import visit
 from harness import Mcpmux, logger, toml_inline, toml_string
 
 LOGIN_TIMEOUT_S = 60.0
+PASTE_AFTER_S = 5.0  # how long the person waits for a browser window before pasting the link
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 log = logger("auth-client")
@@ -86,25 +90,47 @@ def browser_command(directory: str) -> str:
 
 
 def login_cli(binary: str, config: str, directory: str) -> None:
-    """`mcpmux login t --config F` with the test browser; raises unless it signed in."""
+    """`mcpmux login t --config F` with the test browser as BROWSER; raises unless it signed in.
+
+    Should the browser not be started, the person copies the link mcpmux printed into it."""
     opened = os.path.join(directory, "browser.log")
     env = dict(os.environ, BROWSER=browser_command(directory), MCPMUX_TEST_BROWSER_LOG=opened)
     env["RUST_LOG"] = env.get("RUST_LOG", "mcpmux=info")
     log("mcpmux login t --config ...")
-    run = subprocess.run(
+    proc = subprocess.Popen(
         [binary, "login", "t", "--config", config],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=sys.stderr,
-        timeout=LOGIN_TIMEOUT_S,
         text=True,
     )
-    log(f"login exited {run.returncode}; its output: {run.stdout.strip()}")
-    browsed = open(opened).read().strip() if os.path.exists(opened) else "(the browser was not opened)"
-    log(f"the browser: {browsed}")
-    if run.returncode != 0:
-        raise RuntimeError(f"mcpmux login exited {run.returncode}")
+    pasted: list[str] = []
+
+    def read_output() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log(f"login says: {line.rstrip()}")
+            links = auth_host.LINK.findall(line)
+            if links and not pasted:
+                time.sleep(PASTE_AFTER_S)
+                if not os.path.exists(opened):
+                    pasted.append(links[0])
+                    status, final, _ = visit(links[0], "alice")
+                    log(f"the browser was not started: pasted the link, landed on {final} ({status})")
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
+    try:
+        code = proc.wait(timeout=LOGIN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise RuntimeError(f"mcpmux login still waiting after {LOGIN_TIMEOUT_S} s")
+    reader.join(timeout=5)
+    browsed = open(opened).read().strip() if os.path.exists(opened) else "(BROWSER was not run)"
+    log(f"login exited {code}; the browser: {browsed}")
+    if code != 0:
+        raise RuntimeError(f"mcpmux login exited {code}")
 
 
 def main() -> int:
