@@ -101,15 +101,15 @@ def login_cli(binary: str, config: str, directory: str) -> None:
         [binary, "login", "t", "--config", config],
         env=env,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=sys.stderr,
+        stdout=sys.stderr,
+        stderr=subprocess.PIPE,  # where it prints the link
         text=True,
     )
     pasted: list[str] = []
 
     def read_output() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+        assert proc.stderr is not None
+        for line in proc.stderr:
             log(f"login says: {line.rstrip()}")
             links = auth_host.LINK.findall(line)
             if links and not pasted:
