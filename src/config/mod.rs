@@ -36,6 +36,7 @@ mod suggest;
 mod telemetry;
 mod transport;
 mod validate;
+mod vault;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use cluster::{ClusterConfig, DEFAULT_SHUTDOWN_DELAY as CLUSTER_SHUTDOWN_DELAY};
@@ -54,6 +55,7 @@ use sources::Sources;
 pub use telemetry::{LogFormat, TelemetryConfig, DEFAULT_SERVICE_NAME};
 pub use transport::HttpMode;
 pub use validate::Problem;
+pub use vault::{VaultConfig, DEFAULT_VAULT_PATH};
 
 const MIB_16: usize = 16 * 1024 * 1024;
 
@@ -141,6 +143,8 @@ pub struct Config {
     pub audit: Option<AuditConfig>,
     /// `[cluster]`; `None` seals with a key made for this process alone (one replica).
     pub cluster: Option<ClusterConfig>,
+    /// `[vault]` (its defaults when absent): where upstream grants live and their keys.
+    pub vault: VaultConfig,
     /// `[profiles.NAME]` in file order: more endpoints, each with a subset of the catalog.
     pub profiles: Vec<Profile>,
     /// `[telemetry]` (its defaults when absent): traces, log format, the access log.
