@@ -6,6 +6,7 @@
 use super::interpolate::valid_name;
 use super::raw::RawConfig;
 use super::spanned::Spanned;
+use super::vault::build_vault;
 use super::{
     audit, auth, build_gateway, build_server, cluster, policy, problems, profiles, telemetry, Config,
     ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamAuth, UpstreamId,
@@ -194,6 +195,8 @@ impl Config {
             // Replicas stand behind a balancer: keep serving until it has seen `/readyz` flip.
             gateway.shutdown_delay = cluster::DEFAULT_SHUTDOWN_DELAY;
         }
+        let vault = (ctx.section(errors, || build_vault(ctx, raw.vault.as_ref(), cluster.as_ref())))
+            .unwrap_or_default();
         let known = (&servers[..], &disabled[..], &failed[..]);
         let profiles = profiles::build_profiles(ctx, raw.profiles, &gateway, known, errors);
         let telemetry = (ctx.section(errors, || telemetry::build_telemetry(ctx, raw.telemetry.as_ref())))
@@ -206,6 +209,7 @@ impl Config {
             auth,
             audit,
             cluster,
+            vault,
             profiles,
             telemetry,
         };

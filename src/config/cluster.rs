@@ -75,7 +75,11 @@ pub(super) fn build_cluster(
 }
 
 /// One key, or an error at its line that names the key but never shows its value.
-fn cluster_key(ctx: &Ctx<'_>, value: &Spanned<String>, name: &str) -> Result<ClusterKey, ConfigError> {
+pub(super) fn cluster_key(
+    ctx: &Ctx<'_>,
+    value: &Spanned<String>,
+    name: &str,
+) -> Result<ClusterKey, ConfigError> {
     let text = ctx.expand(value, name)?;
     ClusterKey::parse(&text).map_err(|why| ctx.invalid(&value.span(), format!("{name} {why}")))
 }

@@ -37,6 +37,7 @@ mod telemetry;
 mod transport;
 mod upstream_auth;
 mod validate;
+mod vault;
 pub use audit::{AuditConfig, AuditSink, DEFAULT_QUEUE_SIZE as DEFAULT_AUDIT_QUEUE_SIZE};
 pub use auth::{ApiKey, AuthConfig, Introspection, StepUp};
 pub use cluster::{ClusterConfig, DEFAULT_SHUTDOWN_DELAY as CLUSTER_SHUTDOWN_DELAY};
@@ -56,6 +57,7 @@ pub use telemetry::{LogFormat, TelemetryConfig, DEFAULT_SERVICE_NAME};
 pub use transport::HttpMode;
 pub use upstream_auth::{ClientCredentials, ClientProof, OAuthClient, TokenExchange, UpstreamAuth};
 pub use validate::Problem;
+pub use vault::{VaultConfig, DEFAULT_VAULT_PATH};
 
 const MIB_16: usize = 16 * 1024 * 1024;
 
@@ -143,6 +145,8 @@ pub struct Config {
     pub audit: Option<AuditConfig>,
     /// `[cluster]`; `None` seals with a key made for this process alone (one replica).
     pub cluster: Option<ClusterConfig>,
+    /// `[vault]` (its defaults when absent): where upstream grants live and their keys.
+    pub vault: VaultConfig,
     /// `[profiles.NAME]` in file order: more endpoints, each with a subset of the catalog.
     pub profiles: Vec<Profile>,
     /// `[telemetry]` (its defaults when absent): traces, log format, the access log.

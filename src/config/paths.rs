@@ -19,6 +19,7 @@ impl Config {
         {
             *path = join(base, path);
         }
+        self.vault.path = join(base, &self.vault.path);
         for server in &mut self.servers {
             if let TransportConfig::Stdio { command, cwd, .. } = &mut server.transport {
                 let dir = match cwd.take() {

@@ -41,6 +41,8 @@ pub(super) struct RawConfig {
     pub(super) audit: Option<super::audit::RawAudit>,
     /// Several replicas serving as one (a shared sealing key).
     pub(super) cluster: Option<super::cluster::RawCluster>,
+    /// Where upstream grants live, sealed at rest (AEAD), and the keys that seal them.
+    pub(super) vault: Option<super::vault::RawVault>,
     /// What mcpmux reports of its work: traces (OTLP), log format, the access log.
     pub(super) telemetry: Option<super::telemetry::RawTelemetry>,
     /// More endpoints, one `[profiles.NAME]` each, each with a subset of the catalog.
@@ -330,6 +332,7 @@ pub(super) fn friendly(message: &str) -> String {
         .replace("struct RawAuth", "the [auth] table")
         .replace("struct RawAudit", "the [audit] table")
         .replace("struct RawCluster", "the [cluster] table")
+        .replace("struct RawVault", "the [vault] table")
         .replace("struct RawTelemetry", "the [telemetry] table")
         .replace("struct RawApiKey", "an [[auth.api_keys]] table")
         .replace("struct RawStepUp", "an [[auth.step_up]] table")

@@ -26,7 +26,7 @@
 //! `gateway.listen`, `admin_listen`, `path`, `separator` (every exposed name),
 //! `max_body_bytes` (the body limit of the host faces' router), `[audit]` (its writer),
 //! `[cluster]` (the sealer is built once, so a new key, or new `previous_keys`,
-//! needs a (rolling) restart), `telemetry.log_format` (the log subscriber) and
+//! needs a (rolling) restart), `[vault]` (opened at start), `telemetry.log_format` (the log subscriber) and
 //! `telemetry.otlp_endpoint`/`service_name` (the tracer); `telemetry.access_log` applies to the
 //! next request. Hosts get one `list_changed` per list that changed, once the
 //! added and changed servers loaded their lists (or [`LIST_WAIT`] passed); when `[[policy]]` or
@@ -337,6 +337,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     };
     keep("[audit]", new.audit != old.audit);
     keep("[cluster]", new.cluster != old.cluster);
+    keep("[vault]", new.vault != old.vault);
     // The log format is the subscriber's and the tracer is made at start; the access log is
     // asked per request.
     keep(
@@ -366,6 +367,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         auth,
         audit: old.audit.clone(),
         cluster: old.cluster.clone(),
+        vault: old.vault.clone(),
         telemetry,
     };
     (config, needs_restart)

@@ -39,6 +39,11 @@ pub enum Purpose {
     ServerRequestId,
     /// A replica's passport on a request it forwards to another replica (who the host is).
     Passport,
+    /// A grant in the vault (tokens of one principal at one upstream), bound to its grant key.
+    Grant,
+    /// A client registration in the vault (an upstream's authorization server), bound to the
+    /// upstream and the issuer.
+    Registration,
 }
 
 impl Purpose {
@@ -51,6 +56,8 @@ impl Purpose {
             Purpose::EventId => b"event-id",
             Purpose::ServerRequestId => b"server-request-id",
             Purpose::Passport => b"replica-passport",
+            Purpose::Grant => b"vault-grant",
+            Purpose::Registration => b"vault-registration",
         }
     }
 }

@@ -1,1 +1,377 @@
-//! Where grants live, sealed with AEAD at rest.
+//! Where grants live, sealed with AEAD at rest: [`Vault`], one file (see [`file`]) of records
+//! each sealed on its own with [`crate::seal::Sealer`] and bound to its key (a record copied
+//! under another principal or upstream does not open).
+//!
+//! Keys (see [`keys`]): `[vault] key` seals, else the `[cluster]` key, else a key generated once
+//! and kept beside the vault. `previous_keys` still open what they sealed; the current key seals,
+//! so a grant opened with an old key is sealed again with the current one on its next write
+//! (a refresh or a new sign-in), and records not written stay as they are.
+
+mod file;
+mod keys;
+#[cfg(test)]
+mod tests;
+
+pub use file::MAX_VAULT_BYTES;
+
+use super::grant::{short_digest, ClientRegistration, Grant, GrantKey, GrantSummary};
+use crate::config::VaultConfig;
+use crate::seal::{Purpose, Sealer};
+use file::{Document, SealedGrant, SealedRegistration, Stamp, VaultFile};
+use keys::Keys;
+use parking_lot::Mutex;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often [`Vault::generation`] looks at the file for another process's writes (every time in
+/// unit tests, which check that it sees them without waiting).
+const STAMP_EVERY: Duration = if cfg!(test) {
+    Duration::ZERO
+} else {
+    Duration::from_secs(1)
+};
+
+/// The largest record sealed (a grant's JSON); the sealer opens at most 64 KiB of token text.
+const MAX_RECORD_BYTES: usize = 32 * 1024;
+
+/// Why the vault could not do what was asked. Every one names the vault's file; none shows a
+/// token or a key.
+#[derive(Debug, thiserror::Error)]
+pub enum VaultError {
+    #[error("vault {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("vault {path} is {size} bytes, over the limit of {limit}: refused (is it the right file?)")]
+    TooLarge { path: PathBuf, size: u64, limit: u64 },
+    #[error("vault {path} is not a vault file this mcpmux reads: {why}")]
+    Corrupt { path: PathBuf, why: String },
+    #[error("vault key file {path} {why}")]
+    BadKeyFile { path: PathBuf, why: String },
+    #[error(
+        "vault {path}: the {what} does not open with the vault's keys ({why}); was [vault] key \
+         (or the [cluster] key) changed without the old one in [vault] previous_keys?"
+    )]
+    WrongKey {
+        path: PathBuf,
+        what: String,
+        why: String,
+    },
+    #[error(
+        "vault {path} holds sealed records but no key opens them: no [vault] key or [cluster] key \
+         is set and the generated key file {key_file} is missing"
+    )]
+    NoKey { path: PathBuf, key_file: PathBuf },
+    #[error("vault {path}: the {what} is {size} bytes, over the limit of {MAX_RECORD_BYTES}")]
+    RecordTooLarge {
+        path: PathBuf,
+        what: String,
+        size: usize,
+    },
+    #[error("vault {path}: {why}")]
+    Internal { path: PathBuf, why: String },
+}
+
+/// The grant store (cheap to clone: one shared state).
+#[derive(Clone, Debug)]
+pub struct Vault {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    file: VaultFile,
+    keys: Keys,
+    generation: AtomicU64,
+    /// When the file was last looked at, and what it looked like.
+    seen: Mutex<(Instant, Option<Stamp>)>,
+}
+
+impl Vault {
+    /// The vault `config` names. Nothing is created before the first write; the key file is
+    /// read now when it exists (an unreadable one is an error now, not at the first sign-in).
+    pub fn open(config: &VaultConfig) -> Result<Vault, VaultError> {
+        let file = VaultFile::new(config.path.clone());
+        let keys = Keys::resolve(config)?;
+        let stamp = file.stamp();
+        Ok(Vault {
+            inner: Arc::new(Inner {
+                file,
+                keys,
+                generation: AtomicU64::new(0),
+                seen: Mutex::new((Instant::now(), stamp)),
+            }),
+        })
+    }
+
+    /// The vault file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.inner.file.path
+    }
+
+    /// The grant of `key`, if there is one.
+    pub async fn get(&self, key: &GrantKey) -> Result<Option<Grant>, VaultError> {
+        let key = key.clone();
+        self.blocking(move |inner| inner.get(&key)).await
+    }
+
+    /// Keep `grant` as the grant of `key` (replacing any), sealed with the current key.
+    pub async fn put(&self, key: &GrantKey, grant: &Grant) -> Result<(), VaultError> {
+        let (key, grant) = (key.clone(), grant.clone());
+        self.blocking(move |inner| inner.put(&key, &grant)).await
+    }
+
+    /// Forget the grant of `key`; whether there was one.
+    pub async fn remove(&self, key: &GrantKey) -> Result<bool, VaultError> {
+        let key = key.clone();
+        self.blocking(move |inner| inner.remove(&key)).await
+    }
+
+    /// Every grant, as may be shown (no token), in key order. A grant that does not open is an
+    /// error (a wrong key is the operator's to fix, not to hide).
+    pub async fn list(&self) -> Result<Vec<(GrantKey, GrantSummary)>, VaultError> {
+        self.blocking(|inner| inner.list()).await
+    }
+
+    /// The client registration kept for `upstream` at the authorization server `issuer`.
+    pub async fn registration(
+        &self,
+        upstream: &str,
+        issuer: &str,
+    ) -> Result<Option<ClientRegistration>, VaultError> {
+        let (upstream, issuer) = (upstream.to_string(), issuer.to_string());
+        self.blocking(move |inner| inner.registration(&upstream, &issuer))
+            .await
+    }
+
+    /// Keep `reg` for `upstream` at its issuer (`reg.issuer`, "" when unknown), replacing any.
+    pub async fn put_registration(&self, upstream: &str, reg: &ClientRegistration) -> Result<(), VaultError> {
+        let (upstream, reg) = (upstream.to_string(), reg.clone());
+        self.blocking(move |inner| inner.put_registration(&upstream, &reg))
+            .await
+    }
+
+    /// A number that changes whenever the store changed: at once for this vault's own writes,
+    /// within about a second for another process's (the file is looked at, never read, at most
+    /// once a second; a caller busy elsewhere skips the look).
+    pub fn generation(&self) -> u64 {
+        let inner = &self.inner;
+        if let Some(mut seen) = inner.seen.try_lock() {
+            if seen.0.elapsed() >= STAMP_EVERY {
+                let stamp = inner.file.stamp();
+                if stamp != seen.1 {
+                    inner.generation.fetch_add(1, Ordering::Relaxed);
+                }
+                *seen = (Instant::now(), stamp);
+            }
+        }
+        inner.generation.load(Ordering::Relaxed)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Inner) -> Result<T, VaultError> + Send + 'static,
+    ) -> Result<T, VaultError> {
+        let inner = self.inner.clone();
+        let path = inner.file.path.clone();
+        tokio::task::spawn_blocking(move || work(&inner))
+            .await
+            .unwrap_or_else(|e| {
+                Err(VaultError::Internal {
+                    path,
+                    why: format!("the vault's task failed: {e}"),
+                })
+            })
+    }
+}
+
+/// The associated data binding a record to where it is kept: the parts, each length-prefixed.
+fn context(parts: &[&str]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in parts {
+        out.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        out.extend_from_slice(part.as_bytes());
+    }
+    out
+}
+
+fn describe(key: &GrantKey) -> String {
+    format!("grant of {:?} at {:?}", key.principal, key.upstream)
+}
+
+impl Inner {
+    fn path(&self) -> PathBuf {
+        self.file.path.clone()
+    }
+
+    /// The sealer for opening what `document` holds (an error when it holds records and no key
+    /// exists).
+    fn opener(&self, document: &Document) -> Result<Option<Arc<Sealer>>, VaultError> {
+        match self.keys.for_opening() {
+            Some(sealer) => Ok(Some(sealer)),
+            None if document.grants.is_empty() && document.registrations.is_empty() => Ok(None),
+            None => Err(VaultError::NoKey {
+                path: self.path(),
+                key_file: self.keys.key_file.clone(),
+            }),
+        }
+    }
+
+    fn open_grant(&self, sealer: &Sealer, record: &SealedGrant) -> Result<Grant, VaultError> {
+        let key = GrantKey::new(&record.principal, &record.upstream);
+        let aad = context(&[&key.principal, &key.upstream]);
+        let wrong = |why: String| VaultError::WrongKey {
+            path: self.path(),
+            what: describe(&key),
+            why,
+        };
+        let plain = (sealer.open(Purpose::Grant, &aad, &record.sealed)).map_err(|e| wrong(e.to_string()))?;
+        serde_json::from_slice(&plain).map_err(|e| wrong(format!("not a grant: {e}")))
+    }
+
+    fn seal<T: serde::Serialize>(
+        &self,
+        sealer: &Sealer,
+        purpose: Purpose,
+        aad: &[u8],
+        what: String,
+        value: &T,
+    ) -> Result<String, VaultError> {
+        let plain = serde_json::to_vec(value).map_err(|e| VaultError::Internal {
+            path: self.path(),
+            why: e.to_string(),
+        })?;
+        if plain.len() > MAX_RECORD_BYTES {
+            return Err(VaultError::RecordTooLarge {
+                path: self.path(),
+                what,
+                size: plain.len(),
+            });
+        }
+        Ok(sealer.seal(purpose, aad, &plain))
+    }
+
+    fn get(&self, key: &GrantKey) -> Result<Option<Grant>, VaultError> {
+        let document = self.file.read()?;
+        let Some(record) =
+            (document.grants.iter()).find(|r| r.principal == key.principal && r.upstream == key.upstream)
+        else {
+            return Ok(None);
+        };
+        match self.opener(&document)? {
+            Some(sealer) => self.open_grant(&sealer, record).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn put(&self, key: &GrantKey, grant: &Grant) -> Result<(), VaultError> {
+        self.file.update(|document| {
+            let sealer = self.keys.for_sealing()?;
+            let aad = context(&[&key.principal, &key.upstream]);
+            let sealed = self.seal(&sealer, Purpose::Grant, &aad, describe(key), grant)?;
+            let record = SealedGrant {
+                principal: key.principal.clone(),
+                upstream: key.upstream.clone(),
+                sealed,
+            };
+            let at = (document.grants.iter())
+                .position(|r| r.principal == key.principal && r.upstream == key.upstream);
+            match at {
+                Some(at) => document.grants[at] = record,
+                None => document.grants.push(record),
+            }
+            Ok(((), true))
+        })?;
+        self.wrote();
+        Ok(())
+    }
+
+    fn remove(&self, key: &GrantKey) -> Result<bool, VaultError> {
+        let removed = self.file.update(|document| {
+            let before = document.grants.len();
+            (document.grants).retain(|r| !(r.principal == key.principal && r.upstream == key.upstream));
+            let removed = document.grants.len() != before;
+            Ok((removed, removed))
+        })?;
+        if removed {
+            self.wrote();
+        }
+        Ok(removed)
+    }
+
+    fn list(&self) -> Result<Vec<(GrantKey, GrantSummary)>, VaultError> {
+        let document = self.file.read()?;
+        let Some(sealer) = self.opener(&document)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::with_capacity(document.grants.len());
+        for record in &document.grants {
+            let grant = self.open_grant(&sealer, record)?;
+            let id = short_digest(record.sealed.as_bytes());
+            out.push((
+                GrantKey::new(&record.principal, &record.upstream),
+                grant.summary_with_id(id),
+            ));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    fn registration(&self, upstream: &str, issuer: &str) -> Result<Option<ClientRegistration>, VaultError> {
+        let document = self.file.read()?;
+        let Some(record) =
+            (document.registrations.iter()).find(|r| r.upstream == upstream && r.issuer == issuer)
+        else {
+            return Ok(None);
+        };
+        let Some(sealer) = self.opener(&document)? else {
+            return Ok(None);
+        };
+        let wrong = |why: String| VaultError::WrongKey {
+            path: self.path(),
+            what: format!("client registration of {upstream:?} at {issuer:?}"),
+            why,
+        };
+        let plain = (sealer.open(
+            Purpose::Registration,
+            &context(&[upstream, issuer]),
+            &record.sealed,
+        ))
+        .map_err(|e| wrong(e.to_string()))?;
+        serde_json::from_slice(&plain)
+            .map(Some)
+            .map_err(|e| wrong(format!("not a registration: {e}")))
+    }
+
+    fn put_registration(&self, upstream: &str, reg: &ClientRegistration) -> Result<(), VaultError> {
+        let issuer = reg.issuer.clone().unwrap_or_default();
+        self.file.update(|document| {
+            let sealer = self.keys.for_sealing()?;
+            let what = format!("client registration of {upstream:?} at {issuer:?}");
+            let aad = context(&[upstream, &issuer]);
+            let sealed = self.seal(&sealer, Purpose::Registration, &aad, what, reg)?;
+            let record = SealedRegistration {
+                upstream: upstream.to_string(),
+                issuer: issuer.clone(),
+                sealed,
+            };
+            let at =
+                (document.registrations.iter()).position(|r| r.upstream == upstream && r.issuer == issuer);
+            match at {
+                Some(at) => document.registrations[at] = record,
+                None => document.registrations.push(record),
+            }
+            Ok(((), true))
+        })?;
+        self.wrote();
+        Ok(())
+    }
+
+    /// This vault changed the store: a new generation now, and the file as it is now is seen.
+    fn wrote(&self) {
+        let stamp = self.file.stamp();
+        let mut seen = self.seen.lock();
+        *seen = (Instant::now(), stamp);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+}
