@@ -37,7 +37,7 @@ from mcp import Client, types
 
 CALL_TIMEOUT_S = 60.0
 SIGN_IN_ROUNDS = 4  # sign-ins per call before the host gives up (the AS may keep refusing)
-RELIST_ROUNDS = 100  # lists of tools (0.1 s apart) waiting for the real tools after a sign-in
+RELIST_ROUNDS = 150  # lists of tools (0.1 s apart) waiting for the first tools, or the real ones after a sign-in
 LINK = re.compile(r"https?://[^\s\"'<>)\]]+")
 
 try:  # MCPDeprecationWarning exists in mcp 2.x; the legacy mode warns about itself
@@ -125,6 +125,11 @@ async def run(url: str, mode: str, login: str, calls: list[tuple[str, dict[str, 
 
     async with Client(url, mode=mode, cache=None, elicitation_callback=on_elicit) as client:
         tools = await list_all(client)
+        for _ in range(RELIST_ROUNDS):  # a gateway just started may not list its upstream yet
+            if tools:
+                break
+            await asyncio.sleep(0.1)
+            tools = await list_all(client)
         log(f"tools before sign-in: {[t.name for t in tools]}")
         gates = [t for t in tools if is_authorize(t.name)]
         for gate in gates:
