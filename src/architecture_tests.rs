@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("status_command", 8),
     ("reload", 8),
     ("reload_command", 8),
+    ("login_command", 8),
 ];
 
 /// What `upstream` must never name: the host side.

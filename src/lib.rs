@@ -51,6 +51,7 @@ pub mod credentials;
 pub mod error;
 pub mod http;
 pub mod import;
+pub mod login_command;
 pub mod middleware;
 pub mod policy;
 pub mod protocol;
@@ -298,7 +299,10 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         Some(audit) => Some(audit::AuditLog::open(audit).map_err(GatewayError::Audit)?),
         None => None,
     };
-    let (hub, inputs) = Hub::bound_to(config.clone(), shutdown.clone(), audit, addr);
+    // Opening reads the key file only; nothing is written before the first grant.
+    let vault =
+        credentials::vault::Vault::open(&config.vault).map_err(|e| GatewayError::Vault(e.to_string()))?;
+    let (hub, inputs) = Hub::bound_to(config.clone(), shutdown.clone(), audit, addr, Some(vault));
     match &config.cluster {
         Some(cluster) => tracing::info!(
             key_id = %hub.sealer.key_id(),
@@ -452,7 +456,10 @@ fn routes(
     let layer = auth::layer::AuthLayer::in_force(hub.auth.clone());
     faces = faces
         .layer(layer.with_profiles(profiles.clone(), unserved_paths(hub)))
-        .merge(auth::metadata::router(&config, &hub.auth, profiles));
+        .merge(auth::metadata::router(&config, &hub.auth, profiles))
+        // The redirect URI of upstream sign-ins and mcpmux's client metadata: a browser comes
+        // back without a bearer token; the sign-in's single-use state admits it.
+        .merge(http::oauth_callback::router(hub.upstreams.credentials.clone()));
     if config.cluster.is_some() {
         faces = faces.layer(cluster::receive::PassportLayer::new(hub.clone()));
     }
@@ -473,6 +480,7 @@ fn routes(
     let watching = admin::metrics::router(hub.clone()).merge(admin::page::router(hub.clone()));
     let watching = admin::access::guard(watching, hub, admin.is_some());
     let operator = (admin::router(hub.clone()))
+        .merge(admin::sign_in::router(hub.clone(), reloads.1.clone()))
         .merge(admin::reload::router(reloads, &config.gateway.path))
         .merge(watching)
         .layer(AccessLayer::in_force(operator_access, RefusalBody::PlainText));

@@ -90,6 +90,20 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Sign mcpmux in to an `oauth` upstream (`auth = { mode = "oauth" }`) as the local user:
+    /// prints the link, opens a browser when there is one, and waits for the sign-in (exit
+    /// status 0 signed in, 1 refused or timed out, 2 misconfigured or not reachable). With
+    /// --config it works whether or not the gateway runs.
+    Login {
+        /// The server's name (its `[servers.NAME]`).
+        server: String,
+        /// The gateway's configuration file.
+        #[arg(long, conflicts_with = "url")]
+        config: Option<PathBuf>,
+        /// A running gateway's operator address, e.g. http://127.0.0.1:8080.
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Print a new `[cluster]` key (base64 of 32 bytes from the operating system's random
     /// generator), the same on every replica.
     Keygen,
@@ -173,6 +187,13 @@ fn main() -> ExitCode {
         } => {
             print!("{}", mcpmux::config::schema::schema_text());
             return ExitCode::SUCCESS;
+        }
+        Command::Login { server, config, url } => {
+            return ExitCode::from(mcpmux::login_command::command(
+                server,
+                config.as_deref(),
+                url.as_deref(),
+            ));
         }
         Command::Keygen => {
             println!("{}", mcpmux::seal::ClusterKey::generate().to_base64());

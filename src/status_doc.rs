@@ -164,6 +164,13 @@ pub struct UpstreamStatus {
     /// Tools, prompts, resources and templates of this upstream that hosts do not see because an
     /// earlier upstream exposes the same name or URI.
     pub shadowed: u64,
+    /// How mcpmux signs in to it (`oauth`, `token_exchange`, `client_credentials`, `forward`),
+    /// when its `auth` says more than headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+    /// How many principals hold a grant for it (`oauth` upstreams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<u64>,
 }
 
 /// Where an upstream is in its life.
@@ -177,6 +184,10 @@ pub enum Phase {
     /// Down after failing again and again; restarts wait the longest backoff.
     CrashLoop,
     Stopped,
+    /// An `oauth` upstream no principal has signed in to yet (it shows only its
+    /// `{namespace}__authorize` tool).
+    #[serde(rename = "needs_authorization")]
+    NeedsAuthorization,
     /// A phase this build does not know (read from a newer gateway); never entered by mcpmux.
     #[default]
     #[serde(other)]
@@ -192,6 +203,7 @@ impl Phase {
             Phase::Restarting => "restarting",
             Phase::CrashLoop => "crash-loop",
             Phase::Stopped => "stopped",
+            Phase::NeedsAuthorization => "needs_authorization",
             Phase::Unknown => "unknown",
         }
     }
@@ -236,6 +248,8 @@ mod tests {
                 resources: 3,
                 resource_templates: 4,
                 shadowed: 1,
+                auth: Some("oauth".into()),
+                grants: Some(1),
             }],
             disabled: Vec::new(),
             disabled_reasons: Default::default(),

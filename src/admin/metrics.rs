@@ -21,6 +21,7 @@ const PHASES: &[Phase] = &[
     Phase::Restarting,
     Phase::CrashLoop,
     Phase::Stopped,
+    Phase::NeedsAuthorization,
 ];
 
 /// The `/metrics` route (none when the MCP path itself is `/metrics`).

@@ -9,6 +9,7 @@ pub mod feed;
 pub mod metrics;
 pub mod page;
 pub mod reload;
+pub mod sign_in;
 pub mod status;
 
 pub use status::router;

@@ -5,7 +5,7 @@
 //! composition root puts the same Host/Origin check around them as around the MCP endpoint.
 
 use crate::catalog::ListKind;
-use crate::config::{HttpMode, Isolation, ReadyWhen, TransportConfig, UpstreamId};
+use crate::config::{HttpMode, Isolation, ReadyWhen, TransportConfig, UpstreamAuth, UpstreamId};
 use crate::core::hub::Hub;
 use crate::session::Session;
 use crate::status_doc::{ProfileStatus, ServerInfo, SessionStatus, StatusDocument, UpstreamStatus};
@@ -212,6 +212,8 @@ fn upstream_entry(slot: &UpstreamSlot) -> UpstreamStatus {
         era: facts
             .as_ref()
             .map(|f| if f.is_modern() { "stateless" } else { "session" }.into()),
+        auth: (slot.server.auth != UpstreamAuth::Headers).then(|| slot.server.auth.mode().to_string()),
+        grants: matches!(slot.server.auth, UpstreamAuth::OAuth(_)).then(|| slot.grant_count()),
         ..UpstreamStatus::default()
     }
 }

@@ -146,10 +146,21 @@ impl Config {
                 server.auth,
                 UpstreamAuth::TokenExchange(_) | UpstreamAuth::Forward
             );
-            if let (true, None, true, Some(span)) = (host_token, &auth, auth_ok, auth_mode) {
+            if let (true, None, true, Some(span)) = (host_token, &auth, auth_ok, auth_mode.clone()) {
                 let msg = format!(
                     "server {name:?}: auth.mode = {:?} needs [auth]: it uses the host's validated bearer \
                      token, and without authentication no host presents one",
+                    server.auth.mode()
+                );
+                errors.push(ctx.invalid(&span, msg));
+            }
+            if let (true, Some(_), Some(span)) = (server.auth.per_principal(), &auth, auth_mode) {
+                // Connections and lists per principal are the next step; until then one grant
+                // would serve every principal, which least privilege forbids.
+                let msg = format!(
+                    "server {name:?}: auth.mode = {:?} with [auth] (an upstream identity per team member) is \
+                     not supported by this version yet: without [auth] \"oauth\" signs in the one local user; \
+                     for a shared service identity use \"client_credentials\"",
                     server.auth.mode()
                 );
                 errors.push(ctx.invalid(&span, msg));

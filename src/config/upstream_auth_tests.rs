@@ -37,13 +37,12 @@ fn each_mode_reads_its_own_keys() {
             resource: None,
         })
     );
-    let exchange = auth_of(
-        "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/token\", client_id = \"mcpmux\", \
-         client_secret = \"s\", audience = \"https://jira.internal/mcp\", scopes = [\"jira:read\"] }",
-        AUTH,
-    );
-    assert!(matches!(exchange, UpstreamAuth::TokenExchange(ref t)
-        if t.audience.as_deref() == Some("https://jira.internal/mcp") && t.scopes == ["jira:read"]));
+    let exchange = "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/token\", client_id = \"mcpmux\", \
+         client_secret = \"s\", audience = \"https://jira.internal/mcp\", scopes = [\"jira:read\"] }";
+    let message = err(&format!(
+        "{AUTH}[servers.x]\nurl = \"https://mcp.example.com/mcp\"\n{exchange}\n"
+    ));
+    assert!(message.contains("not supported by this version yet"), "{message}");
     let credentials = auth_of(
         "auth = { mode = \"client_credentials\", client_id = \"c\", client_secret = \"s\" }",
         "",
@@ -56,10 +55,6 @@ fn each_mode_reads_its_own_keys() {
     );
     assert!(matches!(jwt, UpstreamAuth::ClientCredentials(ref c)
         if matches!(c.proof, ClientProof::PrivateKeyJwt(ref p) if p.ends_with("key.pem"))));
-    assert_eq!(
-        auth_of("auth = { mode = \"forward\" }", AUTH),
-        UpstreamAuth::Forward
-    );
 }
 
 #[test]
@@ -127,4 +122,22 @@ fn modes_that_use_the_hosts_token_need_auth() {
             "{message}"
         );
     }
+}
+
+#[test]
+fn an_identity_per_principal_behind_auth_is_refused_until_connections_are_per_principal() {
+    for table in [
+        "auth = { mode = \"oauth\" }",
+        "auth = { mode = \"forward\" }",
+        "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/t\", client_id = \"c\", audience = \"a\" }",
+    ] {
+        let message = err(&format!("{AUTH}[servers.x]\nurl = \"https://mcp.example.com/mcp\"\n{table}\n"));
+        assert!(message.contains("with [auth]") && message.contains("not supported by this version yet"), "{message}");
+        assert!(message.contains("config.toml:"), "{message}");
+    }
+    let shared = "auth = { mode = \"client_credentials\", client_id = \"c\", client_secret = \"s\" }";
+    assert!(matches!(
+        auth_of(shared, AUTH),
+        UpstreamAuth::ClientCredentials(_)
+    ));
 }

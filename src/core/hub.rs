@@ -84,7 +84,7 @@ impl Hub {
         audit: Option<Arc<crate::audit::AuditLog>>,
     ) -> (Arc<Hub>, SupervisorInputs) {
         let listen = config.gateway.listen;
-        Hub::bound_to(config, shutdown, audit, listen)
+        Hub::bound_to(config, shutdown, audit, listen, None)
     }
 
     /// [`Hub::new`] for a gateway whose endpoint is bound at `bound` (with `gateway.listen` on
@@ -94,11 +94,19 @@ impl Hub {
         shutdown: CancellationToken,
         audit: Option<Arc<crate::audit::AuditLog>>,
         bound: std::net::SocketAddr,
+        vault: Option<crate::credentials::vault::Vault>,
     ) -> (Arc<Hub>, SupervisorInputs) {
         let sessions = Arc::new(SessionRegistry::new());
         let ties = Arc::new(HostTies::new());
         let stop_upstreams = CancellationToken::new();
-        let (upstreams, inputs) = Upstreams::new(&config, sessions.clone(), ties.clone(), stop_upstreams);
+        let credentials = crate::credentials::Credentials::new(&config, vault);
+        let (upstreams, inputs) = Upstreams::new(
+            &config,
+            sessions.clone(),
+            ties.clone(),
+            stop_upstreams,
+            credentials,
+        );
         let sealer = Arc::new(match &config.cluster {
             Some(cluster) => Sealer::new(&cluster.key, &cluster.previous_keys),
             None => Sealer::random(),
@@ -198,8 +206,15 @@ impl Hub {
     /// stop), and how many of how many are.
     pub fn upstreams_ready(&self) -> (bool, usize, usize) {
         let total = self.upstreams.len();
+        // One waiting for a person to sign in is as ready as it can be without one.
         let ready = (self.upstreams.iter())
-            .filter(|slot| slot.state.report().phase == crate::status_doc::Phase::Ready)
+            .filter(|slot| {
+                use crate::status_doc::Phase;
+                matches!(
+                    slot.state.report().phase,
+                    Phase::Ready | Phase::NeedsAuthorization
+                )
+            })
             .count();
         let is_ready = match self.config().gateway.ready_when {
             ReadyWhen::All => ready == total,

@@ -17,4 +17,5 @@ pub mod rate_limit;
 pub mod request_spans;
 pub mod request_state;
 pub mod restore;
+pub mod sign_in;
 pub mod takeover;

@@ -1,9 +1,250 @@
 //! Outbound identity: how mcpmux signs in to the upstream servers behind it. Per upstream one
-//! provider (static headers, the MCP OAuth client flow, token exchange, client credentials, or
-//! the host's own token when explicitly forwarded) answers, for a principal, the header of the
-//! next request or "sign-in needed"; grants live sealed in the vault. `upstream/` asks for a
-//! header and never knows which provider answered.
+//! provider (the MCP OAuth client flow with one grant per principal, client credentials for
+//! mcpmux itself) answers, for a principal, the header of the next request or "sign-in
+//! needed" ([`bearer::Bearer`]); grants live sealed in the vault. `upstream/` asks for a header
+//! and never knows which provider answered; `core/` turns "sign-in needed" into the host's
+//! consent request, and the callback face in `http/` finishes the sign-in here.
 
+pub mod bearer;
 pub mod grant;
+mod grant_bearer;
 pub mod oauth;
+mod probe;
+mod service;
+pub mod sign_in;
+mod token_cell;
 pub mod vault;
+
+use crate::config::{Config, ServerConfig, TransportConfig, UpstreamAuth};
+use bearer::Bearer;
+use grant::GrantKey;
+use grant_bearer::GrantBearer;
+use parking_lot::Mutex;
+use sign_in::{Finished, SignInError, SignInLink, SignIns, Start};
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use tokio::sync::watch;
+use vault::Vault;
+
+/// The principal of a gateway without `[auth]`: the one local user.
+pub const LOCAL_PRINCIPAL: &str = "local";
+/// The path of the OAuth redirect URI on the gateway's public origin.
+pub const CALLBACK_PATH: &str = "/oauth/callback";
+/// The path of mcpmux's Client ID Metadata Document there.
+pub const CLIENT_METADATA_PATH: &str = "/oauth/client.json";
+
+/// The outbound identities of a gateway (or of `mcpmux login`).
+pub struct Credentials {
+    http: reqwest::Client,
+    vault: Option<Vault>,
+    /// `scheme://host:port` of the gateway's public URL.
+    origin: String,
+    sign_ins: SignIns,
+    /// One bearer per (principal, upstream), shared by its connections.
+    grants: Mutex<HashMap<GrantKey, Weak<GrantBearer>>>,
+    /// Bumped whenever a grant is stored or lost: supervisors waiting for a sign-in wake.
+    changed: watch::Sender<u64>,
+}
+
+impl Credentials {
+    /// The identities `config` names; `vault` holds the grants (needed by `oauth` upstreams).
+    pub fn new(config: &Config, vault: Option<Vault>) -> Arc<Credentials> {
+        Arc::new(Credentials {
+            http: oauth::http_client(),
+            vault,
+            origin: origin_of(&config.gateway.public_url),
+            sign_ins: SignIns::default(),
+            grants: Mutex::default(),
+            changed: watch::channel(0).0,
+        })
+    }
+
+    /// The redirect URI: the callback on the gateway's public origin.
+    pub fn redirect_uri(&self) -> String {
+        format!("{}{CALLBACK_PATH}", self.origin)
+    }
+
+    /// mcpmux's Client ID Metadata Document URL, when an authorization server could fetch it
+    /// (https, not a loopback host); else registration is dynamic.
+    pub fn client_metadata_url(&self) -> Option<String> {
+        let url = url::Url::parse(&self.origin).ok()?;
+        let loopback = match url.host()? {
+            url::Host::Domain(d) => d == "localhost",
+            url::Host::Ipv4(ip) => ip.is_loopback(),
+            url::Host::Ipv6(ip) => ip.is_loopback(),
+        };
+        (url.scheme() == "https" && !loopback).then(|| format!("{}{CLIENT_METADATA_PATH}", self.origin))
+    }
+
+    /// The Client ID Metadata Document served at [`CLIENT_METADATA_PATH`].
+    pub fn client_metadata(&self) -> serde_json::Value {
+        let mut doc = oauth::registration::client_metadata("mcpmux", &self.redirect_uri(), "none");
+        if let Some(obj) = doc.as_object_mut() {
+            obj.insert(
+                "client_id".into(),
+                serde_json::Value::String(format!("{}{CLIENT_METADATA_PATH}", self.origin)),
+            );
+        }
+        doc
+    }
+
+    pub fn vault(&self) -> Option<&Vault> {
+        self.vault.as_ref()
+    }
+
+    /// Bumped whenever a grant is stored or lost.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn note_change(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// The header source of `principal` at `server`, when its `auth` needs one.
+    pub fn bearer(self: &Arc<Self>, server: &ServerConfig, principal: &str) -> Option<Arc<dyn Bearer>> {
+        let TransportConfig::Http { url, .. } = &server.transport else {
+            return None;
+        };
+        let url = url::Url::parse(url).ok()?;
+        match &server.auth {
+            UpstreamAuth::ClientCredentials(cc) => Some(service::ServiceBearer::new(
+                &server.name,
+                url,
+                cc.clone(),
+                self.http.clone(),
+            )),
+            UpstreamAuth::OAuth(_) => {
+                let bearer: Arc<dyn Bearer> = self.grant_bearer(&GrantKey {
+                    principal: principal.to_string(),
+                    upstream: server.name.clone(),
+                })?;
+                Some(bearer)
+            }
+            UpstreamAuth::Headers | UpstreamAuth::TokenExchange(_) | UpstreamAuth::Forward => None,
+        }
+    }
+
+    /// The one bearer of `key` (made on first use).
+    fn grant_bearer(self: &Arc<Self>, key: &GrantKey) -> Option<Arc<GrantBearer>> {
+        let vault = self.vault.clone()?;
+        let mut grants = self.grants.lock();
+        if let Some(bearer) = grants.get(key).and_then(Weak::upgrade) {
+            return Some(bearer);
+        }
+        grants.retain(|_, b| b.strong_count() > 0);
+        let me = Arc::downgrade(self);
+        let on_lost = Arc::new(move |_: &GrantKey| {
+            if let Some(me) = me.upgrade() {
+                me.note_change();
+            }
+        });
+        let bearer = GrantBearer::new(key.clone(), vault, self.http.clone(), on_lost);
+        grants.insert(key.clone(), Arc::downgrade(&bearer));
+        Some(bearer)
+    }
+
+    /// Whether `principal` holds a grant for `upstream` (a vault that cannot be read: no).
+    pub async fn has_grant(&self, upstream: &str, principal: &str) -> bool {
+        let Some(vault) = &self.vault else { return false };
+        let key = GrantKey {
+            principal: principal.to_string(),
+            upstream: upstream.to_string(),
+        };
+        match vault.get(&key).await {
+            Ok(grant) => grant.is_some(),
+            Err(e) => {
+                tracing::warn!(upstream, "the vault: {e}");
+                false
+            }
+        }
+    }
+
+    /// Start signing `principal` in to `server` (an `oauth` upstream): the link to open.
+    pub async fn start_sign_in(
+        self: &Arc<Self>,
+        server: &ServerConfig,
+        principal: &str,
+        session: Option<String>,
+    ) -> Result<SignInLink, SignInError> {
+        let (UpstreamAuth::OAuth(config), TransportConfig::Http { url, .. }) =
+            (&server.auth, &server.transport)
+        else {
+            return Err(SignInError::Start(format!(
+                "upstream {:?} has no auth.mode = \"oauth\"",
+                server.name
+            )));
+        };
+        let vault =
+            (self.vault.as_ref()).ok_or_else(|| SignInError::Vault("no vault is configured".into()))?;
+        let url = url::Url::parse(url).map_err(|e| SignInError::Start(format!("upstream url: {e}")))?;
+        let key = GrantKey {
+            principal: principal.to_string(),
+            upstream: server.name.clone(),
+        };
+        // A refusal that asked for more scope: the new sign-in asks for it too.
+        let step_up = match self.grant_bearer(&key).and_then(|b| b.step_up_challenge()) {
+            Some(challenge) => {
+                let granted = vault.get(&key).await.ok().flatten().and_then(|g| g.scope);
+                Some((challenge, granted))
+            }
+            None => None,
+        };
+        let redirect_uri = self.redirect_uri();
+        let cimd_url = self.client_metadata_url();
+        self.sign_ins
+            .start(Start {
+                http: &self.http,
+                vault,
+                upstream: &server.name,
+                url: &url,
+                config,
+                principal,
+                redirect_uri: &redirect_uri,
+                cimd_url: cimd_url.as_deref(),
+                step_up,
+                session,
+            })
+            .await
+    }
+
+    /// The authorization server sent the browser back: finish the sign-in `state` started.
+    pub async fn finish_sign_in(
+        &self,
+        state: &str,
+        outcome: Result<&str, String>,
+    ) -> Result<Finished, SignInError> {
+        let vault =
+            (self.vault.as_ref()).ok_or_else(|| SignInError::Vault("no vault is configured".into()))?;
+        let finished = self.sign_ins.finish(&self.http, vault, state, outcome).await?;
+        if let Some(bearer) = self.grants.lock().get(&finished.key).and_then(Weak::upgrade) {
+            bearer.forget_held();
+        }
+        self.note_change();
+        Ok(finished)
+    }
+
+    /// Whether `upstream` asked `principal` for more scope than its grant holds (the next call
+    /// signs in again first).
+    pub fn step_up_pending(&self, upstream: &str, principal: &str) -> bool {
+        let key = GrantKey {
+            principal: principal.to_string(),
+            upstream: upstream.to_string(),
+        };
+        let bearer = self.grants.lock().get(&key).and_then(Weak::upgrade);
+        bearer.is_some_and(|b| b.step_up_challenge().is_some())
+    }
+
+    /// The sign-ins waiting for their callback.
+    pub fn waiting_sign_ins(&self) -> Vec<GrantKey> {
+        self.sign_ins.waiting()
+    }
+}
+
+/// `scheme://host[:port]` of a URL (the URL itself when it does not parse).
+fn origin_of(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => u.origin().ascii_serialization(),
+        Err(_) => url.trim_end_matches('/').to_string(),
+    }
+}

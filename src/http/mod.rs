@@ -4,6 +4,7 @@
 pub mod legacy_sse;
 pub mod listen;
 pub mod modern;
+pub mod oauth_callback;
 pub mod resume;
 pub mod standalone;
 pub mod streamable;

@@ -47,6 +47,7 @@ impl Harness {
             events,
             owner: None,
             learned: Arc::default(),
+            bearer: None,
         };
         let (commands_tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (status, status_rx) = watch::channel(Status::Starting);

@@ -68,6 +68,8 @@ pub struct ConnectionContext {
     pub owner: Option<Weak<dyn HostLink>>,
     /// What earlier connections to this server learned (shared with its slot).
     pub learned: Arc<super::Learned>,
+    /// The `Authorization` header of the identity this connection acts as (`auth = {...}`).
+    pub bearer: Option<Arc<dyn crate::credentials::bearer::Bearer>>,
 }
 
 pub(super) enum Transport {

@@ -13,6 +13,7 @@ use super::http_reply::Reply;
 use super::http_sse::{GetStream, SseMessages};
 use super::ServerFacts;
 use crate::config::Secret;
+use crate::credentials::bearer::Bearer;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
@@ -86,10 +87,11 @@ impl HttpTransport {
         name: Arc<str>,
         url: &str,
         configured: &[(String, Secret)],
+        bearer: Option<Arc<dyn Bearer>>,
         max_event_bytes: usize,
         inbound: mpsc::Sender<Inbound>,
     ) -> Result<Self, UpstreamError> {
-        let base = Endpoint::for_upstream(&name, url, configured)?;
+        let base = Endpoint::for_upstream(&name, url, configured, bearer)?;
         Ok(HttpTransport {
             name,
             endpoint: Arc::new(base.clone()),
@@ -120,6 +122,7 @@ impl HttpTransport {
         probe_id: Option<u64>,
         init_id: u64,
     ) -> Result<ServerFacts, EstablishError> {
+        self.base.bearer_ready().await?;
         let discovered = match probe_id {
             Some(id) => self.probe_modern(id).await,
             None => None,
@@ -205,10 +208,21 @@ impl HttpTransport {
 
     /// POST one frame and wait for the response head; non-2xx is an error carrying the status.
     async fn post_now(&self, frame: String) -> Result<reqwest::Response, EstablishError> {
-        let resp = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.endpoint.post(frame).send())
-            .await
-            .map_err(|_| "no HTTP answer in time".to_string())?
-            .map_err(|e| format!("request failed: {}", error_chain(&e)))?;
+        let send = |frame: String| async {
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, self.endpoint.post(frame).send())
+                .await
+                .map_err(|_| "no HTTP answer in time".to_string())?
+                .map_err(|e| format!("request failed: {}", error_chain(&e)))
+        };
+        let mut resp = send(frame.clone()).await?;
+        if !resp.status().is_success() {
+            // A credential refused: renewed (the renewed header is what the endpoint sends now).
+            let status = resp.status().as_u16();
+            if let Some(renewed) = self.endpoint.renewed_after(status, resp.headers(), None).await {
+                renewed?;
+                resp = send(frame).await?;
+            }
+        }
         if !resp.status().is_success() {
             let status = resp.status();
             let reason = match moved_elsewhere(&resp) {

@@ -12,11 +12,12 @@
 
 use super::http_reply::Reply;
 use crate::config::Secret;
+use crate::credentials::bearer::{Bearer, Refusal};
 use crate::error::UpstreamError;
 use bytes::Bytes;
 use http_body_util::Full;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -61,6 +62,8 @@ pub(super) struct Endpoint {
     url: reqwest::Url,
     headers: HeaderMap,
     session_id: Option<String>,
+    /// The upstream identity's `Authorization` header (`auth = {...}`), asked per request.
+    bearer: Option<Arc<dyn Bearer>>,
 }
 
 impl Endpoint {
@@ -70,8 +73,12 @@ impl Endpoint {
         name: &str,
         url: &str,
         configured: &[(String, Secret)],
+        bearer: Option<Arc<dyn Bearer>>,
     ) -> Result<Self, UpstreamError> {
-        Self::new(url, configured).map_err(|reason| UpstreamError::unavailable(name.to_string(), reason))
+        let mut endpoint = Self::new(url, configured)
+            .map_err(|reason| UpstreamError::unavailable(name.to_string(), reason))?;
+        endpoint.bearer = bearer;
+        Ok(endpoint)
     }
 
     pub fn new(url: &str, configured: &[(String, Secret)]) -> Result<Self, String> {
@@ -92,7 +99,62 @@ impl Endpoint {
             url,
             headers,
             session_id: None,
+            bearer: None,
         })
+    }
+
+    /// Make sure the upstream identity has a header before a connection opens (a first token
+    /// is fetched now); the reason when it cannot have one.
+    pub async fn bearer_ready(&self) -> Result<(), String> {
+        match &self.bearer {
+            Some(bearer) if bearer.current().is_none() => match bearer.renew(Refusal::NONE).await {
+                Ok(_) => Ok(()),
+                Err(why) => Err(format!("no credential for the upstream: {why}")),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `status` and `challenge` refuse the upstream identity's credential (401, or 403
+    /// for want of scope), so a renewed one may pass.
+    fn refuses_credential(&self, status: u16, challenge: Option<&str>) -> bool {
+        self.bearer.is_some()
+            && (status == 401
+                || (status == 403 && challenge.is_some_and(|c| c.contains("insufficient_scope"))))
+    }
+
+    /// After a refusal of the credential: a fresh header to retry with, or why there is none.
+    pub async fn renewed_after(
+        &self,
+        status: u16,
+        headers: &HeaderMap,
+        sent: Option<&HeaderValue>,
+    ) -> Option<Result<HeaderValue, String>> {
+        let challenge = headers
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok());
+        if !self.refuses_credential(status, challenge) {
+            return None;
+        }
+        let bearer = self.bearer.as_ref()?;
+        let refusal = Refusal {
+            status: Some(status),
+            challenge,
+            stale: sent,
+        };
+        Some(
+            bearer
+                .renew(refusal)
+                .await
+                .map_err(|why| format!("the upstream refused mcpmux's credential (HTTP {status}): {why}")),
+        )
+    }
+
+    /// The identity's current header, if any.
+    fn authorization(&self) -> Option<HeaderValue> {
+        let mut value = self.bearer.as_ref()?.current()?;
+        value.set_sensitive(true);
+        Some(value)
     }
 
     /// This endpoint inside an upstream session: with its id (if the server gave one) and the
@@ -130,9 +192,14 @@ impl Endpoint {
     }
 
     fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
-        self.client
+        let req = self
+            .client
             .request(method, self.url.clone())
-            .headers(self.headers.clone())
+            .headers(self.headers.clone());
+        match self.authorization() {
+            Some(value) => req.header(reqwest::header::AUTHORIZATION, value),
+            None => req,
+        }
     }
 
     /// POST one JSON-RPC frame.
@@ -144,9 +211,44 @@ impl Endpoint {
     }
 
     /// POST one JSON-RPC frame with `extra` headers, through the lean client when there is one.
+    /// A refusal of the upstream identity's credential renews it and sends once more.
     pub async fn send_post(&self, frame: String, extra: &[(String, String)]) -> Result<Reply, Failure> {
+        let frame = Bytes::from(frame);
+        let sent = self.authorization();
+        let reply = self.post_once(frame.clone(), extra, sent.clone()).await?;
+        if self.bearer.is_none() || reply.status.is_success() {
+            return Ok(reply);
+        }
+        match self
+            .renewed_after(reply.status.as_u16(), &reply.headers, sent.as_ref())
+            .await
+        {
+            None => Ok(reply),
+            Some(Ok(mut fresh)) => {
+                fresh.set_sensitive(true);
+                self.post_once(frame, extra, Some(fresh)).await
+            }
+            Some(Err(why)) => Err(Failure::from(why)),
+        }
+    }
+
+    async fn post_once(
+        &self,
+        frame: Bytes,
+        extra: &[(String, String)],
+        authorization: Option<HeaderValue>,
+    ) -> Result<Reply, Failure> {
         let Some(lean) = &self.lean else {
-            let mut req = self.post(frame);
+            let mut req = self
+                .client
+                .post(self.url.clone())
+                .headers(self.headers.clone())
+                .header(ACCEPT, POST_ACCEPT)
+                .header(CONTENT_TYPE, "application/json")
+                .body(frame);
+            if let Some(value) = authorization {
+                req = req.header(reqwest::header::AUTHORIZATION, value);
+            }
             for (name, value) in extra {
                 req = req.header(name.as_str(), value);
             }
@@ -155,16 +257,19 @@ impl Endpoint {
                 Err(err) => Err(Failure::of(&err)),
             };
         };
-        let mut req = http::Request::new(Full::new(Bytes::from(frame)));
+        let mut req = http::Request::new(Full::new(frame));
         *req.method_mut() = http::Method::POST;
         *req.uri_mut() = lean.uri.clone();
         let headers = req.headers_mut();
-        headers.reserve(self.headers.len() + extra.len() + 2);
+        headers.reserve(self.headers.len() + extra.len() + 3);
         for (name, value) in &self.headers {
             headers.append(name.clone(), value.clone());
         }
         headers.insert(ACCEPT, HeaderValue::from_static(POST_ACCEPT));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(value) = authorization {
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         for (name, value) in extra {
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("header {name}: {e}"))?;
             let value = HeaderValue::from_str(value).map_err(|_| format!("header {name}: invalid value"))?;

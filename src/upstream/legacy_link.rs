@@ -37,11 +37,14 @@ pub(super) fn http_transport(
     let max = ctx.tunables.load().max_line_bytes;
     Ok(match mode {
         HttpMode::LegacySse => {
-            let t = LegacySseTransport::new(name, url, headers, max, inbound)?;
+            let t = LegacySseTransport::new(name, url, headers, ctx.bearer.clone(), max, inbound)?;
             Transport::LegacySse(Box::new(t))
         }
         HttpMode::Auto | HttpMode::StreamableHttp => {
-            Transport::Http(Box::new(HttpTransport::new(name, url, headers, max, inbound)?))
+            let bearer = ctx.bearer.clone();
+            Transport::Http(Box::new(HttpTransport::new(
+                name, url, headers, bearer, max, inbound,
+            )?))
         }
     })
 }
@@ -70,9 +73,15 @@ impl Actor {
                     return Err(refusal.to_string());
                 };
                 let max = self.ctx.tunables.load().max_line_bytes;
-                let mut legacy =
-                    LegacySseTransport::new(self.handle.name().into(), url, headers, max, t.inbound())
-                        .map_err(|e| e.detail())?;
+                let mut legacy = LegacySseTransport::new(
+                    self.handle.name().into(),
+                    url,
+                    headers,
+                    self.ctx.bearer.clone(),
+                    max,
+                    t.inbound(),
+                )
+                .map_err(|e| e.detail())?;
                 legacy
                     .connect()
                     .await

@@ -7,6 +7,7 @@ use super::connection::Inbound;
 use super::http_endpoint::{error_chain, gone, read_limited, Endpoint, Failure, Gone};
 use super::parse_frame;
 use crate::config::Secret;
+use crate::credentials::bearer::Bearer;
 use crate::error::UpstreamError;
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use bytes::Bytes;
@@ -48,10 +49,11 @@ impl LegacySseTransport {
         name: Arc<str>,
         url: &str,
         configured: &[(String, Secret)],
+        bearer: Option<Arc<dyn Bearer>>,
         max_event_bytes: usize,
         inbound: mpsc::Sender<Inbound>,
     ) -> Result<Self, UpstreamError> {
-        let sse = Endpoint::for_upstream(&name, url, configured)?;
+        let sse = Endpoint::for_upstream(&name, url, configured, bearer)?;
         let stop = CancellationToken::new();
         Ok(LegacySseTransport {
             name,
@@ -100,13 +102,24 @@ impl LegacySseTransport {
 
     /// The GET and its `endpoint` event.
     async fn open(&self) -> Result<Opened, Failure> {
-        let resp = self.sse.get(None).send().await.map_err(|e| {
-            let failure = Failure::of(&e);
-            Failure {
-                reason: format!("GET failed: {}", failure.reason),
-                ..failure
-            }
-        })?;
+        self.sse.bearer_ready().await?;
+        let get = || async {
+            self.sse.get(None).send().await.map_err(|e| {
+                let failure = Failure::of(&e);
+                Failure {
+                    reason: format!("GET failed: {}", failure.reason),
+                    ..failure
+                }
+            })
+        };
+        let mut resp = get().await?;
+        if let Some(renewed) = (self.sse)
+            .renewed_after(resp.status().as_u16(), resp.headers(), None)
+            .await
+        {
+            renewed?;
+            resp = get().await?;
+        }
         let status = resp.status();
         let is_sse = resp
             .headers()
@@ -322,7 +335,23 @@ impl Poster {
     }
 
     async fn post(&self, frame: String) -> Result<(), Posted> {
-        let resp = match self.endpoint.post(frame).send().await {
+        let mut sent = self.endpoint.post(frame.clone()).send().await;
+        if let Ok(resp) = &sent {
+            let renewed = (self.endpoint)
+                .renewed_after(resp.status().as_u16(), resp.headers(), None)
+                .await;
+            match renewed {
+                Some(Ok(_)) => sent = self.endpoint.post(frame).send().await,
+                Some(Err(why)) => {
+                    return Err(Posted::Failed(UpstreamError::unavailable(
+                        self.name.to_string(),
+                        why,
+                    )))
+                }
+                None => {}
+            }
+        }
+        let resp = match sent {
             Ok(resp) => resp,
             Err(err) => {
                 let reason = format!("POST failed: {}", error_chain(&err));

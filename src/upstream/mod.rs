@@ -28,6 +28,7 @@ mod opening;
 pub mod pool;
 pub mod reconcile;
 pub mod server_requests;
+pub mod sign_in_wait;
 mod startup;
 pub mod state;
 mod stdio;

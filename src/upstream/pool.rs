@@ -8,10 +8,12 @@ use super::ties::HostTies;
 use super::{spawn_connection, ConnectionContext, ConnectionEvent, Learned, ServerFacts, UpstreamHandle};
 use crate::catalog::freshness::ListFreshness;
 use crate::catalog::{CatalogStore, Naming};
-use crate::config::{Config, IdMap, Isolation, ServerConfig, UpstreamId};
+use crate::config::{Config, IdMap, Isolation, ServerConfig, UpstreamAuth, UpstreamId};
+use crate::credentials::bearer::Bearer;
+use crate::credentials::{Credentials, LOCAL_PRINCIPAL};
 use crate::error::UpstreamError;
 use arc_swap::{ArcSwap, ArcSwapOption};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -61,6 +63,12 @@ pub struct UpstreamSlot {
     retired: ArcSwapOption<String>,
     /// Fires once its first start attempt is over (its lists loaded, or the attempt failed).
     pub first_start: CancellationToken,
+    /// The identity its shared connection acts as at the upstream (`auth = {...}`).
+    pub bearer: Option<Arc<dyn Bearer>>,
+    /// While set, its catalog is only its `authorize` tool: calling it signs a person in.
+    pub awaiting_sign_in: AtomicBool,
+    /// How many principals hold a grant for it (`oauth`), as its supervisor last counted.
+    grants: AtomicU64,
 }
 
 impl UpstreamSlot {
@@ -69,8 +77,17 @@ impl UpstreamSlot {
         server: &ServerConfig,
         separator: &str,
         shutdown: &CancellationToken,
+        credentials: &Arc<Credentials>,
     ) -> (Arc<UpstreamSlot>, mpsc::Receiver<ConnectionEvent>) {
         let (tx, rx) = mpsc::channel(SUPERVISOR_EVENTS);
+        // The shared connection acts as mcpmux itself (client credentials) or as the one local
+        // user (an `oauth` upstream of a gateway without [auth]).
+        let bearer = match server.auth {
+            UpstreamAuth::ClientCredentials(_) | UpstreamAuth::OAuth(_) => {
+                credentials.bearer(server, LOCAL_PRINCIPAL)
+            }
+            _ => None,
+        };
         let slot = UpstreamSlot {
             server: Arc::new(server.clone()),
             tunables: super::tunables::live(server),
@@ -90,6 +107,9 @@ impl UpstreamSlot {
             stop: shutdown.child_token(),
             retired: ArcSwapOption::empty(),
             first_start: CancellationToken::new(),
+            bearer,
+            awaiting_sign_in: AtomicBool::new(false),
+            grants: AtomicU64::new(0),
         };
         (Arc::new(slot), rx)
     }
@@ -110,6 +130,15 @@ impl UpstreamSlot {
     pub fn retired(&self) -> Option<Arc<String>> {
         self.retired.load_full()
     }
+
+    /// How many principals hold a grant for it (`oauth`).
+    pub fn grant_count(&self) -> u64 {
+        self.grants.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_grant_count(&self, n: u64) {
+        self.grants.store(n, Ordering::Relaxed);
+    }
 }
 
 /// The upstreams in force: in configuration order (earlier ones win a clash of exposed names),
@@ -118,12 +147,19 @@ impl UpstreamSlot {
 struct SlotSet {
     slots: Vec<Arc<UpstreamSlot>>,
     by_id: IdMap<usize>,
+    /// Whether any is an `oauth` upstream (calls may then need a sign-in first).
+    any_oauth: bool,
 }
 
 impl SlotSet {
     fn new(slots: Vec<Arc<UpstreamSlot>>) -> SlotSet {
         let by_id = slots.iter().enumerate().map(|(i, s)| (s.id.clone(), i)).collect();
-        SlotSet { slots, by_id }
+        let any_oauth = (slots.iter()).any(|s| matches!(s.server.auth, UpstreamAuth::OAuth(_)));
+        SlotSet {
+            slots,
+            by_id,
+            any_oauth,
+        }
     }
 }
 
@@ -145,6 +181,8 @@ pub struct Upstreams {
     /// Reloads running: while there is one, the supervisors' `list_changed` are held back (the
     /// reload tells hosts once, from the catalog before and after).
     holding_lists: AtomicUsize,
+    /// The outbound identities: what connections of `auth = {...}` upstreams authenticate with.
+    pub credentials: Arc<Credentials>,
 }
 
 /// What the supervisors of new slots start with: each slot and its event queue.
@@ -168,11 +206,12 @@ impl Upstreams {
         hosts: Arc<dyn HostEvents>,
         ties: Arc<HostTies>,
         shutdown: CancellationToken,
+        credentials: Arc<Credentials>,
     ) -> (Arc<Upstreams>, SupervisorInputs) {
         let separator = &config.gateway.separator;
         let (slots, events): (Vec<_>, Vec<_>) = (config.servers.iter())
             .map(|server| {
-                let (slot, rx) = UpstreamSlot::new(server, separator, &shutdown);
+                let (slot, rx) = UpstreamSlot::new(server, separator, &shutdown, &credentials);
                 (slot.clone(), (slot, rx))
             })
             .unzip();
@@ -189,6 +228,7 @@ impl Upstreams {
             startup_deadline: tokio::time::Instant::now() + STARTUP_WAIT,
             all_ready: AtomicBool::new(false),
             holding_lists: AtomicUsize::new(0),
+            credentials,
         };
         (Arc::new(upstreams), SupervisorInputs { events })
     }
@@ -206,7 +246,7 @@ impl Upstreams {
         server: &ServerConfig,
         separator: &str,
     ) -> (Arc<UpstreamSlot>, mpsc::Receiver<ConnectionEvent>) {
-        UpstreamSlot::new(server, separator, &self.shutdown)
+        UpstreamSlot::new(server, separator, &self.shutdown, &self.credentials)
     }
 
     /// Put `slots` in force (in this order), replacing the whole set.
@@ -239,6 +279,11 @@ impl Upstreams {
 
     pub fn len(&self) -> usize {
         self.set.load().slots.len()
+    }
+
+    /// Whether any upstream in force is an `oauth` one.
+    pub fn any_oauth(&self) -> bool {
+        self.set.load().any_oauth
     }
 
     pub fn is_empty(&self) -> bool {
@@ -306,6 +351,7 @@ impl Upstreams {
             events: slot.events.clone(),
             owner: owner.map(Arc::downgrade),
             learned: slot.learned.clone(),
+            bearer: slot.bearer.clone(),
         }
     }
 
@@ -405,6 +451,7 @@ mod tests {
             hosts.clone(),
             Arc::new(HostTies::new()),
             CancellationToken::new(),
+            Credentials::new(&config, None),
         );
         pool.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
         {
@@ -432,6 +479,7 @@ mod tests {
             Arc::new(super::super::host::NoHosts),
             ties.clone(),
             CancellationToken::new(),
+            Credentials::new(&config, None),
         );
         let slot = pool.get(&UpstreamId::new("u")).unwrap();
         let open = ties.connection_or_open(7, &slot.id, || UpstreamHandle::detached("u"));

@@ -85,6 +85,11 @@ impl UpstreamState {
         Self::enter(&mut inner, Phase::Ready, Instant::now());
     }
 
+    /// Waiting for a person to sign in (an `oauth` upstream without a grant).
+    pub fn needs_authorization(&self) {
+        Self::enter(&mut self.inner.lock(), Phase::NeedsAuthorization, Instant::now());
+    }
+
     pub fn stopped(&self) {
         Self::enter(&mut self.inner.lock(), Phase::Stopped, Instant::now());
     }

@@ -45,6 +45,16 @@ pub async fn supervise(
     // The connection reports its own handshake timeout; this only bounds a connection task
     // that would not (the stop of a stdio child takes a few seconds more).
     loop {
+        if super::sign_in_wait::needs_sign_in(&pool, slot).await {
+            if std::mem::take(&mut first_attempt) {
+                slot.first_start.cancel();
+            }
+            super::sign_in_wait::await_sign_in(&pool, slot).await;
+            if slot.stop.is_cancelled() {
+                slot.state.stopped();
+                return;
+            }
+        }
         // Read per attempt: a reload changes it for the next connect.
         let handshake = slot.tunables.load().handshake_timeout;
         let ready_wait = super::startup::opening_bound(handshake) + READY_MARGIN;
@@ -76,6 +86,8 @@ pub async fn supervise(
                 } else {
                     slot.shared.store(Some(Arc::new(handle.clone())));
                 }
+                slot.awaiting_sign_in
+                    .store(false, std::sync::atomic::Ordering::Release);
                 // Ready as `/status` says it: lists loaded, calls served.
                 slot.state.ready();
                 pool.note_ready();
@@ -96,6 +108,9 @@ pub async fn supervise(
             tokio::select! {
                 _ = watch_events(&pool, slot, &mut events) => {}
                 _ = handle.closed(), if shared_up => {}
+                _ = grant_lost(&pool, slot) => {
+                    tracing::warn!(upstream = %slot.server.name, "the grant is gone: closing the connection until a sign-in");
+                }
                 _ = slot.stop.cancelled() => {}
             }
         }
@@ -117,6 +132,11 @@ pub async fn supervise(
         if up_since.elapsed() > STABLE_AFTER {
             backoff.reset();
         }
+        if super::sign_in_wait::needs_sign_in(&pool, slot).await {
+            // Not a failure of the server: nobody may use it until someone signs in.
+            handle.shutdown();
+            continue;
+        }
         let reason = failure.unwrap_or_else(|| "connection ended".into());
         let phase = slot.state.failed(&reason, Instant::now());
         if phase == Phase::CrashLoop {
@@ -130,6 +150,24 @@ pub async fn supervise(
                 slot.state.stopped();
                 return;
             }
+        }
+    }
+}
+
+/// Resolves when an `oauth` upstream's grant is gone (revoked, refused, `mcpmux logout`);
+/// never for other upstreams.
+async fn grant_lost(pool: &Upstreams, slot: &UpstreamSlot) {
+    if !matches!(slot.server.auth, crate::config::UpstreamAuth::OAuth(_)) {
+        return std::future::pending().await;
+    }
+    let mut changes = pool.credentials.changes();
+    loop {
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+        if super::sign_in_wait::needs_sign_in(pool, slot).await {
+            return;
         }
     }
 }

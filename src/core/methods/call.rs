@@ -10,6 +10,7 @@ use crate::core::access::Access;
 use crate::core::audit_trail::Trail;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
+use crate::core::sign_in;
 use crate::error::RequestError;
 use crate::protocol::{modern_params, RawObject, RequestId};
 use std::sync::Arc;
@@ -39,11 +40,31 @@ pub async fn serve(
         if let Some(down) = down_owner(hub, &access, kind, &name).filter(|_| permitted) {
             return Outcome::refused(id, down);
         }
+        if let Some(done) = (kind == ListKind::Tools)
+            .then(|| sign_in::signed_in_already(hub, &name, &id))
+            .flatten()
+        {
+            return done;
+        }
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
         return Outcome::refused(id, RequestError::UnknownName { what, name });
     };
     if let Some(refusal) = step_up(hub, ctx, &name, trail) {
         return Outcome::Denied { id, refusal };
+    }
+    // An `oauth` upstream nobody signed in to, or one that asked for more scope: consent first.
+    if let Some(slot) = (kind == ListKind::Tools && hub.upstreams.any_oauth())
+        .then(|| hub.upstreams.get(&item.upstream))
+        .flatten()
+    {
+        let authorize = sign_in::is_authorize_call(&slot, &item.original);
+        if authorize || sign_in::needs_step_up(hub, &slot, ctx) {
+            match sign_in::consent(hub, ctx, id.clone(), &slot, &mut params).await {
+                sign_in::Consent::Asked(outcome) => return outcome,
+                sign_in::Consent::Proceed if authorize => return Outcome::Reply(sign_in::done(id, &slot)),
+                sign_in::Consent::Proceed => {}
+            }
+        }
     }
     let mut target = Target::new(item.upstream.clone(), shape);
     let modern_upstream = || {
