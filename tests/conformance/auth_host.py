@@ -160,7 +160,7 @@ def main() -> int:
     ap.add_argument("calls", nargs="*", help="TOOL JSON pairs")
     ap.add_argument("--mode", default="legacy", help="the SDK's connect mode: legacy or 2026-07-28")
     ap.add_argument("--login", default="alice", help="who signs in at the authorization server")
-    opts = ap.parse_args()
+    opts = ap.parse_intermixed_args()
     if len(opts.calls) % 2:
         ap.error("calls come as TOOL JSON pairs")
     calls = [(opts.calls[i], json.loads(opts.calls[i + 1])) for i in range(0, len(opts.calls), 2)]
