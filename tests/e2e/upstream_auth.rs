@@ -87,6 +87,17 @@ async fn in_band(mode: &str) {
     let run = run_host(&gw.url(), mode, "alice", &[(WHOAMI, "{}")]).await;
     assert_whoami(&run, "alice", &idp, &gw);
     assert_signed_in_via_callback(&run, &gw);
+    // One sign-in: the host's retry after the callback waits for it instead of starting another.
+    let links = strings(&run.json["links"]);
+    assert_eq!(
+        links.len(),
+        1,
+        "signed in {} times: {links:?}
+{run}
+{}",
+        links.len(),
+        gw.log()
+    );
     assert_eq!(run.json["authorize_tool"], AUTHORIZE, "{run}");
     // The authorize call itself went on after the callback and answered without isError.
     assert!(run.json["texts"][AUTHORIZE].is_string(), "{run}");

@@ -112,17 +112,27 @@ pub fn run_client_scenario_within(command: &str, scenario: &str, timeout: Durati
     )
 }
 
-/// The suite writes `DIR/<prefix><scenario>-<timestamp>/checks.json` per scenario.
+/// The suite writes `DIR/<prefix><scenario>-<timestamp>/checks.json` per scenario (a scenario
+/// named `auth/x` in a subdirectory: `DIR/auth/x-<timestamp>`).
 fn read_results(dir: &Path, prefix: &str) -> BTreeMap<String, Scenario> {
     let mut out = BTreeMap::new();
+    read_results_into(dir, prefix, "", &mut out);
+    out
+}
+
+fn read_results_into(dir: &Path, prefix: &str, group: &str, out: &mut BTreeMap<String, Scenario>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
+        return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(scenario) = name.strip_prefix(prefix).and_then(strip_timestamp) else {
+            if group.is_empty() && entry.path().is_dir() {
+                read_results_into(&entry.path(), prefix, &format!("{name}/"), out);
+            }
             continue;
         };
+        let scenario = format!("{group}{scenario}");
         let checks = std::fs::read_to_string(entry.path().join("checks.json")).unwrap_or_default();
         let checks: Vec<serde_json::Value> = serde_json::from_str(&checks).unwrap_or_default();
         let mut result = Scenario::default();
@@ -147,9 +157,8 @@ fn read_results(dir: &Path, prefix: &str) -> BTreeMap<String, Scenario> {
                 _ => {}
             }
         }
-        out.insert(scenario.to_string(), result);
+        out.insert(scenario, result);
     }
-    out
 }
 
 /// `tools-list-2026-11-22T01-54-33-636Z` → `tools-list`.
