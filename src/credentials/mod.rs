@@ -191,7 +191,10 @@ impl Credentials {
             None => None,
         };
         let redirect_uri = self.redirect_uri();
-        let cimd_url = self.client_metadata_url();
+        let cimd_url = config
+            .client_metadata_url
+            .clone()
+            .or_else(|| self.client_metadata_url());
         self.sign_ins
             .start(Start {
                 http: &self.http,
