@@ -176,4 +176,4 @@ fn der_next(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 
 #[cfg(test)]
 #[path = "assertion_tests.rs"]
-mod tests;
+pub(crate) mod tests;

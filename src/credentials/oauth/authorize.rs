@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn every_parameter_is_there_and_the_endpoint_query_kept() {
-        let pkce = Pkce::from_verifier("dBjftJeZ4CVP-mo0Hp4KSQ7e7ldbtZ0b6W7dVBNR2dHZ".into());
+        let pkce = Pkce::from_verifier("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk".into());
         let url = authorization_url(
             &discovery("https://as.example.com/authorize?tenant=a"),
             &client(),
