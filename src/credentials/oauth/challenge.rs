@@ -125,10 +125,7 @@ impl<'a> Lexer<'a> {
             self.rest = "";
             return Some(out);
         }
-        let end = self
-            .rest
-            .find([',', ' ', '\t'])
-            .unwrap_or(self.rest.len());
+        let end = self.rest.find([',', ' ', '\t']).unwrap_or(self.rest.len());
         let (value, rest) = self.rest.split_at(end);
         self.rest = rest;
         // A token68's padding (`abc==`) leaves `=`s: not a value.

@@ -169,3 +169,16 @@ async fn a_refused_registration_names_the_as_error() {
     .expect_err("no DCR");
     assert!(err.to_string().contains("configure a client_id"), "{err}");
 }
+
+#[test]
+fn the_cimd_document_names_itself_and_asks_for_refresh_tokens() {
+    let doc = cimd_document(
+        "https://gw.example/oauth/client.json",
+        "mcpmux",
+        "https://gw.example/oauth/callback",
+    );
+    assert_eq!(doc["client_id"], "https://gw.example/oauth/client.json");
+    assert_eq!(doc["redirect_uris"], j!(["https://gw.example/oauth/callback"]));
+    assert_eq!(doc["grant_types"], j!(["authorization_code", "refresh_token"]));
+    assert_eq!(doc["token_endpoint_auth_method"], "none");
+}

@@ -82,3 +82,69 @@ async fn a_refused_exchange_names_the_idp_error_and_not_the_subject_token() {
     );
     assert!(!format!("{err:?}").contains("inbound-token"));
 }
+
+#[tokio::test]
+async fn an_id_jag_from_an_exchange_is_redeemed_with_the_jwt_bearer_grant() {
+    // SEP-990 (the suite's cross-app-access scenario): ID token -> ID-JAG at the IdP, then the
+    // ID-JAG as a JWT bearer grant at the MCP server's AS with client_secret_basic.
+    let idp = TestAs::start(|_| {
+        vec![(
+            "POST",
+            "/token".into(),
+            json(200, j!({"access_token": "the-id-jag", "issued_token_type": ID_JAG_TOKEN_TYPE, "token_type": "N_A"})),
+        )]
+    })
+    .await;
+    let auth =
+        TestAs::start(|_| vec![("POST", "/token".into(), json(200, j!({"access_token": "mcp-at"})))]).await;
+    let request = TokenExchange {
+        subject_token: "the-id-token".into(),
+        subject_token_type: ID_TOKEN_TYPE.into(),
+        requested_token_type: Some(ID_JAG_TOKEN_TYPE.into()),
+        audience: Some(auth.base.clone()),
+        resource: Some("http://rs.test/mcp".into()),
+        scope: None,
+    };
+    let idp_client = ClientRegistration {
+        client_id: "idp-client".into(),
+        client_secret: None,
+        auth_method: "none".into(),
+        issuer: None,
+    };
+    let jag = token_exchange(
+        &http_client(),
+        &format!("{}/token", idp.base),
+        &idp_client,
+        ClientAuth::None,
+        &request,
+    )
+    .await
+    .expect("exchange");
+    assert_eq!(jag.token_type, "N_A");
+    let form = idp.only("/token").form();
+    assert_eq!(form["subject_token_type"], ID_TOKEN_TYPE);
+    assert_eq!(form["requested_token_type"], ID_JAG_TOKEN_TYPE);
+    assert_eq!(form["audience"], auth.base);
+    assert_eq!(form["client_id"], "idp-client");
+
+    let grant = jwt_bearer(
+        &http_client(),
+        &format!("{}/token", auth.base),
+        &client(),
+        ClientAuth::Basic,
+        &jag.access_token,
+        None,
+        Some("http://rs.test/mcp"),
+    )
+    .await
+    .expect("jwt bearer");
+    assert_eq!(grant.access_token, "mcp-at");
+    let seen = auth.only("/token");
+    let form = seen.form();
+    assert_eq!(form["grant_type"], "urn:ietf:params:oauth:grant-type:jwt-bearer");
+    assert_eq!(form["assertion"], "the-id-jag");
+    assert_eq!(form["resource"], "http://rs.test/mcp");
+    assert!(seen
+        .header("authorization")
+        .is_some_and(|h| h.starts_with("Basic ")));
+}
