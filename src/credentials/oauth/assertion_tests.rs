@@ -23,6 +23,11 @@ pub(crate) fn public_key(pem: &str) -> DecodingKey {
         }
         Algorithm::ES256 => {
             let rng = ring::rand::SystemRandom::new();
+            let der = if label == "EC PRIVATE KEY" {
+                sec1_to_pkcs8(&der).expect("sec1").1
+            } else {
+                der
+            };
             let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng).expect("ec");
             DecodingKey::from_ec_der(pair.public_key().as_ref())
         }
@@ -59,6 +64,7 @@ fn the_algorithm_follows_the_key_type() {
         (RSA8, Algorithm::RS256),
         (RSA1, Algorithm::RS256),
         (EC8, Algorithm::ES256),
+        (SEC1, Algorithm::ES256),
         (ED, Algorithm::EdDSA),
     ] {
         assert_eq!(signing_key(pem).expect("key").0, alg);
@@ -75,6 +81,7 @@ fn every_key_type_signs_a_verifiable_rfc_7523_assertion() {
         (RSA8, Algorithm::RS256),
         (RSA1, Algorithm::RS256),
         (EC8, Algorithm::ES256),
+        (SEC1, Algorithm::ES256),
         (ED, Algorithm::EdDSA),
     ] {
         let jwt = client_assertion(
@@ -116,7 +123,6 @@ fn one_audience_is_a_string_and_every_jti_is_fresh() {
 #[test]
 fn unusable_keys_are_refused_with_a_reason() {
     let err = |pem: &str| signing_key(pem).err().expect("refused").to_string();
-    assert!(err(SEC1).contains("openssl pkcs8 -topk8"), "{}", err(SEC1));
     assert!(err("not a pem").contains("no PEM block"));
     assert!(
         err("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----").contains("not a private key")
@@ -126,4 +132,19 @@ fn unusable_keys_are_refused_with_a_reason() {
     // A well-formed key the signer rejects fails when signing, not with a panic.
     let bogus_rsa = "-----BEGIN RSA PRIVATE KEY-----\nMAMCAQA=\n-----END RSA PRIVATE KEY-----";
     assert!(client_assertion(bogus_rsa, None, "c", &["a".to_string()], 0).is_err());
+}
+
+#[test]
+fn a_sec1_key_without_its_public_key_is_refused_with_a_hint() {
+    // SEQUENCE { INTEGER 1, OCTET STRING (32 bytes), [0] { OID P-256 } }: no [1] public key.
+    let mut der = vec![0x30, 0x31, 0x02, 0x01, 0x01, 0x04, 0x20];
+    der.extend([7u8; 32]);
+    der.extend([0xa0, 0x0a, 0x06, 0x08]);
+    der.extend(OID_P256);
+    let pem = format!(
+        "-----BEGIN EC PRIVATE KEY-----\n{}\n-----END EC PRIVATE KEY-----",
+        base64::engine::general_purpose::STANDARD.encode(&der)
+    );
+    let err = signing_key(&pem).err().expect("refused").to_string();
+    assert!(err.contains("openssl pkcs8 -topk8"), "{err}");
 }
