@@ -19,7 +19,7 @@ async fn client_secret_basic_as_the_conformance_suite_checks_it() {
     };
     let endpoint = format!("{}/token", server.base);
     let grant = client_credentials(
-        &http_client(),
+        &http_client().expect("client"),
         &endpoint,
         &client,
         ClientAuth::Basic,
@@ -60,9 +60,16 @@ async fn private_key_jwt_sends_an_assertion_the_as_verifies() {
         pem: pem.to_string(),
         key_id: None,
     };
-    client_credentials(&http_client(), &endpoint, &client, auth, None, None)
-        .await
-        .expect("grant");
+    client_credentials(
+        &http_client().expect("client"),
+        &endpoint,
+        &client,
+        auth,
+        None,
+        None,
+    )
+    .await
+    .expect("grant");
     let seen = server.only("/token");
     let form = seen.form();
     assert_eq!(form["grant_type"], "client_credentials");
@@ -99,9 +106,16 @@ async fn without_a_known_issuer_the_token_endpoint_is_the_audience() {
         pem: pem.to_string(),
         key_id: Some("k".into()),
     };
-    client_credentials(&http_client(), &endpoint, &client, auth, None, None)
-        .await
-        .expect("grant");
+    client_credentials(
+        &http_client().expect("client"),
+        &endpoint,
+        &client,
+        auth,
+        None,
+        None,
+    )
+    .await
+    .expect("grant");
     let form = server.only("/token").form();
     let claims = verified_claims(
         &form["client_assertion"],
@@ -133,9 +147,16 @@ async fn a_refused_client_is_named_with_the_as_error() {
         issuer: None,
     };
     let endpoint = format!("{}/token", server.base);
-    let err = client_credentials(&http_client(), &endpoint, &client, ClientAuth::Basic, None, None)
-        .await
-        .expect_err("refused");
+    let err = client_credentials(
+        &http_client().expect("client"),
+        &endpoint,
+        &client,
+        ClientAuth::Basic,
+        None,
+        None,
+    )
+    .await
+    .expect_err("refused");
     assert_eq!(
         err.to_string(),
         format!("{endpoint} answered HTTP 401: invalid_client (Invalid client credentials)")

@@ -129,7 +129,7 @@ async fn the_challenge_names_the_prm_and_the_root_prm_is_never_asked() {
         ..Challenge::default()
     };
     let d = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", rs.base)),
         Some(&challenge),
     )
@@ -163,7 +163,7 @@ async fn without_a_challenge_the_path_based_prm_then_oidc_discovery() {
     )
     .await;
     let d = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", rs.base)),
         None,
     )
@@ -204,7 +204,7 @@ async fn a_root_prm_and_a_path_issuer_never_probe_the_as_root() {
     })
     .await;
     let d = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", rs.base)),
         None,
     )
@@ -246,7 +246,7 @@ async fn a_custom_prm_location_and_oidc_path_appending() {
     .await;
     let challenge = parse_www_authenticate_for(&format!("{}/custom/metadata/location.json", rs.base));
     let d = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", rs.base)),
         Some(&challenge),
     )
@@ -282,7 +282,7 @@ async fn a_2025_03_26_server_with_metadata_at_its_origin() {
     })
     .await;
     let d = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", server.base)),
         None,
     )
@@ -313,7 +313,7 @@ async fn a_2025_03_26_server_without_metadata_gets_the_default_endpoints() {
     // 2025-03-26-oauth-endpoint-fallback.
     let server = TestAs::start(|_| vec![]).await;
     let d = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", server.base)),
         None,
     )
@@ -351,7 +351,7 @@ async fn a_prm_for_another_resource_stops_discovery() {
     )
     .await;
     let err = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", rs.base)),
         None,
     )
@@ -380,7 +380,7 @@ async fn metadata_naming_another_issuer_is_refused() {
     )
     .await;
     let err = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", rs.base)),
         None,
     )
@@ -410,7 +410,7 @@ async fn a_failing_metadata_endpoint_is_an_error_naming_it() {
     )
     .await;
     let err = discover(
-        &super::super::http_client(),
+        &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", rs.base)),
         None,
     )

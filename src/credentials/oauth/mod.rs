@@ -44,15 +44,20 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The one client every OAuth call shares: rustls, timeouts, and no redirect followed (a token
 /// or registration POST must not be replayed elsewhere, and metadata is fetched from exactly
-/// the URL the specs name).
-pub fn http_client() -> reqwest::Client {
+/// the URL the specs name). Build it once and clone it (a clone shares the pool).
+pub fn http_client() -> Result<reqwest::Client, OAuthError> {
     reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("mcpmux/", env!("CARGO_PKG_VERSION")))
         .build()
-        .unwrap_or_default()
+        .map_err(|e| {
+            OAuthError::Invalid(format!(
+                "the OAuth HTTP client: {}",
+                crate::util::http_client::error_chain(&e)
+            ))
+        })
 }
 
 /// Unix seconds now.

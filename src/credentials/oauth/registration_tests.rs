@@ -33,7 +33,7 @@ fn the_auth_method_follows_the_as_metadata() {
 async fn a_pre_registered_client_is_used_as_is() {
     let d = discovery_at("http://as.test", Some(&["client_secret_basic"]));
     let client = register(
-        &crate::credentials::oauth::http_client(),
+        &crate::credentials::oauth::http_client().expect("client"),
         &d,
         Registration::PreRegistered {
             client_id: "pre-registered-client".into(),
@@ -55,7 +55,7 @@ async fn cimd_where_the_as_supports_it_and_the_url_is_https() {
     let mut d = discovery_at(&server.base, None);
     d.as_metadata.client_id_metadata_document_supported = true;
     let cimd = "https://conformance-test.local/client-metadata.json";
-    let http = crate::credentials::oauth::http_client();
+    let http = crate::credentials::oauth::http_client().expect("client");
     let client = register(&http, &d, metadata_registration(Some(cimd)))
         .await
         .expect("cimd");
@@ -90,7 +90,7 @@ async fn dynamic_registration_sends_the_client_metadata_and_honours_the_answer()
     // CIMD offered by mcpmux but not supported by this AS: DCR.
     let d = discovery_at(&server.base, Some(&["client_secret_post", "none"]));
     let client = register(
-        &crate::credentials::oauth::http_client(),
+        &crate::credentials::oauth::http_client().expect("client"),
         &d,
         metadata_registration(Some("https://gw.example/oauth/client.json")),
     )
@@ -116,7 +116,7 @@ async fn a_registration_without_method_or_secret_is_a_public_client() {
         TestAs::start(|_| vec![("POST", "/register".into(), json(201, j!({"client_id": "pub"})))]).await;
     let d = discovery_at(&server.base, Some(&["none"]));
     let client = register(
-        &crate::credentials::oauth::http_client(),
+        &crate::credentials::oauth::http_client().expect("client"),
         &d,
         metadata_registration(None),
     )
@@ -145,7 +145,7 @@ async fn a_refused_registration_names_the_as_error() {
     .await;
     let d = discovery_at(&server.base, None);
     let err = register(
-        &crate::credentials::oauth::http_client(),
+        &crate::credentials::oauth::http_client().expect("client"),
         &d,
         metadata_registration(None),
     )
@@ -161,7 +161,7 @@ async fn a_refused_registration_names_the_as_error() {
     let mut no_dcr = discovery_at(&server.base, None);
     no_dcr.as_metadata.registration_endpoint = None;
     let err = register(
-        &crate::credentials::oauth::http_client(),
+        &crate::credentials::oauth::http_client().expect("client"),
         &no_dcr,
         metadata_registration(None),
     )

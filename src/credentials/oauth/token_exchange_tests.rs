@@ -32,9 +32,15 @@ async fn the_exchange_sends_rfc_8693_fields() {
         ..TokenExchange::of_access_token("inbound-token".into())
     };
     let endpoint = format!("{}/token", server.base);
-    let grant = token_exchange(&http_client(), &endpoint, &client(), ClientAuth::Basic, &request)
-        .await
-        .expect("exchange");
+    let grant = token_exchange(
+        &http_client().expect("client"),
+        &endpoint,
+        &client(),
+        ClientAuth::Basic,
+        &request,
+    )
+    .await
+    .expect("exchange");
     let seen = server.only("/token");
     let form = seen.form();
     assert_eq!(
@@ -72,9 +78,15 @@ async fn a_refused_exchange_names_the_idp_error_and_not_the_subject_token() {
     .await;
     let endpoint = format!("{}/token", server.base);
     let request = TokenExchange::of_access_token("inbound-token".into());
-    let err = token_exchange(&http_client(), &endpoint, &client(), ClientAuth::Post, &request)
-        .await
-        .expect_err("refused");
+    let err = token_exchange(
+        &http_client().expect("client"),
+        &endpoint,
+        &client(),
+        ClientAuth::Post,
+        &request,
+    )
+    .await
+    .expect_err("refused");
     assert_eq!(err.oauth_error(), Some("invalid_target"));
     assert_eq!(
         err.to_string(),
@@ -112,7 +124,7 @@ async fn an_id_jag_from_an_exchange_is_redeemed_with_the_jwt_bearer_grant() {
         issuer: None,
     };
     let jag = token_exchange(
-        &http_client(),
+        &http_client().expect("client"),
         &format!("{}/token", idp.base),
         &idp_client,
         ClientAuth::None,
@@ -128,7 +140,7 @@ async fn an_id_jag_from_an_exchange_is_redeemed_with_the_jwt_bearer_grant() {
     assert_eq!(form["client_id"], "idp-client");
 
     let grant = jwt_bearer(
-        &http_client(),
+        &http_client().expect("client"),
         &format!("{}/token", auth.base),
         &client(),
         ClientAuth::Basic,

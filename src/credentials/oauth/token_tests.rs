@@ -35,7 +35,7 @@ async fn the_code_is_redeemed_with_the_verifier_of_the_challenge_and_basic_auth(
         .map(|(_, v)| v.into_owned())
         .expect("challenge");
     let grant = exchange_code(
-        &http_client(),
+        &http_client().expect("client"),
         &d,
         &c,
         "the-code",
@@ -80,15 +80,31 @@ async fn post_and_none_put_the_client_in_the_form() {
     let server = token_server(json(200, j!({"access_token": "at"}))).await;
     let d = discovery_at(&server.base, None);
     let post = client(Some("sec"), "client_secret_post");
-    let grant = exchange_code(&http_client(), &d, &post, "c", "http://x/cb", "v", None)
-        .await
-        .expect("post");
+    let grant = exchange_code(
+        &http_client().expect("client"),
+        &d,
+        &post,
+        "c",
+        "http://x/cb",
+        "v",
+        None,
+    )
+    .await
+    .expect("post");
     assert_eq!(grant.scope, None);
     assert_eq!(grant.expires_at, None);
     let public = client(None, "none");
-    exchange_code(&http_client(), &d, &public, "c", "http://x/cb", "v", Some("a b"))
-        .await
-        .expect("none");
+    exchange_code(
+        &http_client().expect("client"),
+        &d,
+        &public,
+        "c",
+        "http://x/cb",
+        "v",
+        Some("a b"),
+    )
+    .await
+    .expect("none");
     let seen = server.seen();
     let (first, second) = (seen[0].form(), seen[1].form());
     assert_eq!(
@@ -122,7 +138,9 @@ async fn refresh_keeps_the_refresh_token_the_as_did_not_replace() {
         format!("{}/token", server.base),
         client(Some("sec"), "client_secret_basic"),
     );
-    let fresh = refresh(&http_client(), &old).await.expect("refresh");
+    let fresh = refresh(&http_client().expect("client"), &old)
+        .await
+        .expect("refresh");
     let seen = server.only("/token");
     let form = seen.form();
     assert_eq!(form["grant_type"], "refresh_token");
@@ -146,7 +164,9 @@ async fn refresh_takes_a_rotated_refresh_token() {
     ))
     .await;
     let old = grant_at(format!("{}/token", server.base), client(None, "none"));
-    let fresh = refresh(&http_client(), &old).await.expect("refresh");
+    let fresh = refresh(&http_client().expect("client"), &old)
+        .await
+        .expect("refresh");
     assert_eq!(fresh.refresh_token.as_deref(), Some("new-rt"));
 }
 
@@ -161,7 +181,9 @@ async fn a_refused_refresh_says_invalid_grant_and_never_the_token() {
         format!("{}/token", server.base),
         client(Some("the-secret"), "client_secret_post"),
     );
-    let err = refresh(&http_client(), &old).await.expect_err("refused");
+    let err = refresh(&http_client().expect("client"), &old)
+        .await
+        .expect_err("refused");
     assert_eq!(err.oauth_error(), Some("invalid_grant"));
     let text = format!("{err} {err:?}");
     assert!(text.contains(&format!("{}/token", server.base)), "{text}");
@@ -173,7 +195,7 @@ async fn a_grant_without_refresh_token_cannot_be_refreshed() {
     let mut old = grant_at("http://127.0.0.1:9/token".into(), client(None, "none"));
     old.refresh_token = None;
     assert!(matches!(
-        refresh(&http_client(), &old).await,
+        refresh(&http_client().expect("client"), &old).await,
         Err(OAuthError::Invalid(_))
     ));
 }
@@ -197,7 +219,7 @@ async fn an_oversized_token_response_is_cut_off() {
     .await;
     let d = discovery_at(&server.base, None);
     let err = exchange_code(
-        &http_client(),
+        &http_client().expect("client"),
         &d,
         &client(None, "none"),
         "c",
