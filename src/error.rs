@@ -463,6 +463,9 @@ pub enum GatewayError {
     /// The audit log cannot be opened or continued.
     #[error("audit log: {0}")]
     Audit(String),
+    /// The vault of upstream grants cannot be opened (its key file, its folder).
+    #[error("{0}")]
+    Vault(String),
 }
 
 #[cfg(test)]

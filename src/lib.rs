@@ -49,6 +49,7 @@ pub mod config;
 pub mod core;
 pub mod credentials;
 pub mod error;
+pub mod grants_command;
 pub mod http;
 pub mod import;
 pub mod middleware;
@@ -298,7 +299,9 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         Some(audit) => Some(audit::AuditLog::open(audit).map_err(GatewayError::Audit)?),
         None => None,
     };
-    let (hub, inputs) = Hub::bound_to(config.clone(), shutdown.clone(), audit, addr);
+    let vault =
+        credentials::vault::Vault::open(&config.vault).map_err(|e| GatewayError::Vault(e.to_string()))?;
+    let (hub, inputs) = Hub::bound_to(config.clone(), shutdown.clone(), audit, addr, Some(vault));
     match &config.cluster {
         Some(cluster) => tracing::info!(
             key_id = %hub.sealer.key_id(),
@@ -472,8 +475,10 @@ fn routes(
     // without `[auth]`, else for a principal `[[policy]]` allows `mcpmux:admin` (`admin::access`).
     let watching = admin::metrics::router(hub.clone()).merge(admin::page::router(hub.clone()));
     let watching = admin::access::guard(watching, hub, admin.is_some());
+    let grants = admin::grants::router(hub, reloads.1.clone(), &config.gateway.path);
     let operator = (admin::router(hub.clone()))
         .merge(admin::reload::router(reloads, &config.gateway.path))
+        .merge(grants)
         .merge(watching)
         .layer(AccessLayer::in_force(operator_access, RefusalBody::PlainText));
     (faces, operator)

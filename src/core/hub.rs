@@ -56,6 +56,9 @@ pub struct Hub {
     pub auth: Arc<crate::auth::AuthInForce>,
     /// The audit log (`[audit]`, opened at start); `None` keeps none.
     pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// Where upstream grants live (`[vault]`, opened at start by the composition root); `None`
+    /// in hubs built without one (tests).
+    pub vault: Option<crate::credentials::vault::Vault>,
     /// Starts the requests' spans (`[telemetry] otlp_endpoint`, read at start); `None`: traces off.
     pub tracer: Option<Arc<crate::telemetry::spans::Tracer>>,
     /// The latest failed host requests (the admin page's recent errors).
@@ -84,7 +87,7 @@ impl Hub {
         audit: Option<Arc<crate::audit::AuditLog>>,
     ) -> (Arc<Hub>, SupervisorInputs) {
         let listen = config.gateway.listen;
-        Hub::bound_to(config, shutdown, audit, listen)
+        Hub::bound_to(config, shutdown, audit, listen, None)
     }
 
     /// [`Hub::new`] for a gateway whose endpoint is bound at `bound` (with `gateway.listen` on
@@ -94,6 +97,7 @@ impl Hub {
         shutdown: CancellationToken,
         audit: Option<Arc<crate::audit::AuditLog>>,
         bound: std::net::SocketAddr,
+        vault: Option<crate::credentials::vault::Vault>,
     ) -> (Arc<Hub>, SupervisorInputs) {
         let sessions = Arc::new(SessionRegistry::new());
         let ties = Arc::new(HostTies::new());
@@ -131,6 +135,7 @@ impl Hub {
                 crate::auth::Authenticator::from_config(&config),
             )),
             audit,
+            vault,
             tracer: crate::telemetry::spans::Tracer::start(&config.telemetry),
             recent_errors: Default::default(),
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),

@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn grant_keys_order_by_principal_then_upstream_and_round_trip() {
-        let mut keys = vec![
+        let mut keys = [
             GrantKey::new("bob", "a"),
             GrantKey::new("alice", "z"),
             GrantKey::new("alice", "b"),
