@@ -157,6 +157,60 @@ async fn grants_are_listed_and_removed_with_the_config_and_through_a_running_gat
     remove(&dir);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_grants_are_served_only_on_the_admin_listener() {
+    let _suite = crate::suite::enter(module_path!());
+    let dir = scratch_dir("grants-cli-auth");
+    let config_path = dir.join("mcpmux.toml");
+    let auth = "[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"k-0123456789\"\n";
+    let write = |admin: &str| {
+        let text = format!("[gateway]\nlisten = \"127.0.0.1:0\"\n{admin}\n{auth}");
+        std::fs::write(&config_path, text).expect("write config");
+        mcpmux::Config::load(&config_path).expect("config loads")
+    };
+    let config = write("");
+    let vault = Vault::open(&config.vault).expect("vault opens");
+    let local = GrantKey::new("local", "linear");
+    vault
+        .put(&local, &grant("SECRET-local", "read", true))
+        .await
+        .unwrap();
+
+    // [auth] on the main listener and no admin_listen: refused, nothing removed.
+    let gateway = mcpmux::start(config).await.expect("gateway starts");
+    let url = format!("http://{}", gateway.local_addr());
+    let refused = mcpmux(&["grants", "--url", &url]).await;
+    assert_eq!(refused.status.code(), Some(2), "{refused}");
+    assert!(
+        refused.stderr.contains("HTTP 403") && refused.stderr.contains("admin_listen"),
+        "{refused}"
+    );
+    let refused = mcpmux(&["logout", "linear", "--url", &url]).await;
+    assert_eq!(refused.status.code(), Some(2), "{refused}");
+    assert!(refused.stderr.contains("HTTP 403"), "{refused}");
+    assert!(vault.get(&local).await.unwrap().is_some());
+    gateway.stop().await;
+
+    // On the admin listener it is served (and not on the main one any more).
+    let gateway = mcpmux::start(write("admin_listen = \"127.0.0.1:0\""))
+        .await
+        .expect("gateway starts");
+    let admin = format!("http://{}", gateway.admin_addr().expect("an admin listener"));
+    let listed = mcpmux(&["grants", "--url", &admin]).await;
+    assert!(listed.exited_ok(), "{listed}");
+    assert_eq!(rows(&listed)[0][..3], ["local", "linear", "read"], "{listed}");
+    let main = mcpmux(&["grants", "--url", &format!("http://{}", gateway.local_addr())]).await;
+    assert_eq!(main.status.code(), Some(2), "{main}");
+    let out = mcpmux(&["logout", "linear", "--url", &admin]).await;
+    assert!(out.exited_ok(), "{out}");
+    assert_eq!(vault.get(&local).await.unwrap(), None);
+    for run in [&listed, &main, &out] {
+        assert_no_token(run);
+    }
+    gateway.stop().await;
+    remove(&dir);
+}
+
 fn remove(dir: &Path) {
     let _ = std::fs::remove_dir_all(dir);
 }
