@@ -37,6 +37,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("http", 7),
     ("admin", 7),
     ("status_command", 8),
+    ("grants_command", 8),
     ("reload", 8),
     ("reload_command", 8),
     ("login_command", 8),

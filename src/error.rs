@@ -463,8 +463,8 @@ pub enum GatewayError {
     /// The audit log cannot be opened or continued.
     #[error("audit log: {0}")]
     Audit(String),
-    /// The vault of upstream grants cannot be opened (its key file unreadable, a bad key).
-    #[error("the vault: {0}")]
+    /// The vault of upstream grants cannot be opened (its key file, its folder).
+    #[error("{0}")]
     Vault(String),
 }
 

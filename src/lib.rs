@@ -49,6 +49,7 @@ pub mod config;
 pub mod core;
 pub mod credentials;
 pub mod error;
+pub mod grants_command;
 pub mod http;
 pub mod import;
 pub mod login_command;
@@ -479,9 +480,11 @@ fn routes(
     // without `[auth]`, else for a principal `[[policy]]` allows `mcpmux:admin` (`admin::access`).
     let watching = admin::metrics::router(hub.clone()).merge(admin::page::router(hub.clone()));
     let watching = admin::access::guard(watching, hub, admin.is_some());
+    let grants = admin::grants::router(hub, reloads.1.clone(), &config.gateway.path);
     let operator = (admin::router(hub.clone()))
         .merge(admin::sign_in::router(hub.clone(), reloads.1.clone()))
         .merge(admin::reload::router(reloads, &config.gateway.path))
+        .merge(grants)
         .merge(watching)
         .layer(AccessLayer::in_force(operator_access, RefusalBody::PlainText));
     (faces, operator)

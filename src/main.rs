@@ -60,6 +60,32 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// List the upstream grants in the vault: principal, server, scope, expiry, whether
+    /// refreshable, the grant's id (never a token). Exit status 0 listed, 2 not read.
+    Grants {
+        /// The configuration whose vault to open (works whether or not a gateway runs).
+        #[arg(long, conflicts_with = "url", required_unless_present = "url")]
+        config: Option<PathBuf>,
+        /// A running gateway's operator address (asks its `GET /grants`), e.g.
+        /// http://127.0.0.1:9090.
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// Sign a principal out of an upstream server: remove its grant from the vault (exit status
+    /// 0 removed, 1 nothing to remove, 2 not done).
+    Logout {
+        /// The server (its `[servers.NAME]` table's name).
+        server: String,
+        /// Whose grant; default `local`, the one user of a gateway without `[auth]`.
+        #[arg(long, default_value = mcpmux::admin::grants::LOCAL_PRINCIPAL)]
+        principal: String,
+        /// The configuration whose vault to open (works whether or not a gateway runs).
+        #[arg(long, conflicts_with = "url", required_unless_present = "url")]
+        config: Option<PathBuf>,
+        /// A running gateway's operator address (asks its `DELETE /grants/SERVER`).
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Per-principal access policy (`[[policy]]`).
     Policy {
         #[command(subcommand)]
@@ -159,6 +185,19 @@ fn main() -> ExitCode {
         Command::Serve { config } | Command::CheckConfig { config } => config,
         Command::Status { config, url, json } => return status(config.as_deref(), url.as_deref(), *json),
         Command::Reload { config, url } => return reload_command(config.as_deref(), url.as_deref()),
+        Command::Grants { config, url } => {
+            let status = mcpmux::grants_command::grants(vault_at(config, url));
+            return ExitCode::from(status);
+        }
+        Command::Logout {
+            server,
+            principal,
+            config,
+            url,
+        } => {
+            let status = mcpmux::grants_command::logout(server, principal, vault_at(config, url));
+            return ExitCode::from(status);
+        }
         Command::Policy {
             command:
                 PolicyCommand::Explain {
@@ -388,6 +427,16 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
         }
     };
     ExitCode::from(mcpmux::status_command::command(&url, json))
+}
+
+/// Which vault `grants` and `logout` use (clap makes sure exactly one of the two is given).
+fn vault_at<'a>(config: &'a Option<PathBuf>, url: &'a Option<String>) -> mcpmux::grants_command::Where<'a> {
+    use mcpmux::grants_command::Where;
+    match (config, url) {
+        (_, Some(url)) => Where::Url(url),
+        (Some(path), None) => Where::Config(path),
+        (None, None) => Where::Url(""),
+    }
 }
 
 /// `mcpmux reload`: the gateway's reload URL from `--url`, or from the file it serves.

@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod feed;
+pub mod grants;
 pub mod metrics;
 pub mod page;
 pub mod reload;

@@ -248,6 +248,17 @@ advertise = "http://10.0.0.1:8080"
 command = "x"
 "#,
     ),
+    (
+        "vault",
+        r#"
+[vault]
+path = "state/mcpmux-vault"
+key = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
+previous_keys = ["AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI="]
+[servers.a]
+command = "x"
+"#,
+    ),
 ];
 
 #[test]

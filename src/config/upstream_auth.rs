@@ -37,6 +37,10 @@ pub(super) struct RawUpstreamAuth {
     pub(super) resource: Option<Spanned<String>>,
     /// Scopes asked for. Default: what the upstream's challenge or metadata names.
     pub(super) scopes: Option<Vec<Spanned<String>>>,
+    /// "oauth": the https URL of mcpmux's Client ID Metadata Document as the authorization
+    /// server fetches it (a copy of GET /oauth/client.json hosted where the AS can reach it).
+    /// Default: /oauth/client.json on gateway.public_url's origin when that is public https.
+    pub(super) client_metadata_url: Option<Spanned<String>>,
 }
 
 /// How mcpmux authenticates to one upstream.
@@ -85,6 +89,8 @@ pub struct OAuthClient {
     pub client_secret: Option<Secret>,
     pub scopes: Vec<String>,
     pub resource: Option<String>,
+    /// Where mcpmux's Client ID Metadata Document is, when set explicitly.
+    pub client_metadata_url: Option<String>,
 }
 
 /// `mode = "token_exchange"`.
@@ -118,7 +124,13 @@ pub enum ClientProof {
 }
 
 /// Keys each mode accepts (besides `mode`).
-const OAUTH_KEYS: &[&str] = &["client_id", "client_secret", "scopes", "resource"];
+const OAUTH_KEYS: &[&str] = &[
+    "client_id",
+    "client_secret",
+    "scopes",
+    "resource",
+    "client_metadata_url",
+];
 const EXCHANGE_KEYS: &[&str] = &[
     "token_endpoint",
     "client_id",
@@ -212,11 +224,19 @@ impl ServerCtx<'_> {
                     let msg = "auth.client_secret needs auth.client_id (a pre-registered client)";
                     return Err(self.fail(Some(&table.mode.span()), msg));
                 }
+                let client_metadata_url = url(&table.client_metadata_url, "client_metadata_url")?;
+                if let (Some(v), Some(url)) = (&table.client_metadata_url, &client_metadata_url) {
+                    if !url.starts_with("https://") {
+                        let msg = "auth.client_metadata_url must be an https:// URL (authorization servers fetch it)";
+                        return Err(self.fail(Some(&v.span()), msg));
+                    }
+                }
                 Ok(UpstreamAuth::OAuth(OAuthClient {
                     client_id,
                     client_secret: secret,
                     scopes,
                     resource,
+                    client_metadata_url,
                 }))
             }
             "token_exchange" => {
@@ -300,6 +320,7 @@ fn present_keys(table: &RawUpstreamAuth) -> Vec<(&'static str, std::ops::Range<u
         one("token_endpoint", &table.token_endpoint),
         one("audience", &table.audience),
         one("resource", &table.resource),
+        one("client_metadata_url", &table.client_metadata_url),
         table
             .scopes
             .as_ref()

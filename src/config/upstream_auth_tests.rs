@@ -35,6 +35,7 @@ fn each_mode_reads_its_own_keys() {
             client_secret: Some(Secret::new("abc")),
             scopes: vec!["read".into()],
             resource: None,
+            client_metadata_url: None,
         })
     );
     let exchange = "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/token\", client_id = \"mcpmux\", \
@@ -76,6 +77,14 @@ fn each_refusal_names_the_key_and_why() {
             "auth.token_endpoint \"idp/token\" must be an http:// or https:// URL",
         ),
         ("auth = { mode = \"oauth\", scopes = [\"a b\"] }", "single non-empty scope names"),
+        (
+            "auth = { mode = \"oauth\", client_metadata_url = \"http://x.example/c.json\" }",
+            "must be an https:// URL",
+        ),
+        (
+            "auth = { mode = \"client_credentials\", client_id = \"c\", client_secret = \"s\", client_metadata_url = \"https://x/c\" }",
+            "auth.client_metadata_url does not apply",
+        ),
         ("auth = { mode = \"oauth\", client_id = \"\" }", "auth.client_id must not be empty"),
         ("auth = { mode = \"oauth\", client_id = \"${NOPE}\" }", "NOPE"),
         (

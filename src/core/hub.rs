@@ -56,6 +56,9 @@ pub struct Hub {
     pub auth: Arc<crate::auth::AuthInForce>,
     /// The audit log (`[audit]`, opened at start); `None` keeps none.
     pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// Where upstream grants live (`[vault]`, opened at start by the composition root); `None`
+    /// in hubs built without one (tests).
+    pub vault: Option<crate::credentials::vault::Vault>,
     /// Starts the requests' spans (`[telemetry] otlp_endpoint`, read at start); `None`: traces off.
     pub tracer: Option<Arc<crate::telemetry::spans::Tracer>>,
     /// The latest failed host requests (the admin page's recent errors).
@@ -99,7 +102,7 @@ impl Hub {
         let sessions = Arc::new(SessionRegistry::new());
         let ties = Arc::new(HostTies::new());
         let stop_upstreams = CancellationToken::new();
-        let credentials = crate::credentials::Credentials::new(&config, vault);
+        let credentials = crate::credentials::Credentials::new(&config, vault.clone());
         let (upstreams, inputs) = Upstreams::new(
             &config,
             sessions.clone(),
@@ -139,6 +142,7 @@ impl Hub {
                 crate::auth::Authenticator::from_config(&config),
             )),
             audit,
+            vault,
             tracer: crate::telemetry::spans::Tracer::start(&config.telemetry),
             recent_errors: Default::default(),
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),

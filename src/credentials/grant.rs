@@ -62,8 +62,8 @@ pub struct GrantSummary {
     pub expires_at: Option<u64>,
     pub obtained_at: u64,
     pub refreshable: bool,
-    /// A short digest naming the grant; the vault makes it from the sealed record (which reveals
-    /// nothing of the token), [`Grant::summary`] from a digest of the token under a fixed label.
+    /// A short digest naming the grant (see [`Grant::summary`]): the same in `mcpmux grants`,
+    /// `/status` and audit lines, and the same before and after the vault re-seals it.
     pub id: String,
 }
 
@@ -79,28 +79,26 @@ impl Grant {
     }
 
     /// What may be shown about this grant. Its id is the first 12 hex digits of SHA-256 over a
-    /// fixed label and the access token: it names the grant without revealing the token (the
-    /// vault's listing names a stored grant by its sealed record instead).
+    /// fixed label and the access token: 48 bits of a one-way digest of a high-entropy token
+    /// name the grant without revealing anything usable of it, and anyone holding the grant
+    /// (the vault's listing, the provider writing an audit line) derives the same id. (A digest
+    /// of the sealed record would change with every re-seal and could not be derived from the
+    /// grant a caller holds.) A refresh issues a new token, hence a new id.
     pub fn summary(&self) -> GrantSummary {
         let mut input = b"mcpmux grant id v1\0".to_vec();
         input.extend_from_slice(self.access_token.as_bytes());
-        self.summary_with_id(short_digest(&input))
-    }
-
-    /// [`Grant::summary`] with the given id.
-    pub fn summary_with_id(&self, id: String) -> GrantSummary {
         GrantSummary {
             scope: self.scope.clone(),
             expires_at: self.expires_at,
             obtained_at: self.obtained_at,
             refreshable: self.refresh_token.is_some(),
-            id,
+            id: short_digest(&input),
         }
     }
 }
 
 /// The first [`GRANT_ID_HEX`] hex digits of SHA-256 over `bytes`.
-pub fn short_digest(bytes: &[u8]) -> String {
+fn short_digest(bytes: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
     let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     hex[..GRANT_ID_HEX].to_string()
@@ -214,7 +212,7 @@ mod tests {
 
     #[test]
     fn grant_keys_order_by_principal_then_upstream_and_round_trip() {
-        let mut keys = vec![
+        let mut keys = [
             GrantKey::new("bob", "a"),
             GrantKey::new("alice", "z"),
             GrantKey::new("alice", "b"),

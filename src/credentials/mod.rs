@@ -50,7 +50,9 @@ impl Credentials {
     /// The identities `config` names; `vault` holds the grants (needed by `oauth` upstreams).
     pub fn new(config: &Config, vault: Option<Vault>) -> Arc<Credentials> {
         Arc::new(Credentials {
-            http: oauth::http_client(),
+            // Building it fails only when the TLS backend cannot start, which no upstream
+            // connection would survive either; the default client says so at its first use.
+            http: oauth::http_client().unwrap_or_default(),
             vault,
             origin: origin_of(&config.gateway.public_url),
             sign_ins: SignIns::default(),
@@ -191,7 +193,10 @@ impl Credentials {
             None => None,
         };
         let redirect_uri = self.redirect_uri();
-        let cimd_url = self.client_metadata_url();
+        let cimd_url = config
+            .client_metadata_url
+            .clone()
+            .or_else(|| self.client_metadata_url());
         self.sign_ins
             .start(Start {
                 http: &self.http,

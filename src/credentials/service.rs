@@ -27,6 +27,8 @@ struct Found {
     token_endpoint: Option<String>,
     resource: Option<String>,
     auth_methods: Option<Vec<String>>,
+    /// The authorization server's issuer (an RFC 7523 assertion's audience).
+    issuer: Option<String>,
 }
 
 impl ServiceBearer {
@@ -63,6 +65,7 @@ impl ServiceBearer {
                     found.token_endpoint = Some(d.as_metadata.token_endpoint.clone());
                     found.auth_methods = d.as_metadata.token_endpoint_auth_methods_supported.clone();
                     found.resource = Some(d.resource.clone());
+                    found.issuer = Some(d.issuer.clone());
                 }
             }
         }
@@ -91,7 +94,7 @@ impl ServiceBearer {
             client_id: self.config.client_id.clone(),
             client_secret: secret,
             auth_method: method.to_string(),
-            issuer: None,
+            issuer: found.issuer.clone(),
         };
         let scope = (!self.config.scopes.is_empty()).then(|| self.config.scopes.join(" "));
         let resource = self.config.resource.clone().or_else(|| found.resource.clone());

@@ -337,7 +337,9 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     };
     keep("[audit]", new.audit != old.audit);
     keep("[cluster]", new.cluster != old.cluster);
-    keep("[vault]", new.vault != old.vault);
+    // (The cluster key the vault falls back to is `[cluster]`'s to report.)
+    let vault = |v: &crate::config::VaultConfig| (v.path.clone(), v.key.clone(), v.previous_keys.clone());
+    keep("[vault]", vault(&new.vault) != vault(&old.vault));
     // The log format is the subscriber's and the tracer is made at start; the access log is
     // asked per request.
     keep(

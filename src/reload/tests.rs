@@ -276,3 +276,14 @@ async fn auth_changes_for_the_next_request_unless_it_would_leave_a_public_listen
     // The default public_url follows the running listen, not the file's.
     assert_eq!(hub.config().gateway.public_url, "http://0.0.0.0:8080/mcp");
 }
+
+#[tokio::test]
+async fn vault_settings_wait_for_a_restart() {
+    const KEY: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+    let first = config("");
+    let (hub, _inputs) = Hub::new(Arc::new(first.clone()), CancellationToken::new(), None);
+    let second = config(&format!("[vault]\npath = \"elsewhere\"\nkey = \"{KEY}\"\n"));
+    let done = apply(&hub, second).await.unwrap();
+    assert_eq!(done.needs_restart, vec!["[vault]"]);
+    assert_eq!(hub.config().vault, first.vault);
+}

@@ -27,6 +27,7 @@ mod example_config;
 mod faults;
 mod forwarding;
 mod graceful_stop;
+mod grants_cli;
 mod host_mistakes;
 mod http_status;
 mod http_upstream;

@@ -1,7 +1,8 @@
 //! The RFC 7523 §2.2 client assertion of `private_key_jwt`: a JWT with `iss` = `sub` = the
 //! client id, the authorization server as `aud`, a random `jti` and a short `exp`, signed with
 //! the client's private key. The algorithm follows the key: RSA → RS256, EC P-256 → ES256,
-//! EC P-384 → ES384, Ed25519 → EdDSA. Keys come as PEM text (PKCS#8, or PKCS#1 for RSA).
+//! EC P-384 → ES384, Ed25519 → EdDSA. Keys come as PEM text (PKCS#8; PKCS#1 for RSA, SEC1
+//! for EC).
 
 use super::error::OAuthError;
 use base64::Engine as _;
@@ -77,9 +78,16 @@ pub fn signing_key(pem: &str) -> Result<(Algorithm, EncodingKey), OAuthError> {
                 Err(bad("a key type other than RSA, EC or Ed25519"))
             }
         }
-        "EC PRIVATE KEY" => Err(bad(
-            "a SEC1 EC key: convert it to PKCS#8 (openssl pkcs8 -topk8 -nocrypt -in key.pem)",
-        )),
+        "EC PRIVATE KEY" => {
+            let (curve, pkcs8) = sec1_to_pkcs8(&der).ok_or_else(|| {
+                bad("a SEC1 EC key without its curve or public key: convert it to PKCS#8 (openssl pkcs8 -topk8 -nocrypt -in key.pem)")
+            })?;
+            match curve {
+                OID_P256 => Ok((Algorithm::ES256, EncodingKey::from_ec_der(&pkcs8))),
+                OID_P384 => Ok((Algorithm::ES384, EncodingKey::from_ec_der(&pkcs8))),
+                _ => Err(bad("an EC key on a curve other than P-256 or P-384")),
+            }
+        }
         "ENCRYPTED PRIVATE KEY" => Err(bad("encrypted: give the key unencrypted (file mode 0600)")),
         other => Err(bad(&format!("a PEM block {other:?}, not a private key"))),
     }
@@ -152,6 +160,59 @@ fn pkcs8_info(der: &[u8]) -> Option<Pkcs8Info<'_>> {
     })
 }
 
+/// A SEC1 ECPrivateKey (RFC 5915: version, key, `[0]` curve, `[1]` public key) as the PKCS#8
+/// document ring reads: the curve moved to the algorithm identifier, the public key kept.
+fn sec1_to_pkcs8(der: &[u8]) -> Option<(&[u8], Vec<u8>)> {
+    let (tag, body, _) = der_next(der)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let (version_tag, _, rest) = der_next(body)?;
+    let version = &body[..body.len() - rest.len()];
+    let (key_tag, _, mut rest) = der_next(rest)?;
+    let key = &body[version.len()..body.len() - rest.len()];
+    if version_tag != 0x02 || key_tag != 0x04 {
+        return None;
+    }
+    let (mut curve, mut public) = (None, None);
+    while !rest.is_empty() {
+        let (tag, contents, next) = der_next(rest)?;
+        match tag {
+            0xa0 => {
+                curve = der_next(contents)
+                    .filter(|(t, _, _)| *t == 0x06)
+                    .map(|(_, oid, _)| oid)
+            }
+            0xa1 => public = Some(&rest[..rest.len() - next.len()]),
+            _ => {}
+        }
+        rest = next;
+    }
+    let (curve, public) = (curve?, public?);
+    let inner = der_tlv(0x30, &[version, key, public].concat());
+    let algorithm = der_tlv(0x30, &[der_tlv(0x06, OID_EC), der_tlv(0x06, curve)].concat());
+    let pkcs8 = der_tlv(
+        0x30,
+        &[der_tlv(0x02, &[0]), algorithm, der_tlv(0x04, &inner)].concat(),
+    );
+    Some((curve, pkcs8))
+}
+
+/// A DER element of `tag` around `contents`.
+fn der_tlv(tag: u8, contents: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let len = contents.len();
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes: Vec<u8> = len.to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend(bytes);
+    }
+    out.extend_from_slice(contents);
+    out
+}
+
 /// One DER element: its tag, its contents and what follows it.
 fn der_next(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = input.split_first()?;
@@ -176,4 +237,4 @@ fn der_next(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 
 #[cfg(test)]
 #[path = "assertion_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -1,5 +1,8 @@
 //! The authorization request (OAuth 2.1 §4.1.1): the URL the user's browser opens, with PKCE
 //! S256, the caller's opaque `state`, the scope when there is one, and the RFC 8707 `resource`.
+//! An authorization server whose metadata does not list S256 in
+//! `code_challenge_methods_supported` is refused, as the MCP spec requires (not for a
+//! 2025-03-26 server, whose era did not ask servers to say so).
 
 use super::discovery::Discovery;
 use super::error::OAuthError;
@@ -22,6 +25,17 @@ pub fn authorization_url(
             super::wire::endpoint_name(&d.issuer)
         ))
     })?;
+    let lists_s256 = d
+        .as_metadata
+        .code_challenge_methods_supported
+        .as_ref()
+        .is_some_and(|methods| methods.iter().any(|m| m == "S256"));
+    if d.prm.is_some() && !lists_s256 {
+        return Err(OAuthError::Discovery(format!(
+            "the authorization server {} does not list PKCE S256 in code_challenge_methods_supported; not signing in",
+            super::wire::endpoint_name(&d.issuer)
+        )));
+    }
     let mut url =
         Url::parse(endpoint).map_err(|e| OAuthError::Invalid(format!("authorization_endpoint: {e}")))?;
     {
@@ -79,7 +93,7 @@ mod tests {
 
     #[test]
     fn every_parameter_is_there_and_the_endpoint_query_kept() {
-        let pkce = Pkce::from_verifier("dBjftJeZ4CVP-mo0Hp4KSQ7e7ldbtZ0b6W7dVBNR2dHZ".into());
+        let pkce = Pkce::from_verifier("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk".into());
         let url = authorization_url(
             &discovery("https://as.example.com/authorize?tenant=a"),
             &client(),
@@ -100,6 +114,22 @@ mod tests {
         assert_eq!(q["resource"], "https://mcp.example.com/mcp");
         assert_eq!(q["scope"], "mcp:read mcp:write");
         assert!(!url.as_str().contains(&pkce.verifier));
+    }
+
+    #[test]
+    fn an_as_without_s256_is_refused_unless_the_server_is_of_2025_03_26() {
+        let mut d = discovery("https://as.example.com/authorize");
+        d.prm = Some(serde_json::json!({"resource": "https://mcp.example.com/mcp"}));
+        let url =
+            |d: &Discovery| authorization_url(d, &client(), "http://127.0.0.1/cb", None, "s", &Pkce::new());
+        assert!(url(&d).is_err_and(|e| e.to_string().contains("PKCE S256")));
+        d.as_metadata.code_challenge_methods_supported = Some(vec!["plain".into()]);
+        assert!(url(&d).is_err());
+        d.as_metadata.code_challenge_methods_supported = Some(vec!["plain".into(), "S256".into()]);
+        assert!(url(&d).is_ok());
+        let mut legacy = discovery("https://as.example.com/authorize");
+        legacy.as_metadata.code_challenge_methods_supported = None;
+        assert!(url(&legacy).is_ok());
     }
 
     #[test]

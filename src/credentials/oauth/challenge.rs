@@ -88,7 +88,7 @@ impl<'a> Lexer<'a> {
     fn token(&mut self) -> Option<&'a str> {
         let end = self
             .rest
-            .find(|c: char| c == ' ' || c == '\t' || c == ',' || c == '=' || c == '"')
+            .find([' ', '\t', ',', '=', '"'])
             .unwrap_or(self.rest.len());
         if end == 0 {
             // A stray character: skip it so the loop moves on.
@@ -125,10 +125,7 @@ impl<'a> Lexer<'a> {
             self.rest = "";
             return Some(out);
         }
-        let end = self
-            .rest
-            .find(|c: char| c == ',' || c == ' ' || c == '\t')
-            .unwrap_or(self.rest.len());
+        let end = self.rest.find([',', ' ', '\t']).unwrap_or(self.rest.len());
         let (value, rest) = self.rest.split_at(end);
         self.rest = rest;
         // A token68's padding (`abc==`) leaves `=`s: not a value.

@@ -65,7 +65,7 @@ mod tests {
 
     #[test]
     fn s256_matches_rfc_7636_appendix_b() {
-        let pkce = Pkce::from_verifier("dBjftJeZ4CVP-mo0Hp4KSQ7e7ldbtZ0b6W7dVBNR2dHZ".into());
+        let pkce = Pkce::from_verifier("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk".into());
         assert_eq!(pkce.challenge, "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
     }
 

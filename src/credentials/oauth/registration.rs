@@ -99,6 +99,14 @@ pub fn client_metadata(client_name: &str, redirect_uri: &str, token_endpoint_aut
     })
 }
 
+/// mcpmux's Client ID Metadata Document, served at `cimd_url` (which is its `client_id`): a
+/// public client (`none`) that asks for refresh tokens (SEP-2207).
+pub fn cimd_document(cimd_url: &str, client_name: &str, redirect_uri: &str) -> Value {
+    let mut doc = client_metadata(client_name, redirect_uri, "none");
+    doc["client_id"] = Value::String(cimd_url.to_string());
+    doc
+}
+
 /// RFC 7591 dynamic client registration.
 async fn dynamic(
     http: &reqwest::Client,

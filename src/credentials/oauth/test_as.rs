@@ -11,9 +11,7 @@ use std::sync::{Arc, Mutex};
 /// One request as it arrived.
 #[derive(Clone, Debug)]
 pub(crate) struct Seen {
-    pub method: String,
     pub path: String,
-    pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: String,
 }
@@ -22,13 +20,6 @@ impl Seen {
     /// The form fields of the body.
     pub fn form(&self) -> HashMap<String, String> {
         url::form_urlencoded::parse(self.body.as_bytes())
-            .into_owned()
-            .collect()
-    }
-
-    /// The query's fields.
-    pub fn query_pairs(&self) -> HashMap<String, String> {
-        url::form_urlencoded::parse(self.query.as_deref().unwrap_or("").as_bytes())
             .into_owned()
             .collect()
     }
@@ -119,9 +110,7 @@ async fn answer(
 ) -> Response {
     let path = uri.path().to_string();
     inner.seen.lock().expect("lock").push(Seen {
-        method: method.to_string(),
         path: path.clone(),
-        query: uri.query().map(str::to_string),
         headers,
         body: String::from_utf8_lossy(&body).into_owned(),
     });
@@ -134,4 +123,46 @@ async fn answer(
             .into_response(),
         None => StatusCode::NOT_FOUND.into_response(),
     }
+}
+
+/// A discovery result pointing at an AS at `base` (token, authorize and register endpoints
+/// under it) for the resource `http://rs.test/mcp`.
+pub(crate) fn discovery_at(base: &str, auth_methods: Option<&[&str]>) -> super::Discovery {
+    super::Discovery {
+        resource: "http://rs.test/mcp".into(),
+        prm: None,
+        issuer: base.to_string(),
+        as_metadata: super::AsMetadata {
+            issuer: base.to_string(),
+            authorization_endpoint: Some(format!("{base}/authorize")),
+            token_endpoint: format!("{base}/token"),
+            registration_endpoint: Some(format!("{base}/register")),
+            scopes_supported: None,
+            token_endpoint_auth_methods_supported: auth_methods
+                .map(|m| m.iter().map(|s| s.to_string()).collect()),
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
+            grant_types_supported: None,
+            client_id_metadata_document_supported: false,
+            raw: None,
+        },
+        scopes_supported: None,
+    }
+}
+
+/// The id and secret of an HTTP Basic header (each form-urldecoded, RFC 6749 §2.3.1).
+pub(crate) fn basic_credentials(header: &str) -> (String, String) {
+    use base64::Engine as _;
+    let encoded = header.strip_prefix("Basic ").expect("a Basic header");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    let text = String::from_utf8(decoded).expect("utf-8");
+    let (id, secret) = text.split_once(':').expect("id:secret");
+    let unescape = |s: &str| {
+        url::form_urlencoded::parse(format!("x={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .expect("value")
+    };
+    (unescape(id), unescape(secret))
 }

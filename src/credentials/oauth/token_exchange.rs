@@ -1,5 +1,7 @@
 //! OAuth 2.0 Token Exchange (RFC 8693): a token the host presented (validated by mcpmux's own
-//! `[auth]`) traded at an IdP for one meant for the upstream, by `audience` and/or `resource`.
+//! `[auth]`) traded at an IdP for one meant for the upstream, by `audience` and/or `resource`;
+//! and the RFC 7523 §2.1 JWT bearer grant that redeems an exchanged assertion (an ID-JAG of
+//! SEP-990's enterprise-managed authorization) at the upstream's own authorization server.
 
 use super::error::OAuthError;
 use super::token::{parse_token_response, token_request, ClientAuth};
@@ -9,6 +11,8 @@ use crate::credentials::grant::{ClientRegistration, Grant};
 pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// The RFC 8693 token type of an OpenID Connect ID token.
 pub const ID_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id_token";
+/// The token type of an Identity Assertion JWT Authorization Grant (SEP-990).
+pub const ID_JAG_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:id-jag";
 
 /// What to exchange for what.
 #[derive(Clone, PartialEq, Eq)]
@@ -83,6 +87,38 @@ pub async fn token_exchange(
     let mut grant = parse_token_response(token_endpoint, &answer, super::now_unix())?;
     grant.scope = grant.scope.or_else(|| request.scope.clone());
     grant.resource = request.resource.clone();
+    grant.client = Some(client.clone());
+    Ok(grant)
+}
+
+/// Redeem a JWT `assertion` (RFC 7523 §2.1) at `token_endpoint` as `client`, for `scope` and
+/// the RFC 8707 `resource` when given.
+pub async fn jwt_bearer(
+    http: &reqwest::Client,
+    token_endpoint: &str,
+    client: &ClientRegistration,
+    auth: ClientAuth,
+    assertion: &str,
+    scope: Option<&str>,
+    resource: Option<&str>,
+) -> Result<Grant, OAuthError> {
+    let mut form = vec![
+        (
+            "grant_type",
+            "urn:ietf:params:oauth:grant-type:jwt-bearer".to_string(),
+        ),
+        ("assertion", assertion.to_string()),
+    ];
+    if let Some(scope) = scope.filter(|s| !s.trim().is_empty()) {
+        form.push(("scope", scope.to_string()));
+    }
+    if let Some(resource) = resource {
+        form.push(("resource", resource.to_string()));
+    }
+    let answer = token_request(http, token_endpoint, client, &auth, form).await?;
+    let mut grant = parse_token_response(token_endpoint, &answer, super::now_unix())?;
+    grant.scope = grant.scope.or_else(|| scope.map(str::to_string));
+    grant.resource = resource.map(str::to_string);
     grant.client = Some(client.clone());
     Ok(grant)
 }

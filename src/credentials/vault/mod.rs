@@ -14,7 +14,7 @@ mod tests;
 
 pub use file::MAX_VAULT_BYTES;
 
-use super::grant::{short_digest, ClientRegistration, Grant, GrantKey, GrantSummary};
+use super::grant::{ClientRegistration, Grant, GrantKey, GrantSummary};
 use crate::config::VaultConfig;
 use crate::seal::{Purpose, Sealer};
 use file::{Document, SealedGrant, SealedRegistration, Stamp, VaultFile};
@@ -307,10 +307,9 @@ impl Inner {
         let mut out = Vec::with_capacity(document.grants.len());
         for record in &document.grants {
             let grant = self.open_grant(&sealer, record)?;
-            let id = short_digest(record.sealed.as_bytes());
             out.push((
                 GrantKey::new(&record.principal, &record.upstream),
-                grant.summary_with_id(id),
+                grant.summary(),
             ));
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));

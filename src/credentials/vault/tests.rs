@@ -72,6 +72,8 @@ async fn a_grant_round_trips_and_a_restart_opens_it_with_the_generated_key() {
     assert_eq!(listed[0].0, alice);
     assert_eq!(listed[0].1.scope.as_deref(), Some("read"));
     assert!(listed[0].1.refreshable);
+    // The listing names a grant as the grant's own summary does (audit lines use that one).
+    assert_eq!(listed[0].1, grant(1).summary());
     // Replacing keeps one record; removing says whether there was one.
     again.put(&alice, &grant(2)).await.unwrap();
     assert_eq!(vault.get(&alice).await.unwrap(), Some(grant(2)));
