@@ -44,7 +44,13 @@ pub struct Credentials {
     grants: Mutex<HashMap<GrantKey, Weak<GrantBearer>>>,
     /// Bumped whenever a grant is stored or lost: supervisors waiting for a sign-in wake.
     changed: watch::Sender<u64>,
+    /// When each identity's recent step-up sign-ins started (bounded: an upstream that keeps
+    /// asking for more scope is not signed in to again and again).
+    step_ups: Mutex<HashMap<GrantKey, Vec<std::time::Instant>>>,
 }
+
+/// The window in which at most [`oauth::MAX_STEP_UP_ATTEMPTS`] step-up sign-ins start.
+const STEP_UP_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Credentials {
     /// The identities `config` names; `vault` holds the grants (needed by `oauth` upstreams).
@@ -58,6 +64,7 @@ impl Credentials {
             sign_ins: SignIns::default(),
             grants: Mutex::default(),
             changed: watch::channel(0).0,
+            step_ups: Mutex::default(),
         })
     }
 
@@ -187,6 +194,7 @@ impl Credentials {
         // A refusal that asked for more scope: the new sign-in asks for it too.
         let step_up = match self.grant_bearer(&key).and_then(|b| b.step_up_challenge()) {
             Some(challenge) => {
+                self.count_step_up(&key)?;
                 let granted = vault.get(&key).await.ok().flatten().and_then(|g| g.scope);
                 Some((challenge, granted))
             }
@@ -211,6 +219,35 @@ impl Credentials {
                 session,
             })
             .await
+    }
+
+    /// Note one more step-up sign-in of `key`, or refuse it when the upstream asked for more
+    /// scope too often lately (a server whose refusals no grant satisfies).
+    fn count_step_up(&self, key: &GrantKey) -> Result<(), SignInError> {
+        let mut all = self.step_ups.lock();
+        all.retain(|_, started| {
+            started.retain(|at| at.elapsed() < STEP_UP_WINDOW);
+            !started.is_empty()
+        });
+        let started = all.entry(key.clone()).or_default();
+        if started.len() >= oauth::MAX_STEP_UP_ATTEMPTS as usize {
+            return Err(SignInError::Start(format!(
+                "upstream {:?} still refuses for want of scope after {} sign-ins asking for more: not \
+                 asking again for {} minutes (check the scopes its server needs and what the \
+                 authorization server grants)",
+                key.upstream,
+                started.len() + 1,
+                STEP_UP_WINDOW.as_secs() / 60
+            )));
+        }
+        started.push(std::time::Instant::now());
+        Ok(())
+    }
+
+    /// Whether `principal` must sign in to `upstream` before using it: no grant, or the
+    /// upstream asked for more scope than the grant holds.
+    pub async fn needs_sign_in(&self, upstream: &str, principal: &str) -> bool {
+        !self.has_grant(upstream, principal).await || self.step_up_pending(upstream, principal)
     }
 
     /// The authorization server sent the browser back: finish the sign-in `state` started.

@@ -19,17 +19,17 @@ pub const AUTHORIZE_TOOL: &str = "authorize";
 /// How often a waiting upstream looks for a grant another process wrote to the vault.
 const VAULT_POLL: Duration = Duration::from_secs(2);
 
-/// Whether `slot` is an `oauth` upstream whose (local) principal holds no grant; its grant
-/// count is brought up to date on the way.
+/// Whether `slot` is an `oauth` upstream whose (local) principal holds no grant, or one the
+/// upstream asked for more scope than it holds; its grant count is brought up to date on the
+/// way.
 pub(super) async fn needs_sign_in(pool: &Upstreams, slot: &UpstreamSlot) -> bool {
     if !matches!(slot.server.auth, UpstreamAuth::OAuth(_)) {
         return false;
     }
-    let has = (pool.credentials)
-        .has_grant(&slot.server.name, LOCAL_PRINCIPAL)
-        .await;
+    let credentials = &pool.credentials;
+    let has = credentials.has_grant(&slot.server.name, LOCAL_PRINCIPAL).await;
     slot.set_grant_count(u64::from(has));
-    !has
+    !has || credentials.step_up_pending(&slot.server.name, LOCAL_PRINCIPAL)
 }
 
 /// Show only the authorize tool and wait until a grant exists (or the slot stops).

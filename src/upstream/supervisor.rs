@@ -80,6 +80,11 @@ pub async fn supervise(
                     _ = refresh_all(&pool, slot, &handle, &facts) => {}
                     _ = slot.stop.cancelled() => {}
                 }
+                if super::sign_in_wait::needs_sign_in(&pool, slot).await {
+                    // Its lists were refused for want of a grant or of scope: sign in first.
+                    handle.shutdown();
+                    continue;
+                }
                 if slot.server.isolation == Isolation::PerSession {
                     // The catalog came from this probe connection; sessions open their own.
                     handle.shutdown();
