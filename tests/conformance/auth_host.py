@@ -12,11 +12,13 @@ links in its data, or a tool result with `isError` and a link — the person ope
 test browser (browser.py: follows the redirects, fills the authorization server's login and
 consent forms as NAME, lands on mcpmux's /oauth/callback) and the host accepts / retries. Then it
 calls each TOOL with its JSON arguments, or, without any, every tool listed with arguments made
-up from its schema.
+up from its schema. A call that fails while the authorize tool is listed again (more scope, a grant
+gone) is retried once after signing in through it, as a person would.
 
 stdout carries ONE JSON line: "ok" (every call answered without isError), "tools" (the names
 listed after sign-in), "texts" ({tool: text}), "errors" ({tool: why}), "links" (every sign-in
-link opened), "landed" (where each browser visit ended), "authorize_tool". Exit 0 when ok.
+link opened), "landed" (where each browser visit ended), "authorize_tool", "relisted" (calls that
+failed and were retried once after the authorize tool, listed again, was used). Exit 0 when ok.
 Importable: `run(url, mode, login, calls, log)` returns that dict.
 """
 
@@ -38,6 +40,7 @@ from mcp import Client, types
 CALL_TIMEOUT_S = 60.0
 SIGN_IN_ROUNDS = 4  # sign-ins per call before the host gives up (the AS may keep refusing)
 RELIST_ROUNDS = 150  # lists of tools (0.1 s apart) waiting for the first tools, or the real ones after a sign-in
+AFTER_FAILURE_ROUNDS = 20  # lists of tools (0.1 s apart) looking for the authorize tool after a failed call
 LINK = re.compile(r"https?://[^\s\"'<>)\]]+")
 
 try:  # MCPDeprecationWarning exists in mcp 2.x; the legacy mode warns about itself
@@ -67,7 +70,9 @@ def error_links(exc: BaseException) -> list[str] | None:
 
 
 async def run(url: str, mode: str, login: str, calls: list[tuple[str, dict[str, Any]]], log) -> dict[str, Any]:
-    obs: dict[str, Any] = {"ok": False, "links": [], "landed": [], "texts": {}, "errors": {}, "tools": []}
+    obs: dict[str, Any] = {
+        "ok": False, "links": [], "landed": [], "texts": {}, "errors": {}, "tools": [], "relisted": []
+    }
 
     async def open_link(link: str) -> None:
         obs["links"].append(link)
@@ -123,14 +128,8 @@ async def run(url: str, mode: str, login: str, calls: list[tuple[str, dict[str, 
                 await open_link(link)
         return False, f"still asked to sign in after {SIGN_IN_ROUNDS} sign-ins"
 
-    async with Client(url, mode=mode, cache=None, elicitation_callback=on_elicit) as client:
-        tools = await list_all(client)
-        for _ in range(RELIST_ROUNDS):  # a gateway just started may not list its upstream yet
-            if tools:
-                break
-            await asyncio.sleep(0.1)
-            tools = await list_all(client)
-        log(f"tools before sign-in: {[t.name for t in tools]}")
+    async def authorize_listed(client: Client, tools: list[types.Tool]) -> list[types.Tool]:
+        """Call every authorize tool listed, then wait for the real tools; the tools listed."""
         gates = [t for t in tools if is_authorize(t.name)]
         for gate in gates:
             obs["authorize_tool"] = gate.name
@@ -143,11 +142,36 @@ async def run(url: str, mode: str, login: str, calls: list[tuple[str, dict[str, 
                 if not any(is_authorize(t.name) for t in tools):
                     break
                 await asyncio.sleep(0.1)
+        return tools
+
+    async with Client(url, mode=mode, cache=None, elicitation_callback=on_elicit) as client:
+        tools = await list_all(client)
+        for _ in range(RELIST_ROUNDS):  # a gateway just started may not list its upstream yet
+            if tools:
+                break
+            await asyncio.sleep(0.1)
+            tools = await list_all(client)
+        log(f"tools before sign-in: {[t.name for t in tools]}")
+        tools = await authorize_listed(client, tools)
         obs["tools"] = [t.name for t in tools]
         log(f"tools: {obs['tools']}")
         wanted = calls or [(t.name, arguments_for(t)) for t in tools if not is_authorize(t.name)]
         for name, args in wanted:
             ok, text = await call(client, name, args)
+            if not ok:
+                # A refused call may have put the upstream back behind its authorize tool (more
+                # scope, a grant gone): the person signs in as the list now asks, and retries once.
+                again = await list_all(client)
+                for _ in range(AFTER_FAILURE_ROUNDS):  # the gateway may flip its list just after
+                    if any(is_authorize(t.name) for t in again):
+                        break
+                    await asyncio.sleep(0.1)
+                    again = await list_all(client)
+                if any(is_authorize(t.name) for t in again):
+                    log(f"{name} failed ({text[:200]}); the authorize tool is listed again")
+                    obs["relisted"].append(name)
+                    await authorize_listed(client, again)
+                    ok, text = await call(client, name, args)
             (obs["texts"] if ok else obs["errors"])[name] = text
             log(f"{name}({args}) -> ok={ok}: {text[:300]}")
         obs["ok"] = bool(wanted) and not obs["errors"]
