@@ -57,3 +57,4 @@ mod stdio_setup;
 mod trace_access;
 mod traces;
 mod upstream_auth;
+mod upstream_token_exchange;
