@@ -164,7 +164,8 @@ async fn wait_signed_in(hub: &Hub, slot: &UpstreamSlot, principal: &str) -> bool
                 // The new grant was refused for want of scope: not signed in after all.
                 return false;
             }
-            if credentials.has_grant(name, principal).await && !slot.awaiting_sign_in.load(Ordering::Acquire) {
+            if credentials.has_grant(name, principal).await && !slot.awaiting_sign_in.load(Ordering::Acquire)
+            {
                 return true;
             }
             tokio::select! {

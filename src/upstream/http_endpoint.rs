@@ -226,7 +226,10 @@ impl Endpoint {
         if reply.status.is_success() {
             return Ok(reply);
         }
-        let reply = match self.renewed_after(reply.status.as_u16(), &reply.headers, sent.as_ref()).await {
+        let reply = match self
+            .renewed_after(reply.status.as_u16(), &reply.headers, sent.as_ref())
+            .await
+        {
             None => return Ok(reply),
             Some(Ok(fresh)) => self.post_once(frame, extra, Some(sensitive(fresh))).await?,
             Some(Err(why)) => return Err(Failure::from(why)),
@@ -235,7 +238,10 @@ impl Endpoint {
             return Ok(reply);
         }
         // Refused again: no third try, but the identity hears why (a step-up is noted).
-        match self.renewed_after(reply.status.as_u16(), &reply.headers, None).await {
+        match self
+            .renewed_after(reply.status.as_u16(), &reply.headers, None)
+            .await
+        {
             Some(Err(why)) => Err(Failure::from(why)),
             _ => Ok(reply),
         }
