@@ -87,8 +87,14 @@ pub async fn consent(
         if wait_signed_in(hub, slot, &principal).await {
             return Consent::Proceed;
         }
-    } else if !slot.awaiting_sign_in.load(Ordering::Acquire) && !needs_step_up(hub, slot, ctx) {
-        return Consent::Proceed;
+    } else if !needs_step_up(hub, slot, ctx) {
+        if !slot.awaiting_sign_in.load(Ordering::Acquire) {
+            return Consent::Proceed;
+        }
+        // Signed in a moment ago (its lists are loading): wait for them, no second sign-in.
+        if credentials.has_grant(name, &principal).await && wait_signed_in(hub, slot, &principal).await {
+            return Consent::Proceed;
+        }
     }
     let session = ctx.session.as_ref().map(|s| s.log_id().to_string());
     let link = match credentials.start_sign_in(&slot.server, &principal, session).await {
@@ -151,12 +157,16 @@ fn answered(params: &RawObject) -> Option<String> {
 async fn wait_signed_in(hub: &Hub, slot: &UpstreamSlot, principal: &str) -> bool {
     let credentials = &hub.upstreams.credentials;
     let mut changes = credentials.changes();
+    let name = &slot.server.name;
     let waited = tokio::time::timeout(FINISH_WAIT, async {
         loop {
-            if credentials.has_grant(&slot.server.name, principal).await
-                && !slot.awaiting_sign_in.load(Ordering::Acquire)
+            if credentials.step_up_pending(name, principal) {
+                // The new grant was refused for want of scope: not signed in after all.
+                return false;
+            }
+            if credentials.has_grant(name, principal).await && !slot.awaiting_sign_in.load(Ordering::Acquire)
             {
-                return;
+                return true;
             }
             tokio::select! {
                 _ = changes.changed() => {}
@@ -164,7 +174,7 @@ async fn wait_signed_in(hub: &Hub, slot: &UpstreamSlot, principal: &str) -> bool
             }
         }
     });
-    waited.await.is_ok()
+    waited.await.unwrap_or(false)
 }
 
 /// The authorize tool's result once signed in.

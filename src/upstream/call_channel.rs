@@ -4,6 +4,7 @@
 //! on it and never spawns to deliver.
 
 use super::CallEvent;
+use crate::error::UpstreamError;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -168,6 +169,35 @@ impl CallEvents {
             return Some(event);
         }
         state.outcome.take()
+    }
+
+    /// Wait for the call's first event; when it is the call's failure and `take` wants it, take
+    /// it (the call is over); anything else stays queued, in order, for [`CallEvents::recv`].
+    pub async fn take_first_failure(
+        &mut self,
+        take: impl Fn(&UpstreamError) -> bool,
+    ) -> Option<UpstreamError> {
+        loop {
+            let ready = self.shared.ready.notified();
+            {
+                let mut state = self.shared.state.lock();
+                if !state.queue.is_empty() || state.progress.is_some() {
+                    return None;
+                }
+                match state.outcome.take() {
+                    Some(CallEvent::Failed(err)) if take(&err) => return Some(err),
+                    Some(other) => {
+                        state.outcome = Some(other);
+                        return None;
+                    }
+                    None => {}
+                }
+            }
+            if self.shared.senders.load(Ordering::Acquire) == 0 {
+                return None;
+            }
+            ready.await;
+        }
     }
 
     /// How many progress notifications were replaced by newer ones before the host read them.

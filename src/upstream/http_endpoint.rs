@@ -214,21 +214,36 @@ impl Endpoint {
     /// A refusal of the upstream identity's credential renews it and sends once more.
     pub async fn send_post(&self, frame: String, extra: &[(String, String)]) -> Result<Reply, Failure> {
         let frame = Bytes::from(frame);
-        let sent = self.authorization();
+        let Some(bearer) = &self.bearer else {
+            return self.post_once(frame, extra, None).await;
+        };
+        // No header yet (a first token, or one just given up): fetch one before sending.
+        let sent = match self.authorization() {
+            Some(header) => Some(header),
+            None => bearer.renew(Refusal::NONE).await.ok().map(sensitive),
+        };
         let reply = self.post_once(frame.clone(), extra, sent.clone()).await?;
-        if self.bearer.is_none() || reply.status.is_success() {
+        if reply.status.is_success() {
             return Ok(reply);
         }
-        match self
+        let reply = match self
             .renewed_after(reply.status.as_u16(), &reply.headers, sent.as_ref())
             .await
         {
-            None => Ok(reply),
-            Some(Ok(mut fresh)) => {
-                fresh.set_sensitive(true);
-                self.post_once(frame, extra, Some(fresh)).await
-            }
+            None => return Ok(reply),
+            Some(Ok(fresh)) => self.post_once(frame, extra, Some(sensitive(fresh))).await?,
+            Some(Err(why)) => return Err(Failure::from(why)),
+        };
+        if reply.status.is_success() {
+            return Ok(reply);
+        }
+        // Refused again: no third try, but the identity hears why (a step-up is noted).
+        match self
+            .renewed_after(reply.status.as_u16(), &reply.headers, None)
+            .await
+        {
             Some(Err(why)) => Err(Failure::from(why)),
+            _ => Ok(reply),
         }
     }
 
@@ -419,6 +434,12 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.reason)
     }
+}
+
+/// A header value kept out of logs.
+fn sensitive(mut value: HeaderValue) -> HeaderValue {
+    value.set_sensitive(true);
+    value
 }
 
 /// What a failed exchange says of the server.

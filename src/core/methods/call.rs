@@ -53,15 +53,16 @@ pub async fn serve(
         return Outcome::Denied { id, refusal };
     }
     // An `oauth` upstream nobody signed in to, or one that asked for more scope: consent first.
-    if let Some(slot) = (kind == ListKind::Tools && hub.upstreams.any_oauth())
+    let oauth = (kind == ListKind::Tools && hub.upstreams.any_oauth())
         .then(|| hub.upstreams.get(&item.upstream))
         .flatten()
-    {
-        let authorize = sign_in::is_authorize_call(&slot, &item.original);
-        if authorize || sign_in::needs_step_up(hub, &slot, ctx) {
-            match sign_in::consent(hub, ctx, id.clone(), &slot, &mut params).await {
+        .filter(|slot| matches!(slot.server.auth, crate::config::UpstreamAuth::OAuth(_)));
+    if let Some(slot) = &oauth {
+        let authorize = sign_in::is_authorize_call(slot, &item.original);
+        if authorize || sign_in::needs_step_up(hub, slot, ctx) {
+            match sign_in::consent(hub, ctx, id.clone(), slot, &mut params).await {
                 sign_in::Consent::Asked(outcome) => return outcome,
-                sign_in::Consent::Proceed if authorize => return Outcome::Reply(sign_in::done(id, &slot)),
+                sign_in::Consent::Proceed if authorize => return Outcome::Reply(sign_in::done(id, slot)),
                 sign_in::Consent::Proceed => {}
             }
         }
@@ -81,7 +82,40 @@ pub async fn serve(
     }
     params.set_str("name", &item.original);
     target.name = Some(item.original.clone());
-    start_call(hub, ctx, id, method, params, target).await
+    let Some(slot) = oauth else {
+        return start_call(hub, ctx, id, method, params, target).await;
+    };
+    let retry = params.clone();
+    match start_call(hub, ctx, id.clone(), method, params, target).await {
+        // The upstream refused the grant for want of scope: the same call asks for it (step-up).
+        Outcome::Forward(mut call) => {
+            let principal = sign_in::principal_of(ctx);
+            let refused = (call.events)
+                .take_first_failure(|_| {
+                    hub.upstreams
+                        .credentials
+                        .step_up_pending(&slot.server.name, &principal)
+                })
+                .await;
+            match refused {
+                Some(_) => {
+                    let mut params = retry;
+                    match sign_in::consent(hub, ctx, id.clone(), &slot, &mut params).await {
+                        sign_in::Consent::Asked(outcome) => outcome,
+                        sign_in::Consent::Proceed => Outcome::refused(
+                            id,
+                            RequestError::Upstream(crate::error::UpstreamError::unavailable(
+                                slot.server.name.clone(),
+                                "it refused the new grant too",
+                            )),
+                        ),
+                    }
+                }
+                None => Outcome::Forward(call),
+            }
+        }
+        other => other,
+    }
 }
 
 /// The refusal of a use of `exposed` (a tool or prompt name, a resource URI) by a principal
