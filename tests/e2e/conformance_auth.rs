@@ -44,13 +44,7 @@ const REQUIRED: [&str; 18] = [
 /// Required scenarios mcpmux does not pass yet, each with what it needs (the suite's own
 /// `--expected-failures` baseline, kept here): the test fails when one of them passes, so the
 /// entry is removed the day the gateway is fixed.
-const PENDING: [(&str, &str); 1] = [(
-    "auth/scope-step-up",
-    "needs step-up: a 403 insufficient_scope on a call should ask the user to sign in again for \
-     the union of scopes; today the call fails with \"upstream 't' answered HTTP 403\", and the \
-     suite's second authorization request is the session-era retry's duplicate sign-in (scope \
-     mcp:basic) instead",
-)];
+const PENDING: [(&str, &str); 0] = [];
 
 /// Draft and extension scenarios: run and reported, not required.
 const REPORTED: [&str; 4] = [

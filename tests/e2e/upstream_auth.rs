@@ -108,8 +108,6 @@ async fn in_band(mode: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the session-era retry after -32042 to wait for the sign-in in progress: today the \
-            retry of up__authorize while the upstream connects starts a second sign-in (2 links)"]
 async fn a_session_era_host_signs_in_through_url_elicitation_and_the_call_goes_on() {
     let _suite = crate::suite::enter(module_path!());
     in_band("legacy").await;
