@@ -5,7 +5,7 @@
 //! where `/reload` is). Exit status: `grants` 0 listed, 2 not read; `logout` 0 removed, 1
 //! nothing to remove, 2 not done.
 
-use crate::admin::grants::{no_grant, GrantLine, GRANTS_PATH};
+use crate::admin::grants::{no_grant, GrantLine, SigningIn, GRANTS_PATH};
 use crate::credentials::grant::GrantKey;
 use crate::credentials::vault::Vault;
 use std::path::Path;
@@ -146,11 +146,22 @@ fn error_of(json: &serde_json::Value) -> &str {
 async fn remote_list(url: &str) -> Result<Vec<GrantLine>, String> {
     let url = grants_url(url)?;
     let (status, json) = ask(client()?.get(url.clone()), &url).await?;
-    match (status, json.get("grants")) {
-        (200, Some(grants)) => serde_json::from_value(grants.clone())
-            .map_err(|e| format!("{url}: an answer this mcpmux does not read: {e}")),
-        _ => Err(format!("{url} answered HTTP {status}: {}", error_of(&json))),
+    let lines = match (status, json.get("grants")) {
+        (200, Some(grants)) => serde_json::from_value::<Vec<GrantLine>>(grants.clone())
+            .map_err(|e| format!("{url}: an answer this mcpmux does not read: {e}"))?,
+        _ => return Err(format!("{url} answered HTTP {status}: {}", error_of(&json))),
+    };
+    // Sign-ins waiting for a person: their links (each works once), after the table.
+    let waiting: Vec<SigningIn> = (json.get("signing_in").cloned())
+        .and_then(|w| serde_json::from_value(w).ok())
+        .unwrap_or_default();
+    for w in waiting {
+        eprintln!(
+            "waiting for {} to sign in to {} (started {} s ago): {}",
+            w.principal, w.server, w.for_secs, w.url
+        );
     }
+    Ok(lines)
 }
 
 async fn remote_remove(url: &str, key: &GrantKey) -> Result<bool, String> {

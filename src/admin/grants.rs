@@ -15,8 +15,18 @@ use std::sync::{Arc, Weak};
 
 pub const GRANTS_PATH: &str = "/grants";
 
-/// The principal of a gateway without `[auth]`: the one local user.
-pub const LOCAL_PRINCIPAL: &str = "local";
+pub use crate::credentials::LOCAL_PRINCIPAL;
+
+/// A sign-in started and waiting for its callback, as `GET /grants` lists it (its link is
+/// what the person opens; it works once).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SigningIn {
+    pub principal: String,
+    pub server: String,
+    pub url: String,
+    /// Seconds since it started.
+    pub for_secs: u64,
+}
 
 /// One grant as `GET /grants` lists it (and `mcpmux grants` prints it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,9 +102,22 @@ async fn list(State(state): State<GrantsState>) -> Response {
     match vault.list().await {
         Ok(grants) => {
             let lines: Vec<GrantLine> = grants.into_iter().map(|(k, s)| GrantLine::new(k, s)).collect();
+            let waiting: Vec<SigningIn> = (state.0.upgrade().into_iter())
+                .flat_map(|hub| hub.upstreams.credentials.waiting_sign_ins())
+                .map(|w| SigningIn {
+                    principal: w.key.principal,
+                    server: w.key.upstream,
+                    url: w.url,
+                    for_secs: w.for_secs,
+                })
+                .collect();
             answer(
                 StatusCode::OK,
-                serde_json::json!({"vault": vault.path().display().to_string(), "grants": lines}),
+                serde_json::json!({
+                    "vault": vault.path().display().to_string(),
+                    "grants": lines,
+                    "signing_in": waiting,
+                }),
             )
         }
         Err(err) => answer(

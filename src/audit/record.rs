@@ -27,6 +27,10 @@ pub struct Event {
     pub upstream: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub original: Option<String>,
+    /// The upstream grant the call went with (its id, as `mcpmux grants` lists it; never a
+    /// token), when the upstream signs in with `auth = {...}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
     /// `allowed` or `denied` (on a decision line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<&'static str>,

@@ -131,6 +131,18 @@ impl Trail {
         });
     }
 
+    /// Whether there is an audit log to write to (what is only for it need not be looked up).
+    pub fn is_on(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// The call goes with the upstream grant `id` (named on its lines, never the token).
+    pub fn used_grant(&mut self, id: Option<String>) {
+        if let Some(pending) = self.pending.as_mut() {
+            pending.base.grant = id;
+        }
+    }
+
     /// The policy allowed it, but `[[auth.step_up]]` wants scopes the principal lacks.
     pub fn refused_by_step_up(&mut self, needed: &[String]) {
         let Some(decided) = self.pending.as_mut().and_then(|p| p.decided.as_mut()) else {

@@ -19,6 +19,9 @@ pub trait Bearer: Send + Sync + 'static {
     /// A header for a request when there is none yet, or after the upstream refused `stale`
     /// (`refusal`): refreshed, fetched again, or the reason a person must sign in.
     fn renew<'a>(&'a self, refusal: Refusal<'a>) -> Renewal<'a>;
+
+    /// The id of the grant whose token is held (as `mcpmux grants` lists it; never the token).
+    fn grant_id(&self) -> Option<String>;
 }
 
 /// Why a header is asked for again.

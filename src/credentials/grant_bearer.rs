@@ -159,6 +159,10 @@ impl GrantBearer {
 }
 
 impl Bearer for GrantBearer {
+    fn grant_id(&self) -> Option<String> {
+        self.cell.grant_id()
+    }
+
     fn current(&self) -> Option<HeaderValue> {
         self.cell.fresh(now_unix())
     }

@@ -278,7 +278,7 @@ impl Credentials {
     }
 
     /// The sign-ins waiting for their callback.
-    pub fn waiting_sign_ins(&self) -> Vec<GrantKey> {
+    pub fn waiting_sign_ins(&self) -> Vec<sign_in::Waiting> {
         self.sign_ins.waiting()
     }
 }

@@ -114,6 +114,10 @@ impl ServiceBearer {
 }
 
 impl Bearer for ServiceBearer {
+    fn grant_id(&self) -> Option<String> {
+        self.cell.grant_id()
+    }
+
     fn current(&self) -> Option<HeaderValue> {
         self.cell.fresh(now_unix())
     }

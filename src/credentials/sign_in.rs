@@ -36,6 +36,16 @@ struct Pending {
     /// The host session that asked in-band, if one did (who is told when it completes).
     session: Option<String>,
     started: Instant,
+    /// The link the person opens.
+    url: String,
+}
+
+/// A sign-in waiting for its callback, as it may be shown (the admin's `GET /grants`).
+#[derive(Clone, Debug)]
+pub struct Waiting {
+    pub key: GrantKey,
+    pub url: String,
+    pub for_secs: u64,
 }
 
 /// Why a sign-in could not start or finish (said to the person; never a token).
@@ -133,6 +143,7 @@ impl SignIns {
                 redirect_uri: s.redirect_uri.to_string(),
                 session: s.session,
                 started: Instant::now(),
+                url: url.to_string(),
             },
         );
         Ok(SignInLink {
@@ -218,12 +229,16 @@ impl SignIns {
         })
     }
 
-    /// The sign-ins waiting, per (principal, upstream): their links are on the admin page.
-    pub fn waiting(&self) -> Vec<GrantKey> {
+    /// The sign-ins waiting for their callback (their links are listed by `GET /grants`).
+    pub fn waiting(&self) -> Vec<Waiting> {
         let all = self.pending.lock();
         all.values()
             .filter(|p| p.started.elapsed() < SIGN_IN_TTL)
-            .map(|p| p.key.clone())
+            .map(|p| Waiting {
+                key: p.key.clone(),
+                url: p.url.clone(),
+                for_secs: p.started.elapsed().as_secs(),
+            })
             .collect()
     }
 }

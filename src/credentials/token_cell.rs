@@ -16,6 +16,8 @@ struct Held {
     expires_at: Option<u64>,
     /// When it counts as due for renewal (before its expiry).
     renew_at: Option<u64>,
+    /// The grant's id (a digest, never the token).
+    grant_id: String,
 }
 
 #[derive(Default)]
@@ -53,8 +55,14 @@ impl TokenCell {
             header: header.clone(),
             expires_at: grant.expires_at,
             renew_at,
+            grant_id: grant.summary().id,
         })));
         Ok(header)
+    }
+
+    /// The id of the grant held.
+    pub fn grant_id(&self) -> Option<String> {
+        self.0.load().as_ref().map(|h| h.grant_id.clone())
     }
 
     pub fn clear(&self) {
@@ -93,4 +101,55 @@ pub(super) fn now_unix() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(token_type: &str, obtained_at: u64, expires_at: Option<u64>) -> Grant {
+        Grant {
+            access_token: "tok-123".into(),
+            token_type: token_type.into(),
+            refresh_token: None,
+            expires_at,
+            scope: None,
+            obtained_at,
+            token_endpoint: None,
+            resource: None,
+            client: None,
+        }
+    }
+
+    #[test]
+    fn a_token_is_due_for_renewal_a_minute_or_a_fifth_of_its_life_before_it_expires() {
+        let cell = TokenCell::default();
+        // An hour-long token: due a minute before it expires.
+        let header = cell.hold(&grant("bearer", 1000, Some(4600))).unwrap();
+        assert_eq!(header, "Bearer tok-123");
+        assert!(header.is_sensitive());
+        assert!(cell.fresh(4539).is_some() && cell.fresh(4540).is_none());
+        assert!(cell.unexpired(4599).is_some() && cell.unexpired(4600).is_none());
+        // A ten-second token: due two seconds before.
+        cell.hold(&grant("Bearer", 1000, Some(1010))).unwrap();
+        assert!(cell.fresh(1007).is_some() && cell.fresh(1008).is_none());
+        // No expiry: never due.
+        cell.hold(&grant("Bearer", 1000, None)).unwrap();
+        assert!(cell.fresh(u64::MAX).is_some());
+        assert!(cell.grant_id().is_some_and(|id| !id.contains("tok-123")));
+        cell.clear();
+        assert!(cell.fresh(0).is_none() && cell.grant_id().is_none());
+    }
+
+    #[test]
+    fn only_bearer_tokens_that_make_a_header_are_held() {
+        let cell = TokenCell::default();
+        let dpop = cell.hold(&grant("DPoP", 0, None)).unwrap_err();
+        assert!(dpop.reason.contains("DPoP") && !dpop.by_person);
+        let mut bad = grant("Bearer", 0, None);
+        bad.access_token = "line\nbreak".into();
+        let refused = cell.hold(&bad).unwrap_err();
+        assert!(!refused.reason.contains("line"), "{}", refused.reason);
+        assert!(cell.fresh(0).is_none());
+    }
 }

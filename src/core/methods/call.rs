@@ -82,6 +82,13 @@ pub async fn serve(
     }
     params.set_str("name", &item.original);
     target.name = Some(item.original.clone());
+    if trail.is_on() {
+        let bearer = hub
+            .upstreams
+            .get(&item.upstream)
+            .and_then(|slot| slot.bearer.clone());
+        trail.used_grant(bearer.and_then(|b| b.grant_id()));
+    }
     let Some(slot) = oauth else {
         return start_call(hub, ctx, id, method, params, target).await;
     };
