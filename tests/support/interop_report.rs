@@ -188,8 +188,9 @@ impl Report {
             "`@modelcontextprotocol/conformance client --command \"python tests/conformance/client_wrapper.py \
              --mcpmux BIN\" --scenario X`: the suite starts its test server, the wrapper starts mcpmux with that \
              server as its only (Streamable HTTP) upstream and calls every tool through it with the Python `mcp` \
-             client. The OAuth scenarios (`auth/*`) are not run: mcpmux authenticates to upstreams with configured \
-             headers.\n"
+             client. The OAuth scenarios (`auth/*`) run in `tests/e2e/conformance_auth.rs` through \
+             `tests/conformance/auth_client.py`, which configures the upstream's `auth` for each scenario \
+             and signs in as a user would.\n"
         );
         let _ = writeln!(md, "| scenario | result |\n|---|---|");
         for (scenario, run) in &self.client_side {
