@@ -16,14 +16,26 @@ pub async fn client_credentials(
     scope: Option<&str>,
     resource: Option<&str>,
 ) -> Result<Grant, OAuthError> {
-    let mut form = vec![("grant_type", "client_credentials".to_string())];
+    let form = vec![("grant_type", "client_credentials".to_string())];
+    scoped_grant(http, (token_endpoint, client, &auth), form, scope, resource).await
+}
+
+/// A grant from the token endpoint for `form` plus the `scope` and `resource` asked for (kept
+/// on the grant when the answer names none), obtained by `client`.
+pub(super) async fn scoped_grant(
+    http: &reqwest::Client,
+    (token_endpoint, client, auth): (&str, &ClientRegistration, &ClientAuth),
+    mut form: Vec<(&str, String)>,
+    scope: Option<&str>,
+    resource: Option<&str>,
+) -> Result<Grant, OAuthError> {
     if let Some(scope) = scope.filter(|s| !s.trim().is_empty()) {
         form.push(("scope", scope.to_string()));
     }
     if let Some(resource) = resource {
         form.push(("resource", resource.to_string()));
     }
-    let answer = token_request(http, token_endpoint, client, &auth, form).await?;
+    let answer = token_request(http, token_endpoint, client, auth, form).await?;
     let mut grant = parse_token_response(token_endpoint, &answer, super::now_unix())?;
     grant.scope = grant.scope.or_else(|| scope.map(str::to_string));
     grant.resource = resource.map(str::to_string);

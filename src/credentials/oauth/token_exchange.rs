@@ -102,25 +102,15 @@ pub async fn jwt_bearer(
     scope: Option<&str>,
     resource: Option<&str>,
 ) -> Result<Grant, OAuthError> {
-    let mut form = vec![
+    let form = vec![
         (
             "grant_type",
             "urn:ietf:params:oauth:grant-type:jwt-bearer".to_string(),
         ),
         ("assertion", assertion.to_string()),
     ];
-    if let Some(scope) = scope.filter(|s| !s.trim().is_empty()) {
-        form.push(("scope", scope.to_string()));
-    }
-    if let Some(resource) = resource {
-        form.push(("resource", resource.to_string()));
-    }
-    let answer = token_request(http, token_endpoint, client, &auth, form).await?;
-    let mut grant = parse_token_response(token_endpoint, &answer, super::now_unix())?;
-    grant.scope = grant.scope.or_else(|| scope.map(str::to_string));
-    grant.resource = resource.map(str::to_string);
-    grant.client = Some(client.clone());
-    Ok(grant)
+    super::client_credentials::scoped_grant(http, (token_endpoint, client, &auth), form, scope, resource)
+        .await
 }
 
 #[cfg(test)]
