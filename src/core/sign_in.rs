@@ -46,6 +46,25 @@ pub fn needs_step_up(hub: &Hub, slot: &UpstreamSlot, ctx: &RequestCtx) -> bool {
         && (hub.upstreams.credentials).step_up_pending(&slot.server.name, &principal_of(ctx))
 }
 
+/// Whether the call must sign in first: the principal's grant was revoked or refused.
+pub fn grant_lost(hub: &Hub, slot: &UpstreamSlot, ctx: &RequestCtx) -> bool {
+    (hub.upstreams.credentials).grant_lost(&slot.server.name, &principal_of(ctx))
+}
+
+/// Whether `slot` is an `oauth` upstream the request's principal has just signed in to, now
+/// connecting; waits (bounded) until its lists replaced the authorize tool.
+pub async fn signed_in_and_loading(hub: &Hub, slot: &UpstreamSlot, ctx: &RequestCtx) -> bool {
+    let principal = principal_of(ctx);
+    matches!(slot.server.auth, crate::config::UpstreamAuth::OAuth(_))
+        && slot.awaiting_sign_in.load(Ordering::Acquire)
+        && hub
+            .upstreams
+            .credentials
+            .has_grant(&slot.server.name, &principal)
+            .await
+        && wait_signed_in(hub, slot, &principal).await
+}
+
 /// A call of the authorize tool by an exposed name no longer listed: the upstream it named is
 /// signed in now (a host retrying after its consent, with the list already replaced).
 pub fn signed_in_already(hub: &Hub, exposed: &str, id: &RequestId) -> Option<Outcome> {
@@ -87,12 +106,12 @@ pub async fn consent(
         if wait_signed_in(hub, slot, &principal).await {
             return Consent::Proceed;
         }
-    } else if !needs_step_up(hub, slot, ctx) {
+    } else if !needs_step_up(hub, slot, ctx) && credentials.has_grant(name, &principal).await {
         if !slot.awaiting_sign_in.load(Ordering::Acquire) {
             return Consent::Proceed;
         }
         // Signed in a moment ago (its lists are loading): wait for them, no second sign-in.
-        if credentials.has_grant(name, &principal).await && wait_signed_in(hub, slot, &principal).await {
+        if wait_signed_in(hub, slot, &principal).await {
             return Consent::Proceed;
         }
     }

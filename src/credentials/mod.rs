@@ -47,6 +47,9 @@ pub struct Credentials {
     /// When each identity's recent step-up sign-ins started (bounded: an upstream that keeps
     /// asking for more scope is not signed in to again and again).
     step_ups: Mutex<HashMap<GrantKey, Vec<std::time::Instant>>>,
+    /// The identities whose grant the authorization server gave up on (revoked, refused), until
+    /// they sign in again: a call failing for that asks for the sign-in itself.
+    lost: Mutex<std::collections::HashSet<GrantKey>>,
 }
 
 /// The window in which at most [`oauth::MAX_STEP_UP_ATTEMPTS`] step-up sign-ins start.
@@ -65,6 +68,7 @@ impl Credentials {
             grants: Mutex::default(),
             changed: watch::channel(0).0,
             step_ups: Mutex::default(),
+            lost: Mutex::default(),
         })
     }
 
@@ -143,8 +147,9 @@ impl Credentials {
         }
         grants.retain(|_, b| b.strong_count() > 0);
         let me = Arc::downgrade(self);
-        let on_lost = Arc::new(move |_: &GrantKey| {
+        let on_lost = Arc::new(move |key: &GrantKey| {
             if let Some(me) = me.upgrade() {
+                me.lost.lock().insert(key.clone());
                 me.note_change();
             }
         });
@@ -259,6 +264,7 @@ impl Credentials {
         let vault =
             (self.vault.as_ref()).ok_or_else(|| SignInError::Vault("no vault is configured".into()))?;
         let finished = self.sign_ins.finish(&self.http, vault, state, outcome).await?;
+        self.lost.lock().remove(&finished.key);
         if let Some(bearer) = self.grants.lock().get(&finished.key).and_then(Weak::upgrade) {
             bearer.forget_held();
         }
@@ -275,6 +281,16 @@ impl Credentials {
         };
         let bearer = self.grants.lock().get(&key).and_then(Weak::upgrade);
         bearer.is_some_and(|b| b.step_up_challenge().is_some())
+    }
+
+    /// Whether `principal`'s grant for `upstream` was given up on (revoked or refused) since
+    /// its last sign-in.
+    pub fn grant_lost(&self, upstream: &str, principal: &str) -> bool {
+        let key = GrantKey {
+            principal: principal.to_string(),
+            upstream: upstream.to_string(),
+        };
+        self.lost.lock().contains(&key)
     }
 
     /// The sign-ins waiting for their callback.

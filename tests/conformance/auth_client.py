@@ -46,6 +46,8 @@ from harness import Mcpmux, logger, toml_inline, toml_string
 LOGIN_TIMEOUT_S = 60.0
 PASTE_AFTER_S = 5.0  # how long the person waits for a browser window before pasting the link
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The client metadata URL the suite's basic-cimd scenario expects (it does not fetch it).
+SUITE_CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 log = logger("auth-client")
 
@@ -69,6 +71,10 @@ def auth_table(scenario: str, context: dict[str, Any], directory: str) -> dict[s
         if context.get("client_secret"):
             table["client_secret"] = context["client_secret"]
         return table
+    if scenario == "auth/basic-cimd":
+        # The suite's authorization server expects its own document URL as the client id: an
+        # operator hosting mcpmux's Client ID Metadata Document elsewhere says where it is.
+        return {"mode": "oauth", "client_metadata_url": SUITE_CIMD_URL}
     return {"mode": "oauth"}
 
 

@@ -8,9 +8,10 @@
 //!
 //! A scenario passes when the suite recorded checks, none failed, and the client neither timed
 //! out nor exited with an error (unless the scenario expects it to, as the suite itself judges).
-//! Warnings are printed, not failed: `auth/basic-cimd` warns unless the client's CIMD URL is the
-//! suite's own fixed `https://conformance-test.local/client-metadata.json`, which no real client
-//! has; mcpmux's is `<public origin>/oauth/client.json`.
+//! A warning fails too, as the suite's own verdict counts it: `auth/basic-cimd` warns unless the
+//! client id is the suite's fixed `https://conformance-test.local/client-metadata.json`, so its
+//! gateway is configured with `auth.client_metadata_url` set to it (as an operator hosting
+//! mcpmux's Client ID Metadata Document there would).
 
 use crate::support::conformance::{auth_client_command, run_client_scenario_within, SignIn, SuiteRun};
 use std::time::Duration;
@@ -54,6 +55,10 @@ const REPORTED: [&str; 4] = [
     "auth/cross-app-access-complete-flow",
 ];
 
+fn scenario_is_required(scenario: &str) -> bool {
+    REQUIRED.contains(&scenario)
+}
+
 /// One scenario's verdict: `Ok(warnings)` or `Err(why, in the suite's words)`.
 fn verdict(scenario: &str, run: &SuiteRun) -> Result<Vec<String>, String> {
     let Some(result) = run.scenarios.get(scenario) else {
@@ -72,6 +77,9 @@ fn verdict(scenario: &str, run: &SuiteRun) -> Result<Vec<String>, String> {
     }
     if stderr.contains("CLIENT EXITED WITH ERROR") {
         why.push("the client exited with an error".to_string());
+    }
+    if !result.problems.is_empty() && scenario_is_required(scenario) {
+        why.push(format!("warnings: {}", result.problems.join("; ")));
     }
     if why.is_empty() {
         Ok(result.problems.clone())

@@ -241,10 +241,6 @@ async fn a_grant_revoked_at_the_authorization_server_brings_the_sign_in_back() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs a refresh refused during a call to ask for the sign-in in that call: today the \
-            call fails (\"upstream 'up' closed the connection: stopped\", or \"upstream 'up' is not \
-            available: ... the authorization server refused to refresh the grant: sign in to upstream \
-            \\\"up\\\" again\") and only the next tools/list shows up__authorize again"]
 async fn the_call_refused_after_a_revocation_asks_for_the_sign_in_itself() {
     let _suite = crate::suite::enter(module_path!());
     let (next, gw, idp) = revoked("upstream-auth-revoke-call").await;

@@ -37,6 +37,15 @@ pub async fn serve(
     let target = found.map(|item| (&item.upstream, item.original.as_str()));
     let permitted = trail.decide(hub, &access, &name, target, &params);
     let Some(item) = found.filter(|_| permitted) else {
+        // A host retrying right after its sign-in: the upstream is connecting with the new grant.
+        if let Some(slot) = (permitted && kind == ListKind::Tools && hub.upstreams.any_oauth())
+            .then(|| super::owner_by_prefix(hub, &access, kind, &name))
+            .flatten()
+        {
+            if sign_in::signed_in_and_loading(hub, &slot, ctx).await {
+                return Box::pin(serve(hub, ctx, id, method, params, (kind, shape), trail)).await;
+            }
+        }
         if let Some(down) = down_owner(hub, &access, kind, &name).filter(|_| permitted) {
             return Outcome::refused(id, down);
         }
@@ -59,7 +68,7 @@ pub async fn serve(
         .filter(|slot| matches!(slot.server.auth, crate::config::UpstreamAuth::OAuth(_)));
     if let Some(slot) = &oauth {
         let authorize = sign_in::is_authorize_call(slot, &item.original);
-        if authorize || sign_in::needs_step_up(hub, slot, ctx) {
+        if authorize || sign_in::needs_step_up(hub, slot, ctx) || sign_in::grant_lost(hub, slot, ctx) {
             match sign_in::consent(hub, ctx, id.clone(), slot, &mut params).await {
                 sign_in::Consent::Asked(outcome) => return outcome,
                 sign_in::Consent::Proceed if authorize => return Outcome::Reply(sign_in::done(id, slot)),
@@ -97,11 +106,11 @@ pub async fn serve(
         // The upstream refused the grant for want of scope: the same call asks for it (step-up).
         Outcome::Forward(mut call) => {
             let principal = sign_in::principal_of(ctx);
+            let credentials = &hub.upstreams.credentials;
+            let name = &slot.server.name;
             let refused = (call.events)
                 .take_first_failure(|_| {
-                    hub.upstreams
-                        .credentials
-                        .step_up_pending(&slot.server.name, &principal)
+                    credentials.step_up_pending(name, &principal) || credentials.grant_lost(name, &principal)
                 })
                 .await;
             match refused {

@@ -99,7 +99,13 @@ fn required_str(params: &RawObject, key: &'static str, id: &RequestId) -> Result
 /// out of the catalog while it is), retryable, instead of "Unknown tool".
 /// Only an upstream the request's endpoint serves `name` of counts.
 fn down_owner(hub: &Hub, access: &Access, kind: ListKind, name: &str) -> Option<RequestError> {
-    let slot = (hub.upstreams.iter())
+    down(&*owner_by_prefix(hub, access, kind, name)?, name)
+}
+
+/// The upstream whose namespace prefixes `name` (the longest such), among those the request's
+/// view holds.
+fn owner_by_prefix(hub: &Hub, access: &Access, kind: ListKind, name: &str) -> Option<Arc<UpstreamSlot>> {
+    (hub.upstreams.iter())
         .filter(|slot| !slot.naming.namespace.is_empty())
         .filter(|slot| access.in_view(kind, &slot.id, name))
         .filter(|slot| {
@@ -107,8 +113,7 @@ fn down_owner(hub: &Hub, access: &Access, kind: ListKind, name: &str) -> Option<
                 .and_then(|rest| rest.strip_prefix(slot.naming.separator.as_str()))
                 .is_some_and(|rest| !rest.is_empty())
         })
-        .max_by_key(|slot| slot.naming.namespace.len())?;
-    down(&slot, name)
+        .max_by_key(|slot| slot.naming.namespace.len())
 }
 
 /// The answer for a request to `upstream` by `what` (a URI) when its shared connection is
