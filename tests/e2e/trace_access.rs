@@ -119,10 +119,17 @@ async fn names_not_in_the_catalog_make_no_span_names_of_their_own() {
         args.extend(unknown);
         let run = python(&watched.gateway.url(), mode, (Some(trace), None), &args).await;
         run.assert_ok();
-        let (_, spans) = watched.in_trace(trace, 0, 4).await;
-        let refused: Vec<&Value> = (spans.iter())
-            .filter(|s| attr(s, "gen_ai.tool.name").is_some_and(|n| n.starts_with("tr__nope")))
-            .collect();
+        let is_refused = |s: &&Value| attr(s, "gen_ai.tool.name").is_some_and(|n| n.starts_with("tr__nope"));
+        // Spans arrive in export batches: wait for the last refused call's (bounded).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let spans = loop {
+            let (_, spans) = watched.in_trace(trace, 0, 4).await;
+            if spans.iter().filter(is_refused).count() >= unknown.len() || Instant::now() > deadline {
+                break spans;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let refused: Vec<&Value> = spans.iter().filter(is_refused).collect();
         assert_eq!(refused.len(), unknown.len(), "{mode}: {:?}", names(&spans));
         for span in refused {
             assert_eq!(span["name"], "tools/call", "{mode}: {span}");
