@@ -86,20 +86,9 @@ pub(super) fn cluster_key(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
     use crate::seal::ClusterKey;
 
-    const KEY_A: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
-    const KEY_B: &str = "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
-
-    fn parse(text: &str) -> Result<Config, String> {
-        let env = |var: &str| match var {
-            "MCPMUX_CLUSTER_KEY" => Some(KEY_A.to_string()),
-            "BAD_KEY" => Some("hunter2-is-not-a-key".to_string()),
-            _ => None,
-        };
-        Config::from_toml_str(text, "t.toml", &env).map_err(|e| e.to_string())
-    }
+    use super::super::key_fixtures::{parse, KEY_A, KEY_B};
 
     #[test]
     fn the_cluster_table_as_the_issue_writes_it() {

@@ -522,6 +522,8 @@ mod import_tests;
 #[cfg(test)]
 mod include_tests;
 #[cfg(test)]
+mod key_fixtures;
+#[cfg(test)]
 mod problems_tests;
 #[cfg(test)]
 mod profiles_tests;

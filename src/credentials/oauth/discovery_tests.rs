@@ -86,6 +86,11 @@ fn canonical_resource_and_resource_matching() {
 }
 
 /// An MCP server whose PRM is at `prm_path` naming the AS `issuer`.
+/// An authorization server serving its metadata (issuer `base` + `issuer_path`) at `path` only.
+async fn authorization_server(path: &'static str, issuer_path: &'static str) -> TestAs {
+    TestAs::start(move |base| vec![("GET", path.into(), json(200, as_metadata(base, issuer_path)))]).await
+}
+
 async fn resource_server(
     prm_path: &str,
     issuer: String,
@@ -109,14 +114,7 @@ async fn resource_server(
 #[tokio::test]
 async fn the_challenge_names_the_prm_and_the_root_prm_is_never_asked() {
     // metadata-default: PRM path-based and in WWW-Authenticate; AS metadata at the root.
-    let auth = TestAs::start(|base| {
-        vec![(
-            "GET",
-            "/.well-known/oauth-authorization-server".into(),
-            json(200, as_metadata(base, "")),
-        )]
-    })
-    .await;
+    let auth = authorization_server("/.well-known/oauth-authorization-server", "").await;
     let rs = resource_server(
         "/.well-known/oauth-protected-resource/mcp",
         auth.base.clone(),
@@ -147,14 +145,7 @@ async fn the_challenge_names_the_prm_and_the_root_prm_is_never_asked() {
 #[tokio::test]
 async fn without_a_challenge_the_path_based_prm_then_oidc_discovery() {
     // metadata-var1: PRM path-based, not in WWW-Authenticate; AS at openid-configuration.
-    let auth = TestAs::start(|base| {
-        vec![(
-            "GET",
-            "/.well-known/openid-configuration".into(),
-            json(200, as_metadata(base, "")),
-        )]
-    })
-    .await;
+    let auth = authorization_server("/.well-known/openid-configuration", "").await;
     let rs = resource_server(
         "/.well-known/oauth-protected-resource/mcp",
         auth.base.clone(),
@@ -186,14 +177,7 @@ async fn without_a_challenge_the_path_based_prm_then_oidc_discovery() {
 #[tokio::test]
 async fn a_root_prm_and_a_path_issuer_never_probe_the_as_root() {
     // metadata-var2: PRM only at the root (resource = the origin); AS issuer with a path.
-    let auth = TestAs::start(|base| {
-        vec![(
-            "GET",
-            "/.well-known/oauth-authorization-server/tenant1".into(),
-            json(200, as_metadata(base, "/tenant1")),
-        )]
-    })
-    .await;
+    let auth = authorization_server("/.well-known/oauth-authorization-server/tenant1", "/tenant1").await;
     let issuer = format!("{}/tenant1", auth.base);
     let rs = TestAs::start(move |base| {
         vec![(
@@ -229,14 +213,7 @@ async fn a_root_prm_and_a_path_issuer_never_probe_the_as_root() {
 async fn a_custom_prm_location_and_oidc_path_appending() {
     // metadata-var3: PRM at a custom URL given in WWW-Authenticate; AS metadata at
     // /tenant1/.well-known/openid-configuration.
-    let auth = TestAs::start(|base| {
-        vec![(
-            "GET",
-            "/tenant1/.well-known/openid-configuration".into(),
-            json(200, as_metadata(base, "/tenant1")),
-        )]
-    })
-    .await;
+    let auth = authorization_server("/tenant1/.well-known/openid-configuration", "/tenant1").await;
     let rs = resource_server(
         "/custom/metadata/location.json",
         format!("{}/tenant1", auth.base),
@@ -273,14 +250,7 @@ fn parse_www_authenticate_for(prm: &str) -> Challenge {
 async fn a_2025_03_26_server_with_metadata_at_its_origin() {
     // 2025-03-26-oauth-metadata-backcompat: no PRM; the origin's metadata names an issuer
     // under /oauth, which is taken as is.
-    let server = TestAs::start(|base| {
-        vec![(
-            "GET",
-            "/.well-known/oauth-authorization-server".into(),
-            json(200, as_metadata(base, "/oauth")),
-        )]
-    })
-    .await;
+    let server = authorization_server("/.well-known/oauth-authorization-server", "/oauth").await;
     let d = discover(
         &super::super::http_client().expect("client"),
         &url(&format!("{}/mcp", server.base)),
@@ -335,14 +305,7 @@ async fn a_2025_03_26_server_without_metadata_gets_the_default_endpoints() {
 #[tokio::test]
 async fn a_prm_for_another_resource_stops_discovery() {
     // resource-mismatch: nothing is asked of the AS.
-    let auth = TestAs::start(|base| {
-        vec![(
-            "GET",
-            "/.well-known/oauth-authorization-server".into(),
-            json(200, as_metadata(base, "")),
-        )]
-    })
-    .await;
+    let auth = authorization_server("/.well-known/oauth-authorization-server", "").await;
     let rs = resource_server(
         "/.well-known/oauth-protected-resource/mcp",
         auth.base.clone(),
