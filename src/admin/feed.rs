@@ -25,6 +25,8 @@ pub struct Overview {
     pub recent_errors: Vec<RecentError>,
     /// The catalog's epoch: the page asks for the catalog again when it moves.
     pub catalog_epoch: u64,
+    /// Sign-ins to `oauth` upstreams waiting for a person, with their links.
+    pub signing_in: Vec<super::grants::SigningIn>,
 }
 
 #[derive(Serialize)]
@@ -88,6 +90,7 @@ pub fn overview(hub: &Hub) -> Overview {
         session_rows,
         recent_errors: recent_errors(hub),
         catalog_epoch: hub.catalog.snapshot().epoch,
+        signing_in: super::grants::signing_in(hub),
     }
 }
 

@@ -54,6 +54,18 @@ impl GrantLine {
     }
 }
 
+/// The sign-ins of `hub` waiting for a person.
+pub fn signing_in(hub: &Hub) -> Vec<SigningIn> {
+    (hub.upstreams.credentials.waiting_sign_ins().into_iter())
+        .map(|w| SigningIn {
+            principal: w.key.principal,
+            server: w.key.upstream,
+            url: w.url,
+            for_secs: w.for_secs,
+        })
+        .collect()
+}
+
 type GrantsState = (Weak<Hub>, super::reload::Allowed);
 
 /// The routes (none when the MCP path is `/grants` itself), answering while `allowed` says so.
@@ -102,15 +114,7 @@ async fn list(State(state): State<GrantsState>) -> Response {
     match vault.list().await {
         Ok(grants) => {
             let lines: Vec<GrantLine> = grants.into_iter().map(|(k, s)| GrantLine::new(k, s)).collect();
-            let waiting: Vec<SigningIn> = (state.0.upgrade().into_iter())
-                .flat_map(|hub| hub.upstreams.credentials.waiting_sign_ins())
-                .map(|w| SigningIn {
-                    principal: w.key.principal,
-                    server: w.key.upstream,
-                    url: w.url,
-                    for_secs: w.for_secs,
-                })
-                .collect();
+            let waiting = state.0.upgrade().map(|hub| signing_in(&hub)).unwrap_or_default();
             answer(
                 StatusCode::OK,
                 serde_json::json!({

@@ -52,7 +52,13 @@ function renderOverview(doc) {
         "tr",
         { "data-upstream": u.name },
         cell(u.name),
-        el("td", null, badge(u.phase), el("span", { class: "desc" }, duration(u.for_secs))),
+        el(
+          "td",
+          null,
+          badge(u.phase),
+          el("span", { class: "desc" }, duration(u.for_secs)),
+          u.auth ? el("span", { class: "desc" }, `${u.auth}${u.grants != null ? `, ${u.grants} grant(s)` : ""}`) : null,
+        ),
         cell(u.era ?? "—"),
         cell(u.transport),
         cell(u.restarts, "num"),
@@ -60,6 +66,20 @@ function renderOverview(doc) {
         cell(u.prompts, "num"),
         cell(u.resources + u.resourceTemplates, "num"),
         cell(u.last_error ?? "", "error"),
+      ),
+    ),
+  );
+  const waiting = doc.signing_in ?? [];
+  $("signing-in-section").hidden = waiting.length === 0;
+  $("signing-in").replaceChildren(
+    ...waiting.map((w) =>
+      el(
+        "li",
+        null,
+        `${w.principal} → ${w.server} (${duration(w.for_secs)}): `,
+        /^https?:\/\//.test(w.url)
+          ? el("a", { href: w.url, rel: "noreferrer", target: "_blank" }, "sign-in link")
+          : el("code", null, w.url),
       ),
     ),
   );

@@ -38,6 +38,13 @@ pub fn authorization_url(
     }
     let mut url =
         Url::parse(endpoint).map_err(|e| OAuthError::Invalid(format!("authorization_endpoint: {e}")))?;
+    // A person opens it (and the admin page links it): an http(s) page, nothing else.
+    if !matches!(url.scheme(), "https" | "http") {
+        return Err(OAuthError::Invalid(format!(
+            "authorization_endpoint has the scheme {:?}; only an https (or http) page is opened",
+            url.scheme()
+        )));
+    }
     {
         let mut query = url.query_pairs_mut();
         query
@@ -130,6 +137,24 @@ mod tests {
         let mut legacy = discovery("https://as.example.com/authorize");
         legacy.as_metadata.code_challenge_methods_supported = None;
         assert!(url(&legacy).is_ok());
+    }
+
+    #[test]
+    fn an_authorization_endpoint_that_is_no_web_page_is_refused() {
+        for endpoint in ["javascript:alert(1)", "file:///etc/passwd", "data:text/html,x"] {
+            let refused = authorization_url(
+                &discovery(endpoint),
+                &client(),
+                "http://127.0.0.1/cb",
+                None,
+                "s",
+                &Pkce::new(),
+            );
+            assert!(
+                refused.is_err_and(|e| e.to_string().contains("scheme")),
+                "{endpoint}"
+            );
+        }
     }
 
     #[test]
