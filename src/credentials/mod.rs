@@ -91,14 +91,8 @@ impl Credentials {
 
     /// The Client ID Metadata Document served at [`CLIENT_METADATA_PATH`].
     pub fn client_metadata(&self) -> serde_json::Value {
-        let mut doc = oauth::registration::client_metadata("mcpmux", &self.redirect_uri(), "none");
-        if let Some(obj) = doc.as_object_mut() {
-            obj.insert(
-                "client_id".into(),
-                serde_json::Value::String(format!("{}{CLIENT_METADATA_PATH}", self.origin)),
-            );
-        }
-        doc
+        let url = format!("{}{CLIENT_METADATA_PATH}", self.origin);
+        oauth::registration::cimd_document(&url, "mcpmux", &self.redirect_uri())
     }
 
     pub fn vault(&self) -> Option<&Vault> {
@@ -128,10 +122,8 @@ impl Credentials {
                 self.http.clone(),
             )),
             UpstreamAuth::OAuth(_) => {
-                let bearer: Arc<dyn Bearer> = self.grant_bearer(&GrantKey {
-                    principal: principal.to_string(),
-                    upstream: server.name.clone(),
-                })?;
+                let bearer: Arc<dyn Bearer> =
+                    self.grant_bearer(&GrantKey::new(principal.to_string(), server.name.clone()))?;
                 Some(bearer)
             }
             UpstreamAuth::Headers | UpstreamAuth::TokenExchange(_) | UpstreamAuth::Forward => None,
@@ -161,10 +153,7 @@ impl Credentials {
     /// Whether `principal` holds a grant for `upstream` (a vault that cannot be read: no).
     pub async fn has_grant(&self, upstream: &str, principal: &str) -> bool {
         let Some(vault) = &self.vault else { return false };
-        let key = GrantKey {
-            principal: principal.to_string(),
-            upstream: upstream.to_string(),
-        };
+        let key = GrantKey::new(principal.to_string(), upstream.to_string());
         match vault.get(&key).await {
             Ok(grant) => grant.is_some(),
             Err(e) => {
@@ -192,10 +181,7 @@ impl Credentials {
         let vault =
             (self.vault.as_ref()).ok_or_else(|| SignInError::Vault("no vault is configured".into()))?;
         let url = url::Url::parse(url).map_err(|e| SignInError::Start(format!("upstream url: {e}")))?;
-        let key = GrantKey {
-            principal: principal.to_string(),
-            upstream: server.name.clone(),
-        };
+        let key = GrantKey::new(principal.to_string(), server.name.clone());
         // A refusal that asked for more scope: the new sign-in asks for it too.
         let step_up = match self.grant_bearer(&key).and_then(|b| b.step_up_challenge()) {
             Some(challenge) => {
@@ -275,10 +261,7 @@ impl Credentials {
     /// Whether `upstream` asked `principal` for more scope than its grant holds (the next call
     /// signs in again first).
     pub fn step_up_pending(&self, upstream: &str, principal: &str) -> bool {
-        let key = GrantKey {
-            principal: principal.to_string(),
-            upstream: upstream.to_string(),
-        };
+        let key = GrantKey::new(principal.to_string(), upstream.to_string());
         let bearer = self.grants.lock().get(&key).and_then(Weak::upgrade);
         bearer.is_some_and(|b| b.step_up_challenge().is_some())
     }
@@ -286,10 +269,7 @@ impl Credentials {
     /// Whether `principal`'s grant for `upstream` was given up on (revoked or refused) since
     /// its last sign-in.
     pub fn grant_lost(&self, upstream: &str, principal: &str) -> bool {
-        let key = GrantKey {
-            principal: principal.to_string(),
-            upstream: upstream.to_string(),
-        };
+        let key = GrantKey::new(principal.to_string(), upstream.to_string());
         self.lost.lock().contains(&key)
     }
 

@@ -132,10 +132,7 @@ impl SignIns {
         pending.insert(
             state.clone(),
             Pending {
-                key: GrantKey {
-                    principal: s.principal.to_string(),
-                    upstream: s.upstream.to_string(),
-                },
+                key: GrantKey::new(s.principal.to_string(), s.upstream.to_string()),
                 discovery,
                 client,
                 verifier: pkce.verifier,

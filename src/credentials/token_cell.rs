@@ -95,13 +95,7 @@ pub(super) fn header_of(grant: &Grant) -> Result<HeaderValue, SignInNeeded> {
     Ok(value)
 }
 
-/// Unix seconds now.
-pub(super) fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+pub(super) use super::oauth::now_unix;
 
 #[cfg(test)]
 mod tests {
