@@ -44,6 +44,16 @@ impl Principal {
         }
     }
 
+    /// The name its upstream grants are kept under and `mcpmux logout --principal` takes:
+    /// `{sub}@{issuer}` for a token, `key:{name}` for an API key (readable, and distinct for the
+    /// same `sub` at two issuers).
+    pub fn grant_principal(&self) -> String {
+        match &self.issuer {
+            Some(issuer) => format!("{}@{issuer}", self.name),
+            None => format!("key:{}", self.name),
+        }
+    }
+
     /// The scopes of `needed` this principal lacks (none of its scopes covers them, a broader
     /// scope covering the narrower ones below it: `util::scope`).
     pub fn missing<'a>(&self, needed: impl IntoIterator<Item = &'a String>) -> Vec<String> {
@@ -62,6 +72,10 @@ impl crate::policy::Viewer for Principal {
 
     fn api_key(&self) -> Option<&str> {
         self.issuer.is_none().then_some(self.name.as_str())
+    }
+
+    fn grant_principal(&self) -> Option<String> {
+        Some(Principal::grant_principal(self))
     }
 }
 

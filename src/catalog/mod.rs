@@ -6,6 +6,7 @@
 pub mod cursor;
 pub mod freshness;
 pub mod pages;
+mod personal;
 pub mod profile;
 pub mod results;
 pub mod shape;
@@ -210,9 +211,16 @@ pub struct Catalog {
     lists: [ItemList; 4],
     /// Every upstream with its naming, in configuration order.
     namings: Arc<[(UpstreamId, Naming)]>,
+    /// Whether it is one principal's (with its own lists of per-principal upstreams).
+    personal: bool,
 }
 
 impl Catalog {
+    /// Whether it is one principal's own (its lists differ from other principals').
+    pub fn is_personal(&self) -> bool {
+        self.personal
+    }
+
     /// The merged list of one kind.
     pub fn list(&self, kind: ListKind) -> &ItemList {
         &self.lists[kind as usize]

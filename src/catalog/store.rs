@@ -6,23 +6,26 @@ use super::*;
 
 /// One upstream's lists as it sent them, and the shaping problems last logged for them.
 #[derive(Default)]
-struct Part {
-    lists: [Vec<RawObject>; 4],
+pub(super) struct Part {
+    pub(super) lists: [Vec<RawObject>; 4],
     /// The `rename`/`descriptions` keys naming no tool and the rename collisions of the last
     /// tools list (logged when they change, not on every list).
     noted: Vec<String>,
 }
 
 /// Every upstream with its naming, in configuration order, and its lists in the same order.
-struct Parts {
-    namings: Arc<[(UpstreamId, Naming)]>,
-    lists: Vec<Part>,
+pub(super) struct Parts {
+    pub(super) namings: Arc<[(UpstreamId, Naming)]>,
+    pub(super) lists: Vec<Part>,
 }
 
 /// Owns the per-upstream lists and publishes merged snapshots.
 pub struct CatalogStore {
-    current: ArcSwap<Catalog>,
-    parts: Mutex<Parts>,
+    pub(super) current: ArcSwap<Catalog>,
+    /// Locked before `personal` when both are.
+    pub(super) parts: Mutex<Parts>,
+    /// Each principal's own lists of the upstreams whose connections are per principal.
+    pub(super) personal: Mutex<super::personal::Overlays>,
 }
 
 impl CatalogStore {
@@ -33,6 +36,7 @@ impl CatalogStore {
         let store = CatalogStore {
             current: ArcSwap::from_pointee(Catalog::default()),
             parts: Mutex::new(Parts { namings, lists }),
+            personal: Mutex::default(),
         };
         store.rebuild(&store.parts.lock(), 0);
         store
@@ -50,6 +54,7 @@ impl CatalogStore {
         parts.lists = (namings.iter())
             .map(|(id, _)| old.remove(id).unwrap_or_default())
             .collect();
+        self.personal.lock().keep_upstreams(&namings);
         parts.namings = namings.into();
         let epoch = self.snapshot().epoch + 1;
         self.rebuild(&parts, epoch);
@@ -124,7 +129,7 @@ impl CatalogStore {
     /// Merge `parts` into a new snapshot and publish it; a clash of names not seen in the
     /// previous snapshot is logged once, naming both upstreams.
     fn rebuild(&self, parts: &Parts, epoch: u64) -> Arc<Catalog> {
-        let lists = ListKind::ALL.map(|kind| self.merge(parts, kind));
+        let lists = ListKind::ALL.map(|kind| merge(parts, kind, None));
         let before = self.current.load();
         for kind in ListKind::ALL {
             for clash in lists[kind as usize].fresh_clashes(before.list(kind)) {
@@ -142,40 +147,43 @@ impl CatalogStore {
             epoch,
             lists,
             namings: parts.namings.clone(),
+            personal: false,
         });
         self.current.store(catalog.clone());
         catalog
     }
+}
 
-    fn merge(&self, parts: &Parts, kind: ListKind) -> ItemList {
-        let mut list = ItemList::default();
-        for ((upstream, naming), part) in parts.namings.iter().zip(&parts.lists) {
-            let shaped = shape::shape(&naming.shaping, kind, &part.lists[kind as usize]);
-            for shape::ShapedItem { original, name, item } in shaped.items {
-                let exposed = match kind {
-                    ListKind::Tools | ListKind::Prompts => naming.expose_name(&name),
-                    ListKind::Resources | ListKind::Templates => naming.expose_uri(&name),
-                };
-                if let Some(&winner) = list.index.get(&exposed) {
-                    let winner = list.items[winner].upstream.clone();
-                    list.shadowed.push(Shadowed {
-                        exposed,
-                        winner,
-                        loser: upstream.clone(),
-                    });
-                    continue;
-                }
-                let mut edited = item.into_owned();
-                edited.set_str(kind.key_field(), &exposed);
-                list.items.push(ExposedItem {
-                    upstream: upstream.clone(),
-                    original,
-                    exposed: exposed.as_str().into(),
-                    json: edited.to_raw(),
+/// One merged list of `parts`, with `own`'s lists in place of those of the upstreams it has.
+pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawObject>; 4]>>) -> ItemList {
+    let mut list = ItemList::default();
+    for ((upstream, naming), part) in parts.namings.iter().zip(&parts.lists) {
+        let lists = own.and_then(|own| own.get(upstream)).unwrap_or(&part.lists);
+        let shaped = shape::shape(&naming.shaping, kind, &lists[kind as usize]);
+        for shape::ShapedItem { original, name, item } in shaped.items {
+            let exposed = match kind {
+                ListKind::Tools | ListKind::Prompts => naming.expose_name(&name),
+                ListKind::Resources | ListKind::Templates => naming.expose_uri(&name),
+            };
+            if let Some(&winner) = list.index.get(&exposed) {
+                let winner = list.items[winner].upstream.clone();
+                list.shadowed.push(Shadowed {
+                    exposed,
+                    winner,
+                    loser: upstream.clone(),
                 });
-                list.index.insert(exposed, list.items.len() - 1);
+                continue;
             }
+            let mut edited = item.into_owned();
+            edited.set_str(kind.key_field(), &exposed);
+            list.items.push(ExposedItem {
+                upstream: upstream.clone(),
+                original,
+                exposed: exposed.as_str().into(),
+                json: edited.to_raw(),
+            });
+            list.index.insert(exposed, list.items.len() - 1);
         }
-        list
     }
+    list
 }

@@ -154,13 +154,12 @@ impl Config {
                 );
                 errors.push(ctx.invalid(&span, msg));
             }
-            if let (true, Some(_), Some(span)) = (server.auth.per_principal(), &auth, auth_mode) {
-                // Connections and lists per principal are the next step; until then one grant
-                // would serve every principal, which least privilege forbids.
+            let oauth = matches!(server.auth, UpstreamAuth::OAuth(_));
+            if let (false, true, Some(_), Some(span)) = (oauth, server.auth.per_principal(), &auth, auth_mode)
+            {
                 let msg = format!(
-                    "server {name:?}: auth.mode = {:?} with [auth] (an upstream identity per team member) is \
-                     not supported by this version yet: without [auth] \"oauth\" signs in the one local user; \
-                     for a shared service identity use \"client_credentials\"",
+                    "server {name:?}: auth.mode = {:?} with [auth] is not supported by this version yet: \
+                     \"oauth\" signs each team member in; for a shared service identity use \"client_credentials\"",
                     server.auth.mode()
                 );
                 errors.push(ctx.invalid(&span, msg));

@@ -134,14 +134,17 @@ fn modes_that_use_the_hosts_token_need_auth() {
 }
 
 #[test]
-fn an_identity_per_principal_behind_auth_is_refused_until_connections_are_per_principal() {
+fn oauth_behind_auth_signs_each_principal_in_and_the_other_per_principal_modes_wait() {
+    assert!(matches!(
+        auth_of("auth = { mode = \"oauth\" }", AUTH),
+        UpstreamAuth::OAuth(_)
+    ));
     for table in [
-        "auth = { mode = \"oauth\" }",
         "auth = { mode = \"forward\" }",
         "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/t\", client_id = \"c\", audience = \"a\" }",
     ] {
         let message = err(&format!("{AUTH}[servers.x]\nurl = \"https://mcp.example.com/mcp\"\n{table}\n"));
-        assert!(message.contains("with [auth]") && message.contains("not supported by this version yet"), "{message}");
+        assert!(message.contains("with [auth] is not supported by this version yet"), "{message}");
         assert!(message.contains("config.toml:"), "{message}");
     }
     let shared = "auth = { mode = \"client_credentials\", client_id = \"c\", client_secret = \"s\" }";

@@ -181,6 +181,30 @@ impl Hub {
         self.config.store(config);
     }
 
+    /// The catalog `principal` sees: everyone's, with its own lists of the upstreams whose
+    /// connections are per principal.
+    pub fn catalog_of(&self, principal: Option<&crate::auth::Principal>) -> Arc<crate::catalog::Catalog> {
+        match principal {
+            Some(p) if self.upstreams.any_personal() => self.catalog.snapshot_for(Some(&p.grant_principal())),
+            _ => self.catalog.snapshot(),
+        }
+    }
+
+    /// Open `principal`'s connections to the upstreams whose connections are per principal (those
+    /// it has none to), waiting up to `wait` for their lists.
+    pub async fn open_personal(&self, principal: Option<&crate::auth::Principal>, wait: Duration) {
+        if let Some(principal) = principal.filter(|_| self.upstreams.any_personal()) {
+            (self.upstreams)
+                .open_personal(&principal.grant_principal(), wait)
+                .await;
+        }
+    }
+
+    /// The catalog the request's principal sees ([`Hub::catalog_of`]).
+    pub fn catalog_for(&self, ctx: &crate::core::context::RequestCtx) -> Arc<crate::catalog::Catalog> {
+        self.catalog_of(ctx.principal.as_deref())
+    }
+
     /// The policy in force (a removed `allow` takes effect on the next request).
     pub fn policy(&self) -> Arc<Policy> {
         self.policy.load_full()
@@ -239,6 +263,9 @@ impl Hub {
         upstream: &UpstreamId,
         session: &Arc<Session>,
     ) -> Result<UpstreamHandle, UpstreamError> {
-        self.upstreams.connection_for(upstream, &session.link()).await
+        let principal = session.viewer().and_then(|v| v.grant_principal());
+        (self.upstreams)
+            .connection_for(upstream, (&session.link(), principal.as_deref()))
+            .await
     }
 }

@@ -31,7 +31,7 @@ pub fn start(hub: &Hub, ctx: &RequestCtx, method: &str, params: &RawObject) -> H
         None => None,
     };
     if let Some(kind) = kind {
-        let catalog = hub.catalog.snapshot();
+        let catalog = hub.catalog_for(ctx);
         let item = name.as_deref().and_then(|name| catalog.list(kind).lookup(name));
         op.naming(kind == ListKind::Tools, item.map(|item| &*item.exposed));
         if let Some(slot) = item.and_then(|item| hub.upstreams.get(&item.upstream)) {

@@ -13,6 +13,7 @@ use crate::credentials::LOCAL_PRINCIPAL;
 use crate::protocol::message::{error_object, result_response, to_raw};
 use crate::protocol::modern_result::RESULT_INPUT_REQUIRED;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::upstream::personal::PersonalState;
 use crate::upstream::sign_in_wait::AUTHORIZE_TOOL;
 use crate::upstream::UpstreamSlot;
 use serde_json::json;
@@ -29,15 +30,26 @@ const URL_ELICITATION_REQUIRED: i64 = -32042;
 /// The principal a request acts for at upstreams: its own, or the local user's.
 pub fn principal_of(ctx: &RequestCtx) -> String {
     match &ctx.principal {
-        Some(p) => p.name.clone(),
+        Some(p) => p.grant_principal(),
         None => LOCAL_PRINCIPAL.to_string(),
     }
 }
 
-/// Whether a call of `original` on `slot` is the authorize tool of an upstream waiting for a
-/// sign-in.
-pub fn is_authorize_call(slot: &UpstreamSlot, original: &str) -> bool {
-    original == AUTHORIZE_TOOL && slot.awaiting_sign_in.load(Ordering::Acquire)
+/// Whether `principal` still sees `slot`'s authorize tool: the upstream (its connection for
+/// the principal, when they are per principal) waits for a sign-in.
+fn awaiting(slot: &UpstreamSlot, principal: &str) -> bool {
+    match &slot.personal {
+        Some(connections) => connections
+            .of(principal)
+            .is_none_or(|me| me.state() != PersonalState::Ready),
+        None => slot.awaiting_sign_in.load(Ordering::Acquire),
+    }
+}
+
+/// Whether a call of `original` on `slot` is the authorize tool of an upstream waiting for the
+/// request's principal to sign in.
+pub fn is_authorize_call(slot: &UpstreamSlot, original: &str, ctx: &RequestCtx) -> bool {
+    original == AUTHORIZE_TOOL && awaiting(slot, &principal_of(ctx))
 }
 
 /// Whether the call must sign in first: the upstream asked this principal for more scope.
@@ -56,7 +68,7 @@ pub fn grant_lost(hub: &Hub, slot: &UpstreamSlot, ctx: &RequestCtx) -> bool {
 pub async fn signed_in_and_loading(hub: &Hub, slot: &UpstreamSlot, ctx: &RequestCtx) -> bool {
     let principal = principal_of(ctx);
     matches!(slot.server.auth, crate::config::UpstreamAuth::OAuth(_))
-        && slot.awaiting_sign_in.load(Ordering::Acquire)
+        && awaiting(slot, &principal)
         && hub
             .upstreams
             .credentials
@@ -67,10 +79,11 @@ pub async fn signed_in_and_loading(hub: &Hub, slot: &UpstreamSlot, ctx: &Request
 
 /// A call of the authorize tool by an exposed name no longer listed: the upstream it named is
 /// signed in now (a host retrying after its consent, with the list already replaced).
-pub fn signed_in_already(hub: &Hub, exposed: &str, id: &RequestId) -> Option<Outcome> {
+pub fn signed_in_already(hub: &Hub, ctx: &RequestCtx, exposed: &str, id: &RequestId) -> Option<Outcome> {
+    let principal = principal_of(ctx);
     let slot = hub.upstreams.iter().find(|slot| {
         matches!(slot.server.auth, crate::config::UpstreamAuth::OAuth(_))
-            && !slot.awaiting_sign_in.load(Ordering::Acquire)
+            && !awaiting(slot, &principal)
             && slot.naming.expose_name(AUTHORIZE_TOOL) == exposed
     })?;
     Some(Outcome::Reply(done(id.clone(), &slot)))
@@ -107,7 +120,7 @@ pub async fn consent(
             return Consent::Proceed;
         }
     } else if !needs_step_up(hub, slot, ctx) && credentials.has_grant(name, &principal).await {
-        if !slot.awaiting_sign_in.load(Ordering::Acquire) {
+        if !awaiting(slot, &principal) {
             return Consent::Proceed;
         }
         // Signed in a moment ago (its lists are loading): wait for them, no second sign-in.
@@ -183,8 +196,7 @@ async fn wait_signed_in(hub: &Hub, slot: &UpstreamSlot, principal: &str) -> bool
                 // The new grant was refused for want of scope: not signed in after all.
                 return false;
             }
-            if credentials.has_grant(name, principal).await && !slot.awaiting_sign_in.load(Ordering::Acquire)
-            {
+            if credentials.has_grant(name, principal).await && !awaiting(slot, principal) {
                 return true;
             }
             tokio::select! {

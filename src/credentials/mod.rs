@@ -163,6 +163,18 @@ impl Credentials {
         }
     }
 
+    /// How many principals hold a grant for `upstream` (a vault that cannot be read: none).
+    pub async fn grant_count(&self, upstream: &str) -> u64 {
+        let Some(vault) = &self.vault else { return 0 };
+        match vault.list().await {
+            Ok(grants) => grants.iter().filter(|(key, _)| key.upstream == upstream).count() as u64,
+            Err(e) => {
+                tracing::warn!(upstream, "the vault: {e}");
+                0
+            }
+        }
+    }
+
     /// Start signing `principal` in to `server` (an `oauth` upstream): the link to open.
     pub async fn start_sign_in(
         self: &Arc<Self>,

@@ -22,7 +22,11 @@ use tokio::sync::mpsc;
 
 /// Decide what a listen request gets: list notifications mcpmux can deliver, and resource
 /// subscriptions whose upstream supports them (shared connections only).
-fn grant(hub: &Hub, access: &Access, requested: &RawObject) -> (Grant, Vec<(UpstreamId, String, String)>) {
+fn grant(
+    hub: &Hub,
+    (access, ctx): (&Access, &RequestCtx),
+    requested: &RawObject,
+) -> (Grant, Vec<(UpstreamId, String, String)>) {
     let asked = |key: &str| requested.get(key).map(|v| v.get()) == Some("true");
     let caps = crate::core::methods::initialize::merged_capabilities(hub, access.profile());
     let mut grant = Grant {
@@ -31,7 +35,7 @@ fn grant(hub: &Hub, access: &Access, requested: &RawObject) -> (Grant, Vec<(Upst
         resources: asked("resourcesListChanged") && caps.get("resources").is_some(),
         uris: Vec::new(),
     };
-    let catalog = hub.catalog.snapshot();
+    let catalog = hub.catalog_for(ctx);
     let mut upstream_subscriptions = Vec::new();
     let uris = requested
         .get("resourceSubscriptions")
@@ -114,7 +118,7 @@ pub fn open(hub: &Arc<Hub>, ctx: &RequestCtx, id: RequestId, params: &RawObject)
         return crate::error::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
     }
     let requested = params.get_object("notifications").unwrap_or_default();
-    let (grant, upstream) = grant(hub, &Access::of(hub, ctx), &requested);
+    let (grant, upstream) = grant(hub, (&Access::of(hub, ctx), ctx), &requested);
     let (queue, mut rx) = mpsc::channel(LISTENER_QUEUE);
     let listener = Listener {
         subscription: id.clone(),

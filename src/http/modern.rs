@@ -135,7 +135,11 @@ pub async fn serve(
     if let Err(why) = modern::check_headers(lookup, &method, params.as_ref(), &meta) {
         return refused(StatusCode::BAD_REQUEST, codes::HEADER_MISMATCH, &why, None);
     }
-    if let Err(why) = check_tool_params(hub, (&method, profile.as_deref()), params.as_ref(), lookup) {
+    // The tools of the principal's own upstream connections are known once they are open.
+    hub.open_personal(who.as_deref(), crate::upstream::personal::OPEN_WAIT)
+        .await;
+    let asked = (&method[..], profile.as_deref(), who.as_deref());
+    if let Err(why) = check_tool_params(hub, asked, params.as_ref(), lookup) {
         return refused(StatusCode::BAD_REQUEST, codes::HEADER_MISMATCH, &why, None);
     }
     if !MODERN_METHODS.contains(&method.as_str()) {
@@ -179,7 +183,7 @@ pub async fn serve(
 /// refused as an unknown tool, as on any endpoint that does not have it).
 fn check_tool_params<'h>(
     hub: &Hub,
-    (method, profile): (&str, Option<&str>),
+    (method, profile, who): (&str, Option<&str>, Option<&Principal>),
     params: Option<&RawObject>,
     lookup: impl Fn(&str) -> Option<&'h str>,
 ) -> Result<(), String> {
@@ -189,7 +193,7 @@ fn check_tool_params<'h>(
     let Some(name) = params.get_str("name") else {
         return Ok(());
     };
-    let catalog = hub.catalog.snapshot();
+    let catalog = hub.catalog_of(who);
     let Some(tool) = catalog.list(ListKind::Tools).lookup(&name) else {
         return Ok(());
     };

@@ -48,6 +48,12 @@ pub trait Viewer: Send + Sync {
     fn api_key(&self) -> Option<&str> {
         None
     }
+
+    /// The name its upstream grants and per-principal upstream connections are kept under
+    /// (`Principal::grant_principal`), if it is an authenticated principal.
+    fn grant_principal(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The `[[policy]]` rules of one configuration (cheap to clone; rebuild it when the

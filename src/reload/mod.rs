@@ -246,7 +246,9 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     let before = hub.catalog.snapshot();
     // What hosts saw: compared with what they see once the new configuration is in force.
     let (old_config, old_policy) = (hub.config_full(), hub.policy());
-    let (servers, started) = hub.upstreams.reconcile(&old.servers, &in_force.servers);
+    let (servers, started) = hub
+        .upstreams
+        .reconcile(&old.servers, (&in_force.servers, in_force.auth.is_some()));
     drop(old);
     hub.replace_config(Arc::new(in_force));
     if let Some(authenticator) = authenticator {

@@ -216,6 +216,16 @@ fn list_changed_json(method: &str) -> Arc<str> {
 
 impl HostEvents for SessionRegistry {
     fn emit(&self, event: HostEvent<'_>) {
+        self.emit_to(event, None);
+    }
+}
+
+impl SessionRegistry {
+    /// Tell the hosts `event` concerns: every one, or those of principal `only`.
+    fn emit_to(&self, event: HostEvent<'_>, only: Option<&str>) {
+        let theirs = |viewer: Option<Arc<dyn Viewer>>| {
+            only.is_none_or(|p| viewer.and_then(|v| v.grant_principal()).as_deref() == Some(p))
+        };
         match event {
             HostEvent::ResourceUpdated {
                 owner,
@@ -223,10 +233,10 @@ impl HostEvents for SessionRegistry {
                 params,
                 notification,
             } => {
-                if owner.is_none() {
+                if owner.is_none() && only.is_none() {
                     self.listeners.resource_updated(uri, params);
                 }
-                for session in self.all() {
+                for session in self.all().into_iter().filter(|s| theirs(s.viewer())) {
                     let mine = owner.is_none_or(|key| key == crate::upstream::host::HostLink::key(&*session));
                     if mine && session.is_subscribed(uri) {
                         session.push_get(notification.clone());
@@ -238,7 +248,7 @@ impl HostEvents for SessionRegistry {
                 level,
                 notification,
             } => {
-                for session in self.all() {
+                for session in self.all().into_iter().filter(|s| theirs(s.viewer())) {
                     // A profile's sessions hear only of the profile's servers.
                     let concerned = session
                         .profile()
@@ -248,7 +258,49 @@ impl HostEvents for SessionRegistry {
                     }
                 }
             }
-            HostEvent::ListsChanged(kinds) => self.lists_changed(kinds),
+            HostEvent::ListsChanged(kinds) => match only {
+                None => self.lists_changed(kinds),
+                Some(principal) => {
+                    let of = |viewer: Option<&dyn Viewer>| viewer.and_then(|v| v.grant_principal());
+                    self.tell_each(|_, viewer| match of(viewer).as_deref() == Some(principal) {
+                        true => kinds.to_vec(),
+                        false => Vec::new(),
+                    });
+                }
+            },
+            // Nested once at most: a personal event is never made personal again.
+            HostEvent::Personal { principal, event } => match event {
+                HostEvent::Personal { .. } => {}
+                HostEvent::ResourceUpdated {
+                    owner,
+                    uri,
+                    params,
+                    notification,
+                } => self.emit_to(
+                    HostEvent::ResourceUpdated {
+                        owner: *owner,
+                        uri,
+                        params,
+                        notification: notification.clone(),
+                    },
+                    Some(principal),
+                ),
+                HostEvent::Log {
+                    upstream,
+                    level,
+                    notification,
+                } => self.emit_to(
+                    HostEvent::Log {
+                        upstream,
+                        level: *level,
+                        notification: notification.clone(),
+                    },
+                    Some(principal),
+                ),
+                HostEvent::ListsChanged(kinds) => {
+                    self.emit_to(HostEvent::ListsChanged(kinds), Some(principal))
+                }
+            },
         }
     }
 }
@@ -309,5 +361,70 @@ mod tests {
         assert!(reg.ended.contains("moved") && reg.ended.contains("idle"));
         assert!(!reg.ended.contains("here"));
         assert!(moved.closed.is_cancelled());
+    }
+
+    /// A principal named as its upstream grants are.
+    struct Member(&'static str);
+
+    impl Viewer for Member {
+        fn facts(&self) -> crate::policy::PrincipalFacts<'_> {
+            crate::policy::PrincipalFacts::new(self.0, [], [])
+        }
+
+        fn grant_principal(&self) -> Option<String> {
+            Some(format!("key:{}", self.0))
+        }
+    }
+
+    #[test]
+    fn what_a_principals_own_connection_says_reaches_only_that_principals_sessions() {
+        let reg = SessionRegistry::new();
+        let ties = Arc::new(HostTies::new());
+        let open = |id: &str, who: Option<&'static str>| {
+            let session = Session::new(
+                id.into(),
+                "2025-11-25".into(),
+                ClientCaps::default(),
+                ties.clone(),
+            );
+            if let Some(who) = who {
+                session.note_viewer(Arc::new(Member(who)));
+            }
+            session.set_log_level(0);
+            let stream = session.open_get_stream();
+            reg.insert(session);
+            stream
+        };
+        let (mut alice, mut bob, mut nobody) = (
+            open("a", Some("alice")).unwrap(),
+            open("b", Some("bob")).unwrap(),
+            open("n", None).unwrap(),
+        );
+        reg.emit(HostEvent::Personal {
+            principal: "key:alice",
+            event: &HostEvent::ListsChanged(&[ListKind::Tools]),
+        });
+        let upstream = crate::config::UpstreamId::new("up");
+        reg.emit(HostEvent::Personal {
+            principal: "key:bob",
+            event: &HostEvent::Log {
+                upstream: &upstream,
+                level: Some("error"),
+                notification: Arc::from("{\"method\":\"notifications/message\"}"),
+            },
+        });
+        let told = alice.try_recv().map(|m| m.to_string()).unwrap_or_default();
+        assert!(told.contains("notifications/tools/list_changed"), "{told}");
+        assert!(alice.try_recv().is_err(), "alice heard bob's log");
+        let heard = bob.try_recv().map(|m| m.to_string()).unwrap_or_default();
+        assert!(heard.contains("notifications/message"), "{heard}");
+        assert!(bob.try_recv().is_err() && nobody.try_recv().is_err());
+        reg.emit(HostEvent::ListsChanged(&[ListKind::Tools]));
+        for stream in [&mut alice, &mut bob, &mut nobody] {
+            assert!(
+                stream.try_recv().is_ok(),
+                "a change everyone sees reaches everyone"
+            );
+        }
     }
 }

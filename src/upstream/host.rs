@@ -45,6 +45,12 @@ pub enum HostEvent<'a> {
     },
     /// What hosts see of these lists changed.
     ListsChanged(&'a [ListKind]),
+    /// `event` concerns only the hosts of `principal` (it comes from an upstream connection
+    /// acting for that principal alone).
+    Personal {
+        principal: &'a str,
+        event: &'a HostEvent<'a>,
+    },
 }
 
 /// Where connections and supervisors send [`HostEvent`]s.

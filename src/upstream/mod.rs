@@ -25,6 +25,8 @@ mod legacy_link;
 mod legacy_sse;
 mod listen;
 mod opening;
+pub mod personal;
+mod personal_upstream;
 pub mod pool;
 pub mod reconcile;
 pub mod server_requests;

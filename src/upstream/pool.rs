@@ -67,6 +67,9 @@ pub struct UpstreamSlot {
     pub bearer: Option<Arc<dyn Bearer>>,
     /// While set, its catalog is only its `authorize` tool: calling it signs a person in.
     pub awaiting_sign_in: AtomicBool,
+    /// Its connections, one per principal, when they act for each principal on its own (see
+    /// [`super::personal`]); then it has no shared connection.
+    pub personal: Option<super::personal::PersonalConnections>,
     /// How many principals hold a grant for it (`oauth`), as its supervisor last counted.
     grants: AtomicU64,
 }
@@ -75,14 +78,16 @@ impl UpstreamSlot {
     /// A slot for `server`, not yet supervised; its supervisor reads the returned queue.
     fn new(
         server: &ServerConfig,
-        separator: &str,
+        (separator, authenticated): (&str, bool),
         shutdown: &CancellationToken,
         credentials: &Arc<Credentials>,
     ) -> (Arc<UpstreamSlot>, mpsc::Receiver<ConnectionEvent>) {
         let (tx, rx) = mpsc::channel(SUPERVISOR_EVENTS);
+        let personal = per_principal(server, authenticated);
         // The shared connection acts as mcpmux itself (client credentials) or as the one local
         // user (an `oauth` upstream of a gateway without [auth]).
         let bearer = match server.auth {
+            _ if personal => None,
             UpstreamAuth::ClientCredentials(_) | UpstreamAuth::OAuth(_) => {
                 credentials.bearer(server, LOCAL_PRINCIPAL)
             }
@@ -109,6 +114,7 @@ impl UpstreamSlot {
             first_start: CancellationToken::new(),
             bearer,
             awaiting_sign_in: AtomicBool::new(false),
+            personal: personal.then(Default::default),
             grants: AtomicU64::new(0),
         };
         (Arc::new(slot), rx)
@@ -141,6 +147,17 @@ impl UpstreamSlot {
     }
 }
 
+/// Whether `server`'s connections act for each principal on its own: an upstream that signs
+/// in as the principal (`oauth`, `token_exchange`, `forward`) of a gateway that authenticates
+/// its hosts (`[auth]`; without it there is one user, served by the shared connection).
+pub fn per_principal(server: &ServerConfig, authenticated: bool) -> bool {
+    authenticated
+        && matches!(
+            server.auth,
+            UpstreamAuth::OAuth(_) | UpstreamAuth::TokenExchange(_) | UpstreamAuth::Forward
+        )
+}
+
 /// The upstreams in force: in configuration order (earlier ones win a clash of exposed names),
 /// with their index by id. Swapped whole by a reload; a request reads the set it started with.
 #[derive(Default)]
@@ -149,16 +166,20 @@ struct SlotSet {
     by_id: IdMap<usize>,
     /// Whether any is an `oauth` upstream (calls may then need a sign-in first).
     any_oauth: bool,
+    /// Whether any has connections per principal.
+    any_personal: bool,
 }
 
 impl SlotSet {
     fn new(slots: Vec<Arc<UpstreamSlot>>) -> SlotSet {
         let by_id = slots.iter().enumerate().map(|(i, s)| (s.id.clone(), i)).collect();
         let any_oauth = (slots.iter()).any(|s| matches!(s.server.auth, UpstreamAuth::OAuth(_)));
+        let any_personal = slots.iter().any(|s| s.personal.is_some());
         SlotSet {
             slots,
             by_id,
             any_oauth,
+            any_personal,
         }
     }
 }
@@ -209,9 +230,10 @@ impl Upstreams {
         credentials: Arc<Credentials>,
     ) -> (Arc<Upstreams>, SupervisorInputs) {
         let separator = &config.gateway.separator;
+        let naming = (separator.as_str(), config.auth.is_some());
         let (slots, events): (Vec<_>, Vec<_>) = (config.servers.iter())
             .map(|server| {
-                let (slot, rx) = UpstreamSlot::new(server, separator, &shutdown, &credentials);
+                let (slot, rx) = UpstreamSlot::new(server, naming, &shutdown, &credentials);
                 (slot.clone(), (slot, rx))
             })
             .unzip();
@@ -241,12 +263,18 @@ impl Upstreams {
     }
 
     /// A slot for `server` and its event queue (not yet in force, not yet supervised).
+    /// `authenticated`: whether the configuration has `[auth]` (see [`per_principal`]).
     pub(super) fn new_slot(
         &self,
         server: &ServerConfig,
-        separator: &str,
+        (separator, authenticated): (&str, bool),
     ) -> (Arc<UpstreamSlot>, mpsc::Receiver<ConnectionEvent>) {
-        UpstreamSlot::new(server, separator, &self.shutdown, &self.credentials)
+        UpstreamSlot::new(
+            server,
+            (separator, authenticated),
+            &self.shutdown,
+            &self.credentials,
+        )
     }
 
     /// Put `slots` in force (in this order), replacing the whole set.
@@ -284,6 +312,11 @@ impl Upstreams {
     /// Whether any upstream in force is an `oauth` one.
     pub fn any_oauth(&self) -> bool {
         self.set.load().any_oauth
+    }
+
+    /// Whether any upstream in force has connections per principal.
+    pub fn any_personal(&self) -> bool {
+        self.set.load().any_personal
     }
 
     pub fn is_empty(&self) -> bool {
@@ -358,25 +391,30 @@ impl Upstreams {
     /// The connection that serves `host` for upstream `id`, opening a per-session one on the
     /// session's first call (and again after it went down).
     pub async fn connection_for(
-        &self,
+        self: &Arc<Self>,
         id: &UpstreamId,
-        host: &Arc<dyn HostLink>,
+        (host, principal): (&Arc<dyn HostLink>, Option<&str>),
     ) -> Result<UpstreamHandle, UpstreamError> {
         let slot = self.slot(id)?;
-        self.connection_to(&slot, host).await
+        self.connection_to(&slot, (host, principal)).await
     }
 
-    /// [`Upstreams::connection_for`] with the slot already looked up.
+    /// [`Upstreams::connection_for`] with the slot already looked up; `principal` (the
+    /// request's, as `Principal::grant_principal` names it) picks the connection of an upstream
+    /// whose connections are per principal.
     pub async fn connection_to(
-        &self,
-        slot: &UpstreamSlot,
-        host: &Arc<dyn HostLink>,
+        self: &Arc<Self>,
+        slot: &Arc<UpstreamSlot>,
+        (host, principal): (&Arc<dyn HostLink>, Option<&str>),
     ) -> Result<UpstreamHandle, UpstreamError> {
         if let Some(reason) = slot.retired() {
             return Err(UpstreamError::unavailable(
                 slot.server.name.clone(),
                 (*reason).clone(),
             ));
+        }
+        if slot.personal.is_some() {
+            return self.personal_connection(slot, principal).await;
         }
         if slot.server.isolation == Isolation::Shared {
             return match slot.shared.load_full() {
@@ -420,6 +458,9 @@ impl Upstreams {
         let set = self.set.load();
         let shared = set.slots.iter().filter_map(|slot| slot.shared.load_full());
         let mut all: Vec<UpstreamHandle> = shared.map(|h| (*h).clone()).collect();
+        for connections in set.slots.iter().filter_map(|slot| slot.personal.as_ref()) {
+            all.extend(connections.handles());
+        }
         all.extend(self.ties.all_connections());
         all
     }
@@ -488,7 +529,7 @@ mod tests {
         assert!(ties.connection(7, &slot.id).is_none());
         let host = super::super::host::TestHost::link(7);
         let refused = pool
-            .connection_to(&slot, &host)
+            .connection_to(&slot, (&host, None))
             .await
             .err()
             .map(|e| e.to_string());

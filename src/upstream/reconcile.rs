@@ -105,12 +105,24 @@ impl Upstreams {
     /// configuration and the catalog hold the one in force). The slots started for added and
     /// changed servers are returned with the diff (their `first_start` fires once their lists
     /// are loaded, or their first attempt failed). Config order still decides name clashes.
+    /// `authenticated`: whether the new configuration has `[auth]` (a server whose connections
+    /// become, or stop being, per principal with it restarts).
     pub fn reconcile(
         self: &Arc<Self>,
         in_force: &[ServerConfig],
-        servers: &[ServerConfig],
+        (servers, authenticated): (&[ServerConfig], bool),
     ) -> (ServerDiff, Vec<Arc<UpstreamSlot>>) {
-        let diff = ServerDiff::between(in_force, servers);
+        let mut diff = ServerDiff::between(in_force, servers);
+        for slot in self.iter() {
+            let flips = (servers.iter().find(|s| s.id == slot.id))
+                .is_some_and(|s| super::pool::per_principal(s, authenticated) != slot.personal.is_some());
+            if flips && diff.keeps(&slot.id) {
+                for kept in [&mut diff.unchanged, &mut diff.reshaped, &mut diff.retuned] {
+                    kept.retain(|id| *id != slot.id);
+                }
+                diff.changed.push(slot.id.clone());
+            }
+        }
         let running: Vec<Arc<UpstreamSlot>> = self.iter().collect();
         // Retuned first: the next call on a kept server reads its new settings.
         for server in servers.iter().filter(|s| diff.retuned.contains(&s.id)) {
@@ -136,7 +148,7 @@ impl Upstreams {
                     slots.push((*slot).clone());
                 }
                 _ => {
-                    let (slot, events) = self.new_slot(server, &separator);
+                    let (slot, events) = self.new_slot(server, (&separator, authenticated));
                     namings.push((slot.id.clone(), slot.naming.clone()));
                     slots.push(slot.clone());
                     inputs.events.push((slot, events));

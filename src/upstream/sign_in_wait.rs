@@ -68,7 +68,7 @@ pub(super) async fn await_sign_in(pool: &Arc<Upstreams>, slot: &UpstreamSlot) {
 }
 
 /// The tool an `oauth` upstream shows before anyone signed in to it.
-fn authorize_tool(slot: &UpstreamSlot) -> RawObject {
+pub(super) fn authorize_tool(slot: &UpstreamSlot) -> RawObject {
     let url = match &slot.server.transport {
         TransportConfig::Http { url, .. } => url.as_str(),
         TransportConfig::Stdio { .. } => "",

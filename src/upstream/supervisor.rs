@@ -39,6 +39,9 @@ pub async fn supervise(
     slot: Arc<UpstreamSlot>,
     mut events: mpsc::Receiver<ConnectionEvent>,
 ) {
+    if slot.personal.is_some() {
+        return super::personal_upstream::supervise(pool, slot, events).await;
+    }
     let slot = &*slot;
     let mut first_attempt = true;
     let mut backoff = Backoff::new(RESTART_MIN, RESTART_MAX).with_jitter_cap(RESTART_JITTER_MAX);
@@ -179,7 +182,7 @@ async fn grant_lost(pool: &Upstreams, slot: &UpstreamSlot) {
 
 /// Stop a connection and wait (bounded) until its task has closed it. When a reload retired
 /// the upstream, a ready connection is given up with the reason, so its calls in flight say why.
-async fn stop_connection(slot: &UpstreamSlot, handle: &UpstreamHandle) {
+pub(super) async fn stop_connection(slot: &UpstreamSlot, handle: &UpstreamHandle) {
     if let (Some(reason), Status::Ready(_)) = (slot.retired(), handle.status()) {
         handle.abandon((*reason).clone());
         if tokio::time::timeout(STOP_WAIT, handle.closed()).await.is_ok() {
@@ -263,11 +266,23 @@ async fn refresh_all(
 ) {
     let mut changed = Vec::new();
     // What the server no longer offers goes (a server restarted by a reload may offer less).
-    let mut put = |kind: ListKind, items: Vec<RawObject>| {
+    let put = |kind: ListKind, items: Vec<RawObject>| {
         if (pool.catalog).replace_while(&slot.id, kind, items, &|| !slot.stop.is_cancelled()) {
             changed.push(kind);
         }
     };
+    load_lists(slot, handle, facts, put).await;
+    pool.emit(HostEvent::ListsChanged(&changed));
+}
+
+/// Fetch every list the server offers through `handle` and `put` each (an empty one for a list
+/// it does not offer); a list that fails to load is logged and not put.
+pub(super) async fn load_lists(
+    slot: &UpstreamSlot,
+    handle: &UpstreamHandle,
+    facts: &ServerFacts,
+    mut put: impl FnMut(ListKind, Vec<RawObject>),
+) {
     for kind in ListKind::ALL {
         if !facts.has(kind.capability()) {
             put(kind, Vec::new());
@@ -290,7 +305,6 @@ async fn refresh_all(
             }
         }
     }
-    pool.emit(HostEvent::ListsChanged(&changed));
 }
 
 /// One upstream list, every page walked.

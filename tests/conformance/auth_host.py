@@ -2,7 +2,7 @@
 """A real MCP host (the Python `mcp` 2.3.0 client) signing in to an upstream through mcpmux,
 in-band, the way a person at a chat app would.
 
-    python auth_host.py URL [--mode legacy|2026-07-28] [--login NAME] [TOOL JSON ...]
+    python auth_host.py URL [--mode legacy|2026-07-28] [--login NAME] [--bearer TOKEN] [TOOL JSON ...]
 
 The host declares elicitation (form and URL mode). It lists mcpmux's tools; while an upstream
 shows only its `{namespace}__authorize` tool it calls that. Whenever mcpmux asks for a sign-in —
@@ -36,6 +36,8 @@ from typing import Any
 from browser import visit
 from harness import arguments_for, logger
 from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 CALL_TIMEOUT_S = 60.0
 SIGN_IN_ROUNDS = 4  # sign-ins per call before the host gives up (the AS may keep refusing)
@@ -69,7 +71,9 @@ def error_links(exc: BaseException) -> list[str] | None:
     return found or LINK.findall(json.dumps(data)) or LINK.findall(getattr(error, "message", ""))
 
 
-async def run(url: str, mode: str, login: str, calls: list[tuple[str, dict[str, Any]]], log) -> dict[str, Any]:
+async def run(
+    url: str, mode: str, login: str, calls: list[tuple[str, dict[str, Any]]], log, bearer: str | None = None
+) -> dict[str, Any]:
     obs: dict[str, Any] = {
         "ok": False, "links": [], "landed": [], "texts": {}, "errors": {}, "tools": [], "relisted": []
     }
@@ -144,7 +148,12 @@ async def run(url: str, mode: str, login: str, calls: list[tuple[str, dict[str, 
                 await asyncio.sleep(0.1)
         return tools
 
-    async with Client(url, mode=mode, cache=None, elicitation_callback=on_elicit) as client:
+    # The host's own credential at mcpmux (its [auth]), never the upstream's.
+    target: Any = url
+    if bearer:
+        headers = {"Authorization": f"Bearer {bearer}"}
+        target = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+    async with Client(target, mode=mode, cache=None, elicitation_callback=on_elicit) as client:
         tools = await list_all(client)
         for _ in range(RELIST_ROUNDS):  # a gateway just started may not list its upstream yet
             if tools:
@@ -184,13 +193,14 @@ def main() -> int:
     ap.add_argument("calls", nargs="*", help="TOOL JSON pairs")
     ap.add_argument("--mode", default="legacy", help="the SDK's connect mode: legacy or 2026-07-28")
     ap.add_argument("--login", default="alice", help="who signs in at the authorization server")
+    ap.add_argument("--bearer", help="the host's own bearer token at mcpmux (an API key of its [auth])")
     opts = ap.parse_intermixed_args()
     if len(opts.calls) % 2:
         ap.error("calls come as TOOL JSON pairs")
     calls = [(opts.calls[i], json.loads(opts.calls[i + 1])) for i in range(0, len(opts.calls), 2)]
     log = logger("auth-host")
     try:
-        obs = asyncio.run(run(opts.url, opts.mode, opts.login, calls, log))
+        obs = asyncio.run(run(opts.url, opts.mode, opts.login, calls, log, opts.bearer))
     except BaseException as exc:  # noqa: BLE001 - report whatever stopped the host
         traceback.print_exc()
         obs = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}

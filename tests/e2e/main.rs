@@ -57,4 +57,5 @@ mod stdio_setup;
 mod trace_access;
 mod traces;
 mod upstream_auth;
+mod upstream_auth_team;
 mod upstream_token_exchange;

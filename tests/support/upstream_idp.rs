@@ -104,11 +104,24 @@ impl UpstreamIdp {
 /// `python auth_host.py URL --mode MODE --login LOGIN [TOOL JSON]...`: the Python SDK host
 /// signing in through mcpmux in-band; its JSON line is `run.json`.
 pub async fn run_host(url: &str, mode: &str, login: &str, calls: &[(&str, &str)]) -> ClientRun {
+    run_host_as(url, (mode, None), login, calls).await
+}
+
+/// [`run_host`] for a host that presents `bearer` to mcpmux (an API key of its `[auth]`).
+pub async fn run_host_as(
+    url: &str,
+    (mode, bearer): (&str, Option<&str>),
+    login: &str,
+    calls: &[(&str, &str)],
+) -> ClientRun {
     let p = peers();
     let mut cmd = Command::new(&p.python);
     cmd.arg(repo_root().join("tests/conformance/auth_host.py"))
         .arg(url)
         .args(["--mode", mode, "--login", login]);
+    if let Some(bearer) = bearer {
+        cmd.args(["--bearer", bearer]);
+    }
     for (tool, args) in calls {
         cmd.arg(tool).arg(args);
     }

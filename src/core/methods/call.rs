@@ -28,7 +28,7 @@ pub async fn serve(
         Ok(name) => name,
         Err(refusal) => return refusal,
     };
-    let catalog = hub.catalog.snapshot();
+    let catalog = hub.catalog_for(ctx);
     // A name the policy hides is answered as one that does not exist.
     let access = Access::of(hub, ctx);
     // A name outside the profile of the request's endpoint does not exist there.
@@ -50,7 +50,7 @@ pub async fn serve(
             return Outcome::refused(id, down);
         }
         if let Some(done) = (kind == ListKind::Tools)
-            .then(|| sign_in::signed_in_already(hub, &name, &id))
+            .then(|| sign_in::signed_in_already(hub, ctx, &name, &id))
             .flatten()
         {
             return done;
@@ -67,7 +67,7 @@ pub async fn serve(
         .flatten()
         .filter(|slot| matches!(slot.server.auth, crate::config::UpstreamAuth::OAuth(_)));
     if let Some(slot) = &oauth {
-        let authorize = sign_in::is_authorize_call(slot, &item.original);
+        let authorize = sign_in::is_authorize_call(slot, &item.original, ctx);
         if authorize || sign_in::needs_step_up(hub, slot, ctx) || sign_in::grant_lost(hub, slot, ctx) {
             match sign_in::consent(hub, ctx, id.clone(), slot, &mut params).await {
                 sign_in::Consent::Asked(outcome) => return outcome,

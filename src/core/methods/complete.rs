@@ -23,7 +23,7 @@ pub async fn serve(
     let Some(mut reference) = params.get_object("ref") else {
         return Outcome::refused(id, RequestError::MissingParam("ref"));
     };
-    let catalog = hub.catalog.snapshot();
+    let catalog = hub.catalog_for(ctx);
     // The exposed name or URI the reference names, and the upstream and original it resolves to.
     let (exposed, found) = match reference.get_str("type").as_deref() {
         Some("ref/prompt") => match reference.get_str("name") {

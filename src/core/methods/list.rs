@@ -25,15 +25,20 @@ const ANNOUNCED_LIST_TTL_MS: u64 = 60_000;
 pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params: &RawObject) -> Message {
     let cursor = params.get_str("cursor");
     let page_size = hub.config().gateway.page_size;
-    let catalog = hub.catalog.snapshot();
+    let catalog = hub.catalog_for(ctx);
     let access = Access::of(hub, ctx);
     let sealer = &*hub.sealer;
-    // A profile's endpoint, or a principal under a policy, has a list of its own: its cursor
-    // counts only that, and is bound to it.
-    let owner = access.cursor_owner();
+    // A profile's endpoint, or a principal under a policy or with upstream connections of its
+    // own, has a list of its own: its cursor counts only that, and is bound to it.
+    let personal = catalog.is_personal();
+    let mut owner = access.cursor_owner();
+    if let (true, true, Some(principal)) = (personal, access.policy_is_open(), &ctx.principal) {
+        owner.push_str(&principal.owner());
+    }
+    let everything = access.sees_everything() && !personal;
     let own = Cursors::bound_to(sealer, owner.as_bytes());
     let page = match ctx.era {
-        Era::Session if !access.sees_everything() => catalog.page_visible(
+        Era::Session if !everything => catalog.page_visible(
             kind,
             cursor.as_deref(),
             page_size,
@@ -47,9 +52,9 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
         Era::Modern => {
             let mut hint = list_hint(hub, &access, kind);
             // A list filtered for one principal must not be shared by a cache with another.
-            hint.private |= !access.policy_is_open();
+            hint.private |= !access.policy_is_open() || personal;
             let members = own_result_members(Some(hint), &to_raw(&server_info()));
-            match access.sees_everything() {
+            match everything {
                 true => catalog.page_with(kind, cursor.as_deref(), page_size, sealer, &members),
                 false => catalog.page_visible(
                     kind,

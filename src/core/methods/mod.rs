@@ -162,7 +162,7 @@ fn resolve_uri(
     id: &RequestId,
     trail: &mut Trail,
 ) -> Result<ResolvedUri, Outcome> {
-    let catalog = hub.catalog.snapshot();
+    let catalog = hub.catalog_for(ctx);
     let access = Access::of(hub, ctx);
     let not_found = || {
         Outcome::refused(
@@ -282,6 +282,13 @@ async fn serve_request(
     if let Err(error) = params::check(&method, &params) {
         return refuse_in_era(ctx, id, error);
     }
+    // The principal's own upstream connections: started at `initialize`, their lists waited
+    // for by the requests that read the catalog.
+    let wait = match method.as_str() {
+        "initialize" => std::time::Duration::ZERO,
+        _ => crate::upstream::personal::OPEN_WAIT,
+    };
+    hub.open_personal(ctx.principal.as_deref(), wait).await;
     match method.as_str() {
         // These answer in the request's era themselves.
         "server/discover" => return Outcome::Reply(discover::serve(hub, ctx, id)),
@@ -415,7 +422,13 @@ async fn start_call(
         Ok(slot) => slot,
         Err(err) => return Outcome::refused(id, err.into()),
     };
-    let handle = match hub.upstreams.connection_to(&slot, &session.link()).await {
+    let principal = ctx.principal.as_ref().map(|p| p.grant_principal());
+    let link = session.link();
+    let handle = match hub
+        .upstreams
+        .connection_to(&slot, (&link, principal.as_deref()))
+        .await
+    {
         Ok(handle) => handle,
         Err(err) => return Outcome::refused(id, err.into()),
     };

@@ -1,0 +1,102 @@
+//! A team behind `[auth]` signing in to an `oauth` upstream (issue 26): each principal gets its
+//! own grant and its own upstream connection, sees its own upstream tools, and acts at the
+//! upstream as itself (the fixture's resource server answers `whoami` with the `sub` of the token
+//! it was sent). The real `mcpmux serve` binary, oidc-provider as the upstream's AS and the TS SDK
+//! resource server (`tests/fixtures/upstream_idp.mjs`, `upstream_rs.mjs`), and as the members real
+//! Python SDK hosts (`tests/conformance/auth_host.py`) presenting their API keys to mcpmux and
+//! signing in at the upstream's AS in the test browser, one in each era.
+
+use crate::support::mcp::RawSession;
+use crate::support::serve::ServeProcess;
+use crate::support::upstream_idp::{run_host_as, UpstreamIdp};
+use crate::support::{path_str, scratch_dir, ClientRun};
+use serde_json::Value;
+use std::time::Duration;
+
+const LONG_TTL: Duration = Duration::from_secs(600);
+const WHOAMI: &str = "up__whoami";
+const AUTHORIZE: &str = "up__authorize";
+const ALICE_KEY: &str = "alice-key-0123456789abcdef";
+const BOB_KEY: &str = "bob-key-0123456789abcdef0";
+const CAROL_KEY: &str = "carol-key-0123456789abcdef";
+
+fn links(run: &ClientRun) -> usize {
+    run.json["links"].as_array().map_or(0, Vec::len)
+}
+
+fn whoami(run: &ClientRun) -> Option<&str> {
+    run.json["texts"][WHOAMI].as_str()
+}
+
+async fn status(gw: &ServeProcess, key: &str) -> Value {
+    let url = format!("http://127.0.0.1:{}/status", gw.port);
+    let response = reqwest::Client::new()
+        .get(url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("GET /status");
+    let body = response.text().await.expect("/status body");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("/status is not JSON ({e}): {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_member_signs_in_as_themselves_and_sees_only_their_own_upstream_identity() {
+    let _suite = crate::suite::enter(module_path!());
+    let idp = UpstreamIdp::start(LONG_TTL);
+    let dir = scratch_dir("upstream-auth-team");
+    let text = format!(
+        "[auth]\n\
+         [[auth.api_keys]]\nname = \"alice\"\nkey = \"{ALICE_KEY}\"\n\
+         [[auth.api_keys]]\nname = \"bob\"\nkey = \"{BOB_KEY}\"\n\
+         [[auth.api_keys]]\nname = \"carol\"\nkey = \"{CAROL_KEY}\"\n\n\
+         [servers.up]\nurl = {:?}\nauth = {{ mode = \"oauth\" }}\n\n[vault]\npath = {:?}\n",
+        idp.resource,
+        path_str(&dir.join("vault"))
+    );
+    let gw = ServeProcess::start(&dir, "", &text, &dir, &[]);
+    let diag = |run: &ClientRun| {
+        format!(
+            "{run}\n--- fixture ---\n{}\n--- gateway ---\n{}",
+            idp.log(),
+            gw.log()
+        )
+    };
+
+    // Alice (session era) signs in in-band and calls as herself.
+    let alice = run_host_as(&gw.url(), ("legacy", Some(ALICE_KEY)), "alice", &[(WHOAMI, "{}")]).await;
+    assert!(alice.exited_ok() && alice.json["ok"] == true, "{}", diag(&alice));
+    assert_eq!(whoami(&alice), Some("sub=alice"), "{}", diag(&alice));
+    assert_eq!(links(&alice), 1, "{}", diag(&alice));
+
+    // Bob (2026-07-28) does not inherit Alice's grant: he is asked, and acts as himself.
+    let bob = run_host_as(&gw.url(), ("2026-07-28", Some(BOB_KEY)), "bob", &[(WHOAMI, "{}")]).await;
+    assert!(bob.exited_ok() && bob.json["ok"] == true, "{}", diag(&bob));
+    assert_eq!(whoami(&bob), Some("sub=bob"), "{}", diag(&bob));
+    assert_eq!(links(&bob), 1, "Bob was not asked to sign in: {}", diag(&bob));
+
+    // Each grant outlives its host, and stays its principal's.
+    let again = run_host_as(
+        &gw.url(),
+        ("2026-07-28", Some(ALICE_KEY)),
+        "nobody",
+        &[(WHOAMI, "{}")],
+    )
+    .await;
+    assert_eq!(whoami(&again), Some("sub=alice"), "{}", diag(&again));
+    assert_eq!(links(&again), 0, "Alice was asked again: {}", diag(&again));
+
+    // Carol has no grant: she sees only the authorize tool, never the others' tools.
+    let carol = RawSession::open_as(&gw.url(), CAROL_KEY).await;
+    let (tools, _) = carol.list_all("tools/list", "tools").await;
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, [AUTHORIZE], "{}", gw.log());
+
+    let status = status(&gw, ALICE_KEY).await;
+    let up = (status["upstreams"].as_array().into_iter().flatten())
+        .find(|u| u["name"] == "up")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(up["grants"], 2, "{status:#}");
+    assert_eq!(up["phase"], "ready", "{status:#}");
+}
