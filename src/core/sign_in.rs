@@ -9,16 +9,21 @@
 use super::context::{Era, RequestCtx};
 use super::hub::Hub;
 use super::methods::Outcome;
+use crate::credentials::sign_in::SignInLink;
 use crate::credentials::LOCAL_PRINCIPAL;
 use crate::protocol::message::{error_object, result_response, to_raw};
 use crate::protocol::modern_result::RESULT_INPUT_REQUIRED;
 use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
+use crate::session::Session;
 use crate::upstream::personal::PersonalState;
+use crate::upstream::server_requests::AnswerTo;
 use crate::upstream::sign_in_wait::AUTHORIZE_TOOL;
 use crate::upstream::UpstreamSlot;
 use serde_json::json;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// How long a retry after consent waits for the callback and the upstream's lists.
 const FINISH_WAIT: Duration = Duration::from_secs(60);
@@ -147,7 +152,7 @@ pub async fn consent(
         Era::Modern => {
             let request = json!({
                 "method": "elicitation/create",
-                "params": { "mode": "url", "message": message, "url": link.url, "elicitationId": link.state }
+                "params": url_elicitation_params(&message, &link)
             });
             let result = json!({
                 "resultType": RESULT_INPUT_REQUIRED,
@@ -156,8 +161,24 @@ pub async fn consent(
             Outcome::Reply(result_response(id, to_raw(&result)))
         }
         Era::Session if url_elicitation => {
+            // A host with its GET stream open is asked there, and its call goes on once signed in.
+            if let Some(session) = ctx.session.as_ref().filter(|s| s.has_get_stream()) {
+                let elicitation = url_elicitation_params(&message, &link);
+                match ask_on_stream(hub, session, (slot, &principal), elicitation).await {
+                    Asked::SignedIn => return Consent::Proceed,
+                    Asked::Answered(answer) => {
+                        let text = format!("The sign-in to {name} was {answer}d; its tools stay unavailable.");
+                        return Consent::Asked(Outcome::Reply(tool_error(id, &text)));
+                    }
+                    Asked::NotDelivered => {}
+                }
+            }
+            // Else the host opens the link and retries; it hears when the sign-in completed.
+            if let Some(session) = &ctx.session {
+                tell_completion(hub, session, slot, &principal, &link.state);
+            }
             let data = json!({
-                "elicitations": [{ "mode": "url", "elicitationId": link.state, "url": link.url, "message": message }]
+                "elicitations": [url_elicitation_params(&message, &link)]
             });
             let error = error_object(URL_ELICITATION_REQUIRED, &format!("{message} Open the link, then retry."), Some(&data));
             Outcome::Reply(Message::Response {
@@ -174,6 +195,99 @@ pub async fn consent(
             ),
         )),
     })
+}
+
+/// The params of mcpmux's URL elicitation for sign-in `link`.
+fn url_elicitation_params(message: &str, link: &SignInLink) -> serde_json::Value {
+    json!({ "mode": "url", "message": message, "url": link.url, "elicitationId": link.state })
+}
+
+/// How asking a session-era host on its GET stream went.
+enum Asked {
+    /// It accepted, and the sign-in finished.
+    SignedIn,
+    /// It declined or cancelled (`decline`, `cancel`).
+    Answered(String),
+    /// The request could not be sent, was not answered, or the sign-in did not finish in time:
+    /// the host gets error -32042 instead.
+    NotDelivered,
+}
+
+/// Send the session's host `elicitation/create` (URL mode) on its GET stream, wait (bounded) for
+/// its answer and, when it accepted, for the sign-in to finish; then tell it the elicitation is
+/// complete (`notifications/elicitation/complete`).
+async fn ask_on_stream(
+    hub: &Hub,
+    session: &Arc<Session>,
+    (slot, principal): (&UpstreamSlot, &str),
+    elicitation: serde_json::Value,
+) -> Asked {
+    let (tx, answer) = oneshot::channel();
+    let method = "elicitation/create".to_string();
+    let Ok((route, json)) =
+        session.address_server_request(AnswerTo::Local(tx), method, Some(to_raw(&elicitation)))
+    else {
+        return Asked::NotDelivered;
+    };
+    if !session.push_get(json) {
+        session.take_server_request(route);
+        return Asked::NotDelivered;
+    }
+    let action = match tokio::time::timeout(FINISH_WAIT, answer).await {
+        Ok(Ok(ResponsePayload::Result(result))) => RawObject::parse(result.get())
+            .ok()
+            .and_then(|r| r.get_str("action"))
+            .unwrap_or_else(|| "cancel".into()),
+        Ok(_) => return Asked::NotDelivered,
+        Err(_) => {
+            session.take_server_request(route);
+            return Asked::NotDelivered;
+        }
+    };
+    if action != "accept" {
+        return Asked::Answered(action);
+    }
+    if !wait_signed_in(hub, slot, principal).await {
+        return Asked::NotDelivered;
+    }
+    let id = elicitation.get("elicitationId").cloned().unwrap_or_default();
+    session.push_get(completion_json(&id));
+    Asked::SignedIn
+}
+
+/// `notifications/elicitation/complete` for elicitation `id`.
+fn completion_json(id: &serde_json::Value) -> Arc<str> {
+    let note = json!({ "jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": { "elicitationId": id } });
+    note.to_string().into()
+}
+
+/// Once the principal's sign-in `state` finished (within the sign-in's own lifetime), tell the
+/// session's host on its GET stream, so that it may retry the call that got error -32042.
+fn tell_completion(hub: &Hub, session: &Arc<Session>, slot: &UpstreamSlot, principal: &str, state: &str) {
+    let credentials = hub.upstreams.credentials.clone();
+    let (session, upstream, principal) = (session.clone(), slot.server.name.clone(), principal.to_string());
+    let note = completion_json(&json!(state));
+    tokio::spawn(async move {
+        let mut changes = credentials.changes();
+        let finished = async {
+            while !credentials.has_grant(&upstream, &principal).await
+                || credentials.step_up_pending(&upstream, &principal)
+            {
+                if changes.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        tokio::select! {
+            done = tokio::time::timeout(crate::credentials::sign_in::SIGN_IN_TTL, finished) => {
+                if matches!(done, Ok(true)) {
+                    session.push_get(note);
+                }
+            }
+            _ = session.closed.cancelled() => {}
+        }
+    });
 }
 
 /// The host's answer to mcpmux's sign-in elicitation in a 2026-07-28 retry (`accept`,

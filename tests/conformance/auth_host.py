@@ -17,8 +17,10 @@ gone) is retried once after signing in through it, as a person would.
 
 stdout carries ONE JSON line: "ok" (every call answered without isError), "tools" (the names
 listed after sign-in), "texts" ({tool: text}), "errors" ({tool: why}), "links" (every sign-in
-link opened), "landed" (where each browser visit ended), "authorize_tool", "relisted" (calls that
-failed and were retried once after the authorize tool, listed again, was used). Exit 0 when ok.
+link opened), "landed" (where each browser visit ended), "asked_by" (how each sign-in was asked
+for: "elicitation", "error" for -32042, "result" for a tool result with a link), "completed" (the
+`elicitationId`s of `notifications/elicitation/complete` heard), "authorize_tool", "relisted"
+(calls that failed and were retried once after the authorize tool, listed again, was used). Exit 0 when ok.
 Importable: `run(url, mode, login, calls, log)` returns that dict.
 """
 
@@ -75,7 +77,8 @@ async def run(
     url: str, mode: str, login: str, calls: list[tuple[str, dict[str, Any]]], log, bearer: str | None = None
 ) -> dict[str, Any]:
     obs: dict[str, Any] = {
-        "ok": False, "links": [], "landed": [], "texts": {}, "errors": {}, "tools": [], "relisted": []
+        "ok": False, "links": [], "landed": [], "texts": {}, "errors": {}, "tools": [], "relisted": [],
+        "asked_by": [], "completed": [],
     }
 
     async def open_link(link: str) -> None:
@@ -90,11 +93,18 @@ async def run(
     async def on_elicit(_ctx: Any, params: Any) -> types.ElicitResult:
         if getattr(params, "mode", None) == "url":
             log(f"URL elicitation: {getattr(params, 'message', '')}")
+            obs["asked_by"].append("elicitation")
             await open_link(params.url)
             return types.ElicitResult(action="accept")
         schema = getattr(params, "requested_schema", None) or {}
         content = {k: v["default"] for k, v in schema.get("properties", {}).items() if "default" in v}
         return types.ElicitResult(action="accept", content=content)
+
+    async def on_message(message: Any) -> None:
+        params = getattr(message, "params", None)
+        if getattr(message, "method", None) == "notifications/elicitation/complete" and params is not None:
+            log(f"elicitation complete: {params.elicitation_id}")
+            obs["completed"].append(params.elicitation_id)
 
     async def list_all(client: Client) -> list[types.Tool]:
         tools: list[types.Tool] = []
@@ -117,6 +127,7 @@ async def run(
                 if not links:
                     return False, f"{type(exc).__name__}: {exc}"
                 log(f"{name}: error -32042, {len(links)} link(s)")
+                obs["asked_by"].append("error")
                 for link in links:
                     await open_link(link)
                 continue
@@ -127,6 +138,7 @@ async def run(
             if not links or is_authorize(name) and obs["links"]:
                 return False, f"isError: {text}"
             log(f"{name}: isError with a link: {text}")
+            obs["asked_by"].append("result")
             for link in links:
                 visited.add(link)
                 await open_link(link)
@@ -153,7 +165,9 @@ async def run(
     if bearer:
         headers = {"Authorization": f"Bearer {bearer}"}
         target = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
-    async with Client(target, mode=mode, cache=None, elicitation_callback=on_elicit) as client:
+    async with Client(
+        target, mode=mode, cache=None, elicitation_callback=on_elicit, message_handler=on_message
+    ) as client:
         tools = await list_all(client)
         for _ in range(RELIST_ROUNDS):  # a gateway just started may not list its upstream yet
             if tools:

@@ -99,6 +99,12 @@ async fn in_band(mode: &str) {
         gw.log()
     );
     assert_eq!(run.json["authorize_tool"], AUTHORIZE, "{run}");
+    // Asked in the call itself: the session era on its GET stream (then told it completed), the
+    // 2026-07-28 era with `input_required`: never an error to retry after.
+    assert_eq!(strings(&run.json["asked_by"]), ["elicitation"], "{run}");
+    if mode == "legacy" {
+        assert_eq!(run.json["completed"].as_array().map(Vec::len), Some(1), "{run}");
+    }
     // The authorize call itself went on after the callback and answered without isError.
     assert!(run.json["texts"][AUTHORIZE].is_string(), "{run}");
     // The grant outlives the host: a second host calls without being asked.
@@ -334,4 +340,35 @@ async fn no_token_the_authorization_server_issued_is_in_the_log_status_or_metric
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_era_host_without_a_stream_to_ask_on_gets_error_32042_with_the_link() {
+    let _suite = crate::suite::enter(module_path!());
+    let idp = UpstreamIdp::start(LONG_TTL);
+    let dir = scratch_dir("upstream-auth-32042");
+    let mut gw = serve(&dir, &servers(&idp, "{ mode = \"oauth\" }", &dir));
+    gw.wait_tools(&[AUTHORIZE]).await;
+    // URL elicitation declared, but no GET stream open: the call cannot wait for an answer.
+    let host =
+        crate::support::mcp::RawSession::open(&gw.url(), serde_json::json!({"elicitation": {"url": {}}}))
+            .await;
+    let answer = host
+        .call(
+            "tools/call",
+            serde_json::json!({"name": AUTHORIZE, "arguments": {}}),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32042, "{answer}");
+    let asked = &answer["error"]["data"]["elicitations"][0];
+    assert_eq!(asked["mode"], "url", "{answer}");
+    let url = asked["url"].as_str().unwrap_or_default();
+    assert!(
+        url.contains("code_challenge_method=S256") && url.contains("%2Foauth%2Fcallback"),
+        "{answer}"
+    );
+    assert!(
+        asked["elicitationId"].as_str().is_some_and(|id| url.contains(id)),
+        "{answer}"
+    );
 }

@@ -101,7 +101,7 @@ pub async fn serve(
     let Some(slot) = oauth else {
         return start_call(hub, ctx, id, method, params, target).await;
     };
-    let retry = params.clone();
+    let retry = (params.clone(), method.clone(), target.clone());
     match start_call(hub, ctx, id.clone(), method, params, target).await {
         // The upstream refused the grant for want of scope: the same call asks for it (step-up).
         Outcome::Forward(mut call) => {
@@ -115,16 +115,11 @@ pub async fn serve(
                 .await;
             match refused {
                 Some(_) => {
-                    let mut params = retry;
+                    let (mut params, method, target) = retry;
                     match sign_in::consent(hub, ctx, id.clone(), &slot, &mut params).await {
                         sign_in::Consent::Asked(outcome) => outcome,
-                        sign_in::Consent::Proceed => Outcome::refused(
-                            id,
-                            RequestError::Upstream(crate::error::UpstreamError::unavailable(
-                                slot.server.name.clone(),
-                                "it refused the new grant too",
-                            )),
-                        ),
+                        // Signed in within the call (the host was asked on its stream): once more.
+                        sign_in::Consent::Proceed => start_call(hub, ctx, id, method, params, target).await,
                     }
                 }
                 None => Outcome::Forward(call),

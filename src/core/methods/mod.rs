@@ -375,6 +375,7 @@ pub fn shape_reply(reply: Message, cache: Option<CacheHint>) -> Message {
 
 /// Which upstream a host request goes to, how its result is exposed, and the `Mcp-Param-*`
 /// headers a modern upstream expects for it (its own tool schema's annotations).
+#[derive(Clone)]
 struct Target {
     upstream: UpstreamId,
     shape: ResultShape,
