@@ -45,6 +45,7 @@ impl Config {
             let at = format!("servers.{}", key.get_ref());
             site(format!("{at}.command"), server.command.as_ref().map(|v| v.span()));
             site(format!("{at}.cwd"), server.cwd.as_ref().map(|v| v.span()));
+            site(format!("{at}.auth"), server.auth.as_ref().map(|a| a.mode.span()));
             let waits = (server.needs_env.iter().flatten()).find(|v| (ctx.env)(v.get_ref()).is_none());
             site(format!("{at}.needs_env"), waits.map(|v| v.span()));
             site(at, Some(key.span()));
@@ -154,7 +155,11 @@ impl Config {
                 );
                 errors.push(ctx.invalid(&span, msg));
             }
-            if let (true, Some(_), Some(span)) = (server.auth.per_principal(), &auth, auth_mode) {
+            // token_exchange and forward are made for [auth]: each principal's own token.
+            let team_ready = host_token;
+            if let (true, false, Some(_), Some(span)) =
+                (server.auth.per_principal(), team_ready, &auth, auth_mode)
+            {
                 // Connections and lists per principal are the next step; until then one grant
                 // would serve every principal, which least privilege forbids.
                 let msg = format!(

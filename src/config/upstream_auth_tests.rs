@@ -40,10 +40,21 @@ fn each_mode_reads_its_own_keys() {
     );
     let exchange = "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/token\", client_id = \"mcpmux\", \
          client_secret = \"s\", audience = \"https://jira.internal/mcp\", scopes = [\"jira:read\"] }";
-    let message = err(&format!(
-        "{AUTH}[servers.x]\nurl = \"https://mcp.example.com/mcp\"\n{exchange}\n"
-    ));
-    assert!(message.contains("not supported by this version yet"), "{message}");
+    assert_eq!(
+        auth_of(exchange, AUTH),
+        UpstreamAuth::TokenExchange(TokenExchange {
+            token_endpoint: "https://idp/token".into(),
+            client_id: "mcpmux".into(),
+            client_secret: Some(Secret::new("s")),
+            audience: Some("https://jira.internal/mcp".into()),
+            resource: None,
+            scopes: vec!["jira:read".into()],
+        })
+    );
+    assert_eq!(
+        auth_of("auth = { mode = \"forward\" }", AUTH),
+        UpstreamAuth::Forward
+    );
     let credentials = auth_of(
         "auth = { mode = \"client_credentials\", client_id = \"c\", client_secret = \"s\" }",
         "",
@@ -135,15 +146,16 @@ fn modes_that_use_the_hosts_token_need_auth() {
 
 #[test]
 fn an_identity_per_principal_behind_auth_is_refused_until_connections_are_per_principal() {
-    for table in [
-        "auth = { mode = \"oauth\" }",
-        "auth = { mode = \"forward\" }",
-        "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/t\", client_id = \"c\", audience = \"a\" }",
-    ] {
-        let message = err(&format!("{AUTH}[servers.x]\nurl = \"https://mcp.example.com/mcp\"\n{table}\n"));
-        assert!(message.contains("with [auth]") && message.contains("not supported by this version yet"), "{message}");
-        assert!(message.contains("config.toml:"), "{message}");
-    }
+    // token_exchange and forward are allowed with [auth] (each_mode_reads_its_own_keys).
+    let table = "auth = { mode = \"oauth\" }";
+    let message = err(&format!(
+        "{AUTH}[servers.x]\nurl = \"https://mcp.example.com/mcp\"\n{table}\n"
+    ));
+    assert!(
+        message.contains("with [auth]") && message.contains("not supported by this version yet"),
+        "{message}"
+    );
+    assert!(message.contains("config.toml:"), "{message}");
     let shared = "auth = { mode = \"client_credentials\", client_id = \"c\", client_secret = \"s\" }";
     assert!(matches!(
         auth_of(shared, AUTH),
