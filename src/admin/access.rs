@@ -97,6 +97,7 @@ mod tests {
             client_id: None,
             groups: Vec::new(),
             scopes: Vec::new(),
+            token: None,
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::challenge::Failure;
 use super::jwt::LEEWAY_SECS;
-use super::Principal;
+use super::{InboundToken, Principal};
 use crate::config::Introspection;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
@@ -72,7 +72,7 @@ impl Introspector {
             }
         }
         let answer = self.ask(token).await?;
-        let (principal, lifetime) = self.judge(&answer, also)?;
+        let (principal, lifetime) = self.judge(token, &answer, also)?;
         let mut cache = self.cache.lock();
         if cache.len() >= CACHE_ENTRIES {
             cache.retain(|_, (_, until)| Instant::now() < *until);
@@ -120,6 +120,7 @@ impl Introspector {
     /// The principal of an introspection answer, and how long it may be reused.
     fn judge(
         &self,
+        token: &str,
         answer: &Map<String, Value>,
         also: Option<&str>,
     ) -> Result<(Principal, Duration), Failure> {
@@ -167,6 +168,7 @@ impl Introspector {
                 .map(super::jwt::strings)
                 .unwrap_or_default(),
             scopes,
+            token: Some(InboundToken::new(token, number("exp"))),
         };
         let lifetime = match number("exp") {
             Some(exp) => Duration::from_secs(exp.saturating_sub(now)),

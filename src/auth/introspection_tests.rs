@@ -76,6 +76,10 @@ async fn an_active_token_is_its_subject_and_is_cached() {
     assert_eq!(principal.groups, ["eng"]);
     assert_eq!(principal.issuer.as_deref(), Some("https://idp"));
     assert_eq!(principal.client_id.as_deref(), Some("c"));
+    // The validated opaque token rides along (for token_exchange), with its `exp`.
+    let inbound = principal.token.as_ref().expect("the inbound token");
+    assert_eq!(inbound.expose(), "good");
+    assert!(inbound.expires_at().is_some_and(|exp| exp > now() + 200));
     assert!(check.verify("good").await.is_ok());
     assert_eq!(
         asked.load(Ordering::SeqCst),

@@ -4,7 +4,7 @@
 
 use super::challenge::Failure;
 use super::jwks::{Jwks, KeyError};
-use super::Principal;
+use super::{InboundToken, Principal};
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Map, Value};
 
@@ -80,7 +80,7 @@ impl JwtVerifier {
         let mut last = String::from("no key verifies the signature");
         for key in keys {
             match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation) {
-                Ok(data) => return self.principal(data.claims),
+                Ok(data) => return self.principal(token, data.claims),
                 Err(e) => {
                     use jsonwebtoken::errors::ErrorKind;
                     last = match e.kind() {
@@ -103,7 +103,7 @@ impl JwtVerifier {
         Err(invalid(last))
     }
 
-    fn principal(&self, claims: Map<String, Value>) -> Result<Principal, Failure> {
+    fn principal(&self, token: &str, claims: Map<String, Value>) -> Result<Principal, Failure> {
         let text = |key: &str| claims.get(key).and_then(Value::as_str).map(str::to_string);
         let name = text("sub")
             .filter(|s| !s.is_empty())
@@ -123,8 +123,16 @@ impl JwtVerifier {
             client_id: text("client_id").or_else(|| text("azp")),
             groups: claims.get(&self.groups_claim).map(strings).unwrap_or_default(),
             scopes,
+            token: Some(InboundToken::new(token, claims.get("exp").and_then(unix_seconds))),
         })
     }
+}
+
+/// A NumericDate claim (`exp`): whole seconds, a fraction dropped.
+pub(super) fn unix_seconds(value: &Value) -> Option<u64> {
+    value
+        .as_u64()
+        .or_else(|| value.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
 }
 
 /// A claim that is a list of strings, or one string of space-separated values.

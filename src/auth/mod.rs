@@ -7,6 +7,7 @@
 
 pub mod api_key;
 pub mod challenge;
+pub mod inbound_token;
 pub mod introspection;
 pub mod jwks;
 pub mod jwt;
@@ -16,6 +17,7 @@ pub mod metadata;
 use crate::config::{AuthConfig, Config};
 use arc_swap::ArcSwapOption;
 use challenge::Failure;
+pub use inbound_token::InboundToken;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -32,6 +34,10 @@ pub struct Principal {
     pub groups: Vec<String>,
     /// Granted scopes.
     pub scopes: Vec<String>,
+    /// The validated bearer token itself (a JWT or an introspected opaque token), for an
+    /// upstream that exchanges or forwards it; `None` for an API key, which never leaves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<InboundToken>,
 }
 
 impl Principal {
@@ -150,6 +156,7 @@ impl Authenticator {
                     client_id: None,
                     groups: key.groups.clone(),
                     scopes: auth.key_scopes(key),
+                    token: None,
                 })
             })
             .collect();

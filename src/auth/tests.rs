@@ -91,6 +91,9 @@ async fn an_api_key_is_the_principal_and_its_header_goes_no_further() {
     );
     // No `scopes` and no required ones: the key holds none (not every supported one).
     assert!(principal.issuer.is_none() && principal.scopes.is_empty());
+    // An API key is never exchanged or forwarded: the principal does not carry it.
+    assert!(principal.token.is_none());
+    assert_eq!(principal.grant_principal(), "key:ci-bot");
     assert!(
         !header_kept,
         "the Authorization header is removed before the handler"
@@ -174,6 +177,7 @@ fn step_up_needs_every_scope_of_the_matching_rules() {
         client_id: None,
         groups: vec![],
         scopes: vec!["mcp:tools".into()],
+        token: None,
     };
     assert_eq!(auth.step_up(&low, "fs__read_file"), None);
     assert_eq!(
@@ -208,6 +212,7 @@ fn a_broader_scope_satisfies_step_up_and_required_scopes() {
         client_id: None,
         groups: vec![],
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        token: None,
     };
     // `mcp` is above both `mcp:tools` and `mcp:write:files`.
     let broad = principal(&["mcp"]);
@@ -274,6 +279,7 @@ fn owners_never_collide_across_kinds_and_issuers() {
         client_id: None,
         groups: vec![],
         scopes: vec![],
+        token: None,
     };
     let jwt = Principal {
         issuer: Some("api-key".into()),
@@ -413,6 +419,11 @@ async fn only_a_valid_jwt_passes_the_audience_checks() {
     assert_eq!(principal.client_id.as_deref(), Some("cli"));
     assert_eq!(principal.groups, ["eng"]);
     assert_eq!(principal.scopes, ["mcp:tools", "mcp:write"]);
+    // The validated token rides along (for token_exchange), with its expiry.
+    let inbound = principal.token.as_ref().expect("the inbound token");
+    assert_eq!(inbound.expose(), valid);
+    assert!(inbound.expires_at().is_some_and(|exp| exp > now() + 200));
+    assert_eq!(principal.grant_principal(), format!("alice@{}", idp.issuer));
     // Any one of the accepted audiences, also in a list.
     let listed = sign(
         &pkcs8,

@@ -118,6 +118,10 @@ mod tests {
             client_id: Some("cli".into()),
             groups: vec!["eng".into()],
             scopes: vec!["mcp".into()],
+            token: Some(crate::auth::InboundToken::new(
+                "alice-inbound-token",
+                Some(4_000_000_000),
+            )),
         }
     }
 
@@ -137,6 +141,10 @@ mod tests {
         let token = passport.seal(&a, &request(b"{}"));
         let opened = Passport::open(&b, &token, &request(b"{}"), passport.issued_ms).unwrap();
         assert_eq!(opened, passport);
+        // The validated inbound token travels sealed: the replica can exchange it too.
+        let inbound = opened.principal.as_ref().and_then(|p| p.token.as_ref());
+        assert_eq!(inbound.map(|t| t.expose()), Some("alice-inbound-token"));
+        assert!(!token.contains("alice-inbound-token"));
         assert_eq!(opened.principal.unwrap().owner(), alice().owner());
     }
 

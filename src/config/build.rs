@@ -45,6 +45,7 @@ impl Config {
             let at = format!("servers.{}", key.get_ref());
             site(format!("{at}.command"), server.command.as_ref().map(|v| v.span()));
             site(format!("{at}.cwd"), server.cwd.as_ref().map(|v| v.span()));
+            site(format!("{at}.auth"), server.auth.as_ref().map(|a| a.mode.span()));
             let waits = (server.needs_env.iter().flatten()).find(|v| (ctx.env)(v.get_ref()).is_none());
             site(format!("{at}.needs_env"), waits.map(|v| v.span()));
             site(at, Some(key.span()));
@@ -146,20 +147,10 @@ impl Config {
                 server.auth,
                 UpstreamAuth::TokenExchange(_) | UpstreamAuth::Forward
             );
-            if let (true, None, true, Some(span)) = (host_token, &auth, auth_ok, auth_mode.clone()) {
+            if let (true, None, true, Some(span)) = (host_token, &auth, auth_ok, auth_mode) {
                 let msg = format!(
                     "server {name:?}: auth.mode = {:?} needs [auth]: it uses the host's validated bearer \
                      token, and without authentication no host presents one",
-                    server.auth.mode()
-                );
-                errors.push(ctx.invalid(&span, msg));
-            }
-            let oauth = matches!(server.auth, UpstreamAuth::OAuth(_));
-            if let (false, true, Some(_), Some(span)) = (oauth, server.auth.per_principal(), &auth, auth_mode)
-            {
-                let msg = format!(
-                    "server {name:?}: auth.mode = {:?} with [auth] is not supported by this version yet: \
-                     \"oauth\" signs each team member in; for a shared service identity use \"client_credentials\"",
                     server.auth.mode()
                 );
                 errors.push(ctx.invalid(&span, msg));

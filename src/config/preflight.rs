@@ -2,7 +2,7 @@
 //! are not there, working directories that do not exist, nothing to serve, an endpoint open to
 //! the network. `mcpmux check-config` prints them (errors fail it); `serve` logs them.
 
-use super::{Config, TransportConfig};
+use super::{Config, TransportConfig, UpstreamAuth};
 use std::ffi::OsString;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -127,6 +127,17 @@ impl Config {
                     format!("{key} has enabled = false, and as written it could not start once enabled: {problem}"),
                 ));
             }
+        }
+        for server in (self.servers.iter()).filter(|s| s.auth == UpstreamAuth::Forward) {
+            let key = format!("servers.{}.auth", server.name);
+            found.push(Finding::new(
+                Severity::Warning,
+                Some(&key),
+                format!(
+                    "{key}: mode = \"forward\" sends the host's own bearer token upstream: token \
+                     passthrough, which the MCP security best practices forbid; use token_exchange"
+                ),
+            ));
         }
         if self.servers.is_empty() {
             let message = match self.disabled.len() {
@@ -417,5 +428,27 @@ mod tests {
         assert_eq!(with("advertise = \"http://[::]:8080\"\n").len(), 1);
         assert!(with("advertise = \"http://10.1.2.3:8080\"\n").is_empty());
         assert!(with("advertise = \"http://mcpmux-0.mcpmux:8080\"\n").is_empty());
+    }
+}
+
+#[cfg(test)]
+mod forward_tests {
+    use super::*;
+
+    #[test]
+    fn a_forward_upstream_is_warned_about_and_token_exchange_is_not() {
+        let text = "[auth]\n[[auth.api_keys]]\nname = \"k\"\nkey = \"s\"\n\
+                    [servers.legacy]\nurl = \"http://127.0.0.1:1/mcp\"\nauth = { mode = \"forward\" }\n\
+                    [servers.jira]\nurl = \"http://127.0.0.1:1/mcp\"\n\
+                    auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/t\", client_id = \"c\", audience = \"a\" }\n";
+        let config = Config::from_toml_str(text, "t.toml", &|_| None).expect("a valid config");
+        let found: Vec<String> = (config.preflight(None, Path::new("/")).iter())
+            .map(|f| f.to_string())
+            .collect();
+        assert_eq!(
+            found,
+            ["warning: servers.legacy.auth: mode = \"forward\" sends the host's own bearer token upstream: \
+              token passthrough, which the MCP security best practices forbid; use token_exchange"]
+        );
     }
 }

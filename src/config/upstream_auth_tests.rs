@@ -40,10 +40,21 @@ fn each_mode_reads_its_own_keys() {
     );
     let exchange = "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/token\", client_id = \"mcpmux\", \
          client_secret = \"s\", audience = \"https://jira.internal/mcp\", scopes = [\"jira:read\"] }";
-    let message = err(&format!(
-        "{AUTH}[servers.x]\nurl = \"https://mcp.example.com/mcp\"\n{exchange}\n"
-    ));
-    assert!(message.contains("not supported by this version yet"), "{message}");
+    assert_eq!(
+        auth_of(exchange, AUTH),
+        UpstreamAuth::TokenExchange(TokenExchange {
+            token_endpoint: "https://idp/token".into(),
+            client_id: "mcpmux".into(),
+            client_secret: Some(Secret::new("s")),
+            audience: Some("https://jira.internal/mcp".into()),
+            resource: None,
+            scopes: vec!["jira:read".into()],
+        })
+    );
+    assert_eq!(
+        auth_of("auth = { mode = \"forward\" }", AUTH),
+        UpstreamAuth::Forward
+    );
     let credentials = auth_of(
         "auth = { mode = \"client_credentials\", client_id = \"c\", client_secret = \"s\" }",
         "",
@@ -134,18 +145,14 @@ fn modes_that_use_the_hosts_token_need_auth() {
 }
 
 #[test]
-fn oauth_behind_auth_signs_each_principal_in_and_the_other_per_principal_modes_wait() {
-    assert!(matches!(
-        auth_of("auth = { mode = \"oauth\" }", AUTH),
-        UpstreamAuth::OAuth(_)
-    ));
+fn every_mode_is_accepted_behind_auth_each_principal_with_its_own_identity() {
     for table in [
+        "auth = { mode = \"oauth\" }",
         "auth = { mode = \"forward\" }",
         "auth = { mode = \"token_exchange\", token_endpoint = \"https://idp/t\", client_id = \"c\", audience = \"a\" }",
     ] {
-        let message = err(&format!("{AUTH}[servers.x]\nurl = \"https://mcp.example.com/mcp\"\n{table}\n"));
-        assert!(message.contains("with [auth] is not supported by this version yet"), "{message}");
-        assert!(message.contains("config.toml:"), "{message}");
+        let auth = auth_of(table, AUTH);
+        assert!(auth.per_principal(), "{table}: {auth:?}");
     }
     let shared = "auth = { mode = \"client_credentials\", client_id = \"c\", client_secret = \"s\" }";
     assert!(matches!(

@@ -49,6 +49,11 @@ impl Access {
         }
     }
 
+    /// The request's principal, when authentication is on.
+    pub fn principal(&self) -> Option<&Principal> {
+        self.principal.as_deref()
+    }
+
     /// Whether there is no policy at all and the endpoint serves the whole catalog (every name
     /// is visible: lists need no filtering).
     pub fn sees_everything(&self) -> bool {

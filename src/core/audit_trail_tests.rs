@@ -45,6 +45,7 @@ async fn step_up_refusals_denials_and_own_answers_are_audited() {
         client_id: Some("cli".into()),
         groups: Vec::new(),
         scopes: Vec::new(),
+        token: None,
     };
     let session = hub.new_session("s".into(), "2025-11-25".into(), ClientCaps::ALL);
     let ctx = RequestCtx::on(session.clone()).by(Some(Arc::new(principal)));

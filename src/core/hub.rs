@@ -191,12 +191,15 @@ impl Hub {
     }
 
     /// Open `principal`'s connections to the upstreams whose connections are per principal (those
-    /// it has none to), waiting up to `wait` for their lists.
+    /// it has none to), waiting up to `wait` for their lists; its inbound token is noted first.
     pub async fn open_personal(&self, principal: Option<&crate::auth::Principal>, wait: Duration) {
         if let Some(principal) = principal.filter(|_| self.upstreams.any_personal()) {
-            (self.upstreams)
-                .open_personal(&principal.grant_principal(), wait)
-                .await;
+            let name = principal.grant_principal();
+            // What `token_exchange` exchanges and `forward` sends: its latest validated token.
+            if let Some(token) = &principal.token {
+                (self.upstreams.credentials).note_inbound(&name, token.expose(), token.expires_at());
+            }
+            self.upstreams.open_personal(&name, wait).await;
         }
     }
 

@@ -83,6 +83,7 @@ mod tests {
             client_id: None,
             groups: groups.iter().map(|g| g.to_string()).collect(),
             scopes: Vec::new(),
+            token: None,
         }
     }
 

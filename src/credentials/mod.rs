@@ -1,13 +1,17 @@
 //! Outbound identity: how mcpmux signs in to the upstream servers behind it. Per upstream one
 //! provider (the MCP OAuth client flow with one grant per principal, client credentials for
-//! mcpmux itself) answers, for a principal, the header of the next request or "sign-in
+//! mcpmux itself, RFC 8693 token exchange of the host's validated token, or that token itself
+//! forwarded) answers, for a principal, the header of the next request or "sign-in
 //! needed" ([`bearer::Bearer`]); grants live sealed in the vault. `upstream/` asks for a header
 //! and never knows which provider answered; `core/` turns "sign-in needed" into the host's
 //! consent request, and the callback face in `http/` finishes the sign-in here.
 
 pub mod bearer;
+mod exchange_bearer;
+mod forward_bearer;
 pub mod grant;
 mod grant_bearer;
+mod inbound;
 pub mod oauth;
 mod probe;
 mod service;
@@ -15,10 +19,13 @@ pub mod sign_in;
 mod token_cell;
 pub mod vault;
 
-use crate::config::{Config, ServerConfig, TransportConfig, UpstreamAuth};
+use crate::config::{Config, ServerConfig, TokenExchange, TransportConfig, UpstreamAuth};
 use bearer::Bearer;
+use exchange_bearer::ExchangeBearer;
+use forward_bearer::ForwardBearer;
 use grant::GrantKey;
 use grant_bearer::GrantBearer;
+use inbound::InboundTokens;
 use parking_lot::Mutex;
 use sign_in::{Finished, SignInError, SignInLink, SignIns, Start};
 use std::collections::HashMap;
@@ -50,6 +57,11 @@ pub struct Credentials {
     /// The identities whose grant the authorization server gave up on (revoked, refused), until
     /// they sign in again: a call failing for that asks for the sign-in itself.
     lost: Mutex<std::collections::HashSet<GrantKey>>,
+    /// Each principal's latest validated inbound token (`token_exchange`, `forward`).
+    inbound: Arc<InboundTokens>,
+    /// One token-exchange identity per (principal, upstream), shared by its connections: the
+    /// exchanged token's cache.
+    exchanges: Mutex<HashMap<GrantKey, Weak<ExchangeBearer>>>,
 }
 
 /// The window in which at most [`oauth::MAX_STEP_UP_ATTEMPTS`] step-up sign-ins start.
@@ -69,6 +81,8 @@ impl Credentials {
             changed: watch::channel(0).0,
             step_ups: Mutex::default(),
             lost: Mutex::default(),
+            inbound: Arc::default(),
+            exchanges: Mutex::default(),
         })
     }
 
@@ -126,8 +140,40 @@ impl Credentials {
                     self.grant_bearer(&GrantKey::new(principal.to_string(), server.name.clone()))?;
                 Some(bearer)
             }
-            UpstreamAuth::Headers | UpstreamAuth::TokenExchange(_) | UpstreamAuth::Forward => None,
+            UpstreamAuth::TokenExchange(config) => {
+                let key = GrantKey::new(principal.to_string(), server.name.clone());
+                let bearer: Arc<dyn Bearer> = self.exchange_bearer(key, config);
+                Some(bearer)
+            }
+            UpstreamAuth::Forward => Some(ForwardBearer::new(&server.name, principal, self.inbound.clone())),
+            UpstreamAuth::Headers => None,
         }
+    }
+
+    /// `principal` (a grant key's principal) presented `token`, validated by `[auth]` and
+    /// expiring at `expires_at` (unix seconds): the one its `token_exchange` upstreams exchange
+    /// and its `forward` upstreams send from now on. Kept in memory only; never logged.
+    pub fn note_inbound(&self, principal: &str, token: &str, expires_at: Option<u64>) {
+        self.inbound.note(principal, token, expires_at, oauth::now_unix());
+    }
+
+    /// The one token-exchange identity of `key` (made on first use, and again when the
+    /// upstream's `auth` changed).
+    fn exchange_bearer(&self, key: GrantKey, config: &TokenExchange) -> Arc<ExchangeBearer> {
+        let mut exchanges = self.exchanges.lock();
+        let held = exchanges.get(&key).and_then(Weak::upgrade);
+        if let Some(bearer) = held.filter(|b| b.config() == config) {
+            return bearer;
+        }
+        exchanges.retain(|_, b| b.strong_count() > 0);
+        let bearer = ExchangeBearer::new(
+            key.clone(),
+            config.clone(),
+            self.http.clone(),
+            self.inbound.clone(),
+        );
+        exchanges.insert(key, Arc::downgrade(&bearer));
+        bearer
     }
 
     /// The one bearer of `key` (made on first use).

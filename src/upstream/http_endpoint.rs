@@ -220,7 +220,12 @@ impl Endpoint {
         // No header yet (a first token, or one just given up): fetch one before sending.
         let sent = match self.authorization() {
             Some(header) => Some(header),
-            None => bearer.renew(Refusal::NONE).await.ok().map(sensitive),
+            // None to be had: the request is not sent without one (an upstream that would also
+            // answer anonymously must not get an anonymous call instead of the principal's).
+            None => match bearer.renew(Refusal::NONE).await {
+                Ok(header) => Some(sensitive(header)),
+                Err(why) => return Err(Failure::from(format!("no credential for the upstream: {why}"))),
+            },
         };
         let reply = self.post_once(frame.clone(), extra, sent.clone()).await?;
         if reply.status.is_success() {

@@ -99,7 +99,23 @@ fn required_str(params: &RawObject, key: &'static str, id: &RequestId) -> Result
 /// out of the catalog while it is), retryable, instead of "Unknown tool".
 /// Only an upstream the request's endpoint serves `name` of counts.
 fn down_owner(hub: &Hub, access: &Access, kind: ListKind, name: &str) -> Option<RequestError> {
-    down(&*owner_by_prefix(hub, access, kind, name)?, name)
+    let slot = owner_by_prefix(hub, access, kind, name)?;
+    match &slot.personal {
+        Some(_) => personal_down(&slot, access.principal()?),
+        None => down(&slot, name),
+    }
+}
+
+/// Why the principal's own connection to `slot`'s upstream failed (a refused token exchange,
+/// no inbound token, the upstream unreachable), while that is still its answer.
+fn personal_down(slot: &UpstreamSlot, principal: &crate::auth::Principal) -> Option<RequestError> {
+    let me = slot.personal.as_ref()?.of(&principal.grant_principal())?;
+    match me.state() {
+        crate::upstream::personal::PersonalState::Failed(why) => {
+            Some(UpstreamError::unavailable(slot.server.name.clone(), why).into())
+        }
+        _ => None,
+    }
 }
 
 /// The upstream whose namespace prefixes `name` (the longest such), among those the request's

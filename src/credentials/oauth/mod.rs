@@ -22,7 +22,7 @@ pub mod token_exchange;
 mod wire;
 
 #[cfg(test)]
-mod test_as;
+pub(crate) mod test_as;
 
 pub use authorize::authorization_url;
 pub use challenge::{parse_www_authenticate, Challenge};
