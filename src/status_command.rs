@@ -280,6 +280,14 @@ pub fn render(doc: &StatusDocument) -> String {
                 .unwrap_or_default(),
         );
     }
+    if let Some(store) = &doc.shared_store {
+        let _ = writeln!(
+            out,
+            "\nshared store {}: {}",
+            one_line(&store.url),
+            one_line(&store.state)
+        );
+    }
     out
 }
 
