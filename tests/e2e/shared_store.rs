@@ -1,12 +1,16 @@
 //! `[cluster] store` with three real `mcpmux serve` replicas and a real `redis-server`: a
 //! `rate_limit` of 3/min lets exactly 3 of 9 calls through across the replicas (each counting
 //! alone would let 9), and with Redis killed each replica counts alone again at once, warning
-//! once per outage, counting the fallbacks in `/metrics` and saying so in `/status`.
+//! once per outage, counting the fallbacks in `/metrics` and saying so in `/status`. Grants put
+//! through one process's vault are listed and removed by `mcpmux grants`/`logout --config` and a
+//! running gateway alike, never in the clear in Redis, and fail closed with the store down.
 
 use crate::support::prometheus::{samples, value};
 use crate::support::redis::Redis;
 use crate::support::serve::ServeProcess;
-use crate::support::{free_port, scratch_dir};
+use crate::support::{free_port, run_client, scratch_dir, ClientRun};
+use mcpmux::credentials::grant::{Grant, GrantKey};
+use mcpmux::credentials::vault::Vault;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -145,7 +149,7 @@ async fn three_replicas_share_one_rate_limit_and_count_alone_while_the_store_is_
         assert_eq!(doc["shared_store"]["url"], redis.url(), "{doc}");
         assert_eq!(fallbacks(r).await, 0.0);
     }
-    let keys = redis.dump();
+    let keys = redis.dump(None);
     assert!(keys.contains("mcpmux:rl:") && !keys.contains("alice"), "{keys}");
 
     // The store down: each replica's own buckets decide at once, 3 each.
@@ -161,4 +165,93 @@ async fn three_replicas_share_one_rate_limit_and_count_alone_while_the_store_is_
             .count();
         assert_eq!(warnings, 1, "one warning per outage:\n{log}");
     }
+}
+
+/// Run `mcpmux ARGS` off the runtime (an in-process gateway may be answering it).
+async fn mcpmux(args: &[&str]) -> ClientRun {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmux"));
+        cmd.args(&args);
+        run_client(cmd, Duration::from_secs(30))
+    })
+    .await
+    .expect("mcpmux ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_live_in_the_store_for_every_process_and_fail_closed_without_it() {
+    let _suite = crate::suite::enter(module_path!());
+    const PASSWORD: &str = "pw-s3cret-4711";
+    let mut redis = Redis::start_with(&["--requirepass", PASSWORD]);
+    let port = redis.port;
+    let dir = scratch_dir("shared-store-grants");
+    let config_path = dir.join("mcpmux.toml");
+    let text = format!(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\n\n[cluster]\nkey = \"{CLUSTER_KEY}\"\n\
+         store = \"redis://:{PASSWORD}@127.0.0.1:{port}/0\"\n"
+    );
+    std::fs::write(&config_path, text).expect("write config");
+    let file = config_path.to_string_lossy().into_owned();
+    let config = mcpmux::Config::load(&config_path).expect("config loads");
+    let shown = format!("redis://:***@127.0.0.1:{port}/0");
+
+    // A sign-in through one process (the library, as `mcpmux login` or a replica writes it).
+    let vault = Vault::open(&config.vault).expect("vault opens");
+    assert_eq!(vault.describe(), shown);
+    let alice = GrantKey::new("alice", "github");
+    let grant = Grant {
+        access_token: "SECRET-alice-access".into(),
+        token_type: "Bearer".into(),
+        refresh_token: Some("SECRET-alice-refresh".into()),
+        expires_at: Some(4_000_000_000),
+        scope: Some("repo".into()),
+        obtained_at: 1_700_000_000,
+        token_endpoint: Some("https://as.example/token".into()),
+        resource: None,
+        client: None,
+    };
+    vault.put(&alice, &grant).await.expect("kept in the store");
+    let dump = redis.dump(Some(PASSWORD));
+    assert!(dump.contains("mcpmux:grant:"), "{dump}");
+    assert!(!dump.contains("SECRET"), "a token in the clear in Redis:\n{dump}");
+
+    // Another process (`grants --config`) and a running gateway (`/grants`) see it.
+    let listed = mcpmux(&["grants", "--config", &file]).await;
+    assert!(listed.exited_ok(), "{listed}");
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("alice")),
+        "{listed}"
+    );
+    let gateway = mcpmux::start(config.clone()).await.expect("gateway starts");
+    let url = format!("http://{}", gateway.local_addr());
+    let remote = mcpmux(&["grants", "--url", &url]).await;
+    assert_eq!(remote.stdout, listed.stdout, "{remote}");
+
+    // Logout with the config removes it from the store: the gateway sees that.
+    let out = mcpmux(&["logout", "github", "--principal", "alice", "--config", &file]).await;
+    assert!(out.exited_ok(), "{out}");
+    assert_eq!(vault.get(&alice).await.unwrap(), None);
+    let empty = mcpmux(&["grants", "--url", &url]).await;
+    assert!(empty.stdout.starts_with("no grants"), "{empty}");
+    assert!(!config.vault.path.exists(), "no vault file was written");
+
+    // The store down: the vault fails closed, naming the store without its password.
+    vault.put(&alice, &grant).await.expect("kept again");
+    redis.kill();
+    let err = vault.get(&alice).await.expect_err("no fallback").to_string();
+    assert!(err.contains(&format!("shared store {shown}")), "{err}");
+    let down = mcpmux(&["grants", "--config", &file]).await;
+    assert_eq!(down.status.code(), Some(2), "{down}");
+    assert!(down.stderr.contains(&shown), "{down}");
+    for run in [&listed, &remote, &out, &empty, &down] {
+        let all = format!("{}{}", run.stdout, run.stderr);
+        assert!(!all.contains("SECRET") && !all.contains(PASSWORD), "{run}");
+    }
+    assert!(!err.contains(PASSWORD), "{err}");
+    gateway.stop().await;
 }

@@ -19,12 +19,18 @@ pub fn install() {
 impl Redis {
     /// Start one on a free port and wait until it listens.
     pub fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// [`Redis::start`] with `args` added (`--requirepass PW`).
+    pub fn start_with(args: &[&str]) -> Redis {
         install();
         let port = free_port();
         let dir = scratch_dir("redis");
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(args)
             .current_dir(&dir);
         let log = log_dir().join(format!("redis-{port}.log"));
         let guard = spawn_server(cmd, port, &log, "redis-server");
@@ -47,10 +53,14 @@ impl Redis {
     }
 
     /// Every key with its value (strings; hashes' fields and values; sets' members), through
-    /// `redis-cli`.
-    pub fn dump(&self) -> String {
+    /// `redis-cli` (with `password` when the server requires one).
+    pub fn dump(&self, password: Option<&str>) -> String {
         let cli = |args: &[&str]| {
-            let out = Command::new("redis-cli")
+            let mut cmd = Command::new("redis-cli");
+            if let Some(password) = password {
+                cmd.env("REDISCLI_AUTH", password);
+            }
+            let out = cmd
                 .args(["-p", &self.port.to_string(), "--raw"])
                 .args(args)
                 .output()
