@@ -5,7 +5,9 @@
 //! One [`SharedStore`] per use holds one multiplexed connection, made on the first operation
 //! (a store down at start is no error then) and made again on its own after a failure. Every
 //! operation is bounded by [`OP_TIMEOUT`]; its error names the store with the password hidden
-//! and says what failed. The store knows nothing of config or policy: it takes the URL as a
+//! and says what failed. While the store is down, one operation at a time, at most every
+//! [`PROBE_EVERY`], tries it again; the others fail at once (a store that drops packets would
+//! otherwise hold every request for the whole timeout). The store knows nothing of config or policy: it takes the URL as a
 //! string.
 
 pub mod gcra;
@@ -15,13 +17,16 @@ pub(crate) mod test_server;
 mod tests;
 
 use crate::util::secret_url::SecretUrl;
+use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
 /// The most one operation (connecting included) may take before it counts as failed.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(2);
+/// While the store is down, how often an operation tries it again.
+pub const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// An operation the store did not do.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -63,6 +68,10 @@ pub struct SharedStore {
     client: redis::Client,
     connection: OnceCell<ConnectionManager>,
     health: AtomicU8,
+    /// When an operation last failed.
+    failed_at: Mutex<Option<Instant>>,
+    /// An operation is trying the store while it is down.
+    probing: AtomicBool,
 }
 
 impl std::fmt::Debug for SharedStore {
@@ -86,6 +95,8 @@ impl SharedStore {
             client,
             connection: OnceCell::new(),
             health: AtomicU8::new(UNKNOWN),
+            failed_at: Mutex::new(None),
+            probing: AtomicBool::new(false),
         })
     }
 
@@ -130,14 +141,21 @@ impl SharedStore {
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let result = match self.connection().await {
-            Ok(connection) => match tokio::time::timeout(OP_TIMEOUT, work(connection)).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(e)) => Err(self.error(what, e)),
-                Err(_) => Err(self.error(what, format!("no answer within {OP_TIMEOUT:?}"))),
-            },
-            Err(e) => Err(e),
-        };
+        let mut probe = None;
+        if self.health.load(Ordering::Relaxed) == DOWN {
+            let recent = (*self.failed_at.lock()).is_some_and(|at| at.elapsed() < PROBE_EVERY);
+            if recent || self.probing.swap(true, Ordering::AcqRel) {
+                let why = "it is down (tried again at most every second)";
+                return (Err(self.error(what, why)), Transition::Same);
+            }
+            // Cleared however this ends (a caller may drop the future mid-way).
+            probe = Some(Probing(&self.probing));
+        }
+        let result = self.attempt(what, work).await;
+        drop(probe);
+        if result.is_err() {
+            *self.failed_at.lock() = Some(Instant::now());
+        }
         let now = if result.is_ok() { UP } else { DOWN };
         let before = self.health.swap(now, Ordering::Relaxed);
         let transition = match (before, now) {
@@ -146,6 +164,21 @@ impl SharedStore {
             _ => Transition::Same,
         };
         (result, transition)
+    }
+
+    async fn attempt<T, F, Fut>(&self, what: &str, work: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        match self.connection().await {
+            Ok(connection) => match tokio::time::timeout(OP_TIMEOUT, work(connection)).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(e)) => Err(self.error(what, e)),
+                Err(_) => Err(self.error(what, format!("no answer within {OP_TIMEOUT:?}"))),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// [`SharedStore::run`] for a caller with no use for the transition: it is logged here
@@ -158,6 +191,15 @@ impl SharedStore {
         let (result, transition) = self.run(what, work).await;
         log_transition(&result, transition);
         result
+    }
+}
+
+/// The one probe of a store that is down, under way.
+struct Probing<'a>(&'a AtomicBool);
+
+impl Drop for Probing<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 

@@ -36,11 +36,16 @@ fn install() {
 impl TestRedis {
     /// Start one and wait (bounded) until it accepts connections.
     pub fn start() -> TestRedis {
-        install();
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        TestRedis::start_on(port)
+    }
+
+    /// [`TestRedis::start`] on `port` (a store coming back where it was).
+    pub fn start_on(port: u16) -> TestRedis {
+        install();
         let dir = std::env::temp_dir().join(format!("mcpmux-redis-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch dir");

@@ -103,11 +103,12 @@ async fn a_store_down_is_an_error_naming_it_without_its_password_and_it_comes_ba
     assert_eq!(store.take(&one).await.unwrap(), None);
     assert_eq!(store.health(), Health::Up);
     redis.kill();
-    let (result, transition) = store
-        .run("taking rate limit tokens", |mut c| async move {
+    let ping = |what: &'static str| {
+        store.run(what, |mut c| async move {
             redis::cmd("PING").query_async::<String>(&mut c).await
         })
-        .await;
+    };
+    let (result, transition) = ping("taking rate limit tokens").await;
     let err = result.expect_err("down").to_string();
     assert!(
         err.contains("shared store redis://127.0.0.1:") && err.contains("failed"),
@@ -115,12 +116,25 @@ async fn a_store_down_is_an_error_naming_it_without_its_password_and_it_comes_ba
     );
     assert_eq!(transition, Transition::WentDown);
     assert_eq!(store.health(), Health::Down);
-    let (_, again) = store
-        .run("ping", |mut c| async move {
-            redis::cmd("PING").query_async::<String>(&mut c).await
-        })
-        .await;
-    assert_eq!(again, Transition::Same, "one outage, one transition");
+    // Until a probe is due, every operation fails at once without trying the store.
+    let (again, transition) = ping("ping").await;
+    assert!(again.expect_err("down").to_string().contains("it is down"));
+    assert_eq!(transition, Transition::Same, "one outage, one transition");
+
+    // Back where it was: a probe finds it (once one is due and the connection is made again).
+    let _back = TestRedis::start_on(port);
+    let mut came_back = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (result, transition) = ping("ping").await;
+        if result.is_ok() {
+            assert_eq!(transition, Transition::CameBack);
+            came_back = true;
+            break;
+        }
+    }
+    assert!(came_back, "the store never answered again");
+    assert_eq!(store.health(), Health::Up);
 }
 
 #[test]
