@@ -194,6 +194,57 @@ mod tests {
         ));
     }
 
+    /// `rules` with `[cluster] store = url`.
+    fn stored(rules: &str, url: &str) -> Config {
+        let cluster =
+            format!("[cluster]\nkey = \"AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\"\nstore = \"{url}\"\n");
+        config(&format!("{cluster}{rules}"))
+    }
+
+    async fn passes_async(hub: &Hub, who: &Principal) -> usize {
+        let mut n = 0;
+        while n < 100 && admit(hub, Some(who)).await.is_ok() {
+            n += 1;
+        }
+        n
+    }
+
+    #[tokio::test]
+    async fn with_a_store_replicas_take_from_one_bucket_and_without_it_each_counts_alone() {
+        let rules = "[[policy]]\nallow = [\"*\"]\nrate_limit = \"3/min\"\n";
+        let redis = crate::shared_store::test_server::TestRedis::start();
+        let replica = || {
+            Hub::new(
+                Arc::new(stored(rules, &redis.url())),
+                CancellationToken::new(),
+                None,
+            )
+            .0
+        };
+        let (one, two) = (replica(), replica());
+        let a = principal("a", &[]);
+        assert_eq!(passes_async(&one, &a).await, 3);
+        match admit(&two, Some(&a)).await {
+            Err(DownstreamError::RateLimited { rule: 0, limit, .. }) => {
+                assert_eq!(limit.to_string(), "3/min")
+            }
+            other => panic!("the other replica's bucket is the same one: {other:?}"),
+        }
+
+        // A store that is not there: each replica's own buckets decide.
+        let gone = format!("redis://127.0.0.1:{}/0", closed_port());
+        let alone = Hub::new(Arc::new(stored(rules, &gone)), CancellationToken::new(), None).0;
+        assert_eq!(passes_async(&alone, &a).await, 3);
+        let store = alone.shared_store.as_ref().expect("a store is configured");
+        assert_eq!(store.health(), crate::shared_store::Health::Down);
+    }
+
+    /// A port nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        listener.local_addr().expect("its address").port()
+    }
+
     #[test]
     fn retry_after_is_whole_seconds_rounded_up_and_never_zero() {
         assert_eq!(whole_seconds(Duration::ZERO), 1);
