@@ -359,6 +359,20 @@ mod tests {
     }
 
     #[test]
+    fn the_shared_store_line_says_whether_it_answers() {
+        let doc =
+            json!({"upstreams": [], "shared_store": {"url": "redis://:***@cache:6379/0", "state": "down"}});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        assert!(
+            render(&doc).ends_with("\nshared store redis://:***@cache:6379/0: down\n"),
+            "{}",
+            render(&doc)
+        );
+        let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
+        assert!(!render(&none).contains("shared store"));
+    }
+
+    #[test]
     fn the_last_reload_is_said_once_there_was_one_with_its_error() {
         let doc = |last: serde_json::Value| {
             let doc = json!({"upstreams": [], "config": {"loaded_at_unix": 100, "digest": "aa", "last_reload": last}});
