@@ -15,6 +15,9 @@ const LAYERS: &[(&str, u8)] = &[
     // Pure (a client's JSON text in, servers out); config will read `mcp_json` files with it.
     ("import", 0),
     ("config", 1),
+    // The client of the replicas' shared store (Redis): keys, timeouts, the rate limit script;
+    // it takes a URL, not config, and the vault and the rate limits above use it.
+    ("shared_store", 1),
     ("error", 2),
     ("catalog", 2),
     ("policy", 2),

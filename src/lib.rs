@@ -60,6 +60,7 @@ pub mod reload;
 pub mod reload_command;
 pub mod seal;
 pub mod session;
+pub mod shared_store;
 pub mod status_command;
 pub mod status_doc;
 pub mod telemetry;

@@ -280,6 +280,14 @@ pub fn render(doc: &StatusDocument) -> String {
                 .unwrap_or_default(),
         );
     }
+    if let Some(store) = &doc.shared_store {
+        let _ = writeln!(
+            out,
+            "\nshared store {}: {}",
+            one_line(&store.url),
+            one_line(&store.state)
+        );
+    }
     out
 }
 
@@ -348,6 +356,20 @@ mod tests {
         );
         let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
         assert!(!render(&none).contains("audit"));
+    }
+
+    #[test]
+    fn the_shared_store_line_says_whether_it_answers() {
+        let doc =
+            json!({"upstreams": [], "shared_store": {"url": "redis://:***@cache:6379/0", "state": "down"}});
+        let doc: StatusDocument = serde_json::from_value(doc).expect("a status document");
+        assert!(
+            render(&doc).ends_with("\nshared store redis://:***@cache:6379/0: down\n"),
+            "{}",
+            render(&doc)
+        );
+        let none: StatusDocument = serde_json::from_value(json!({"upstreams": []})).expect("a document");
+        assert!(!render(&none).contains("shared store"));
     }
 
     #[test]

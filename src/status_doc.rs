@@ -38,8 +38,22 @@ pub struct StatusDocument {
     /// The audit log, when `[audit]` keeps one (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditStatus>,
+    /// The replicas' shared store (`[cluster] store`), when one is set (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_store: Option<SharedStoreStatus>,
     /// The configuration in force and how the last reload went.
     pub config: ConfigStatus,
+}
+
+/// The shared store as this replica last found it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SharedStoreStatus {
+    /// Its URL, the password shown as `***`.
+    pub url: String,
+    /// `up` (its last answer came), `down` (its last operation failed: rate limits are counted
+    /// by each replica alone meanwhile) or `unknown` (nothing asked of it yet).
+    pub state: String,
 }
 
 /// The configuration in force (its last good load) and the last reload.
@@ -273,6 +287,10 @@ mod tests {
                 last_seq: 12,
                 last_hash: Some("ab".repeat(32)),
             }),
+            shared_store: Some(SharedStoreStatus {
+                url: "redis://:***@cache:6379/0".into(),
+                state: "down".into(),
+            }),
             config: ConfigStatus {
                 loaded_at_unix: 1_800_000_000,
                 digest: Some("e3b0c44298fc1c14".into()),
@@ -306,6 +324,7 @@ mod tests {
                 r#""lines_written":10,"dropped":1,"write_errors":2,"#,
                 r#""last_error":"No space left on device (os error 28)","last_seq":12,"#,
                 r#""last_hash":"abababababababababababababababababababababababababababababababab"},"#,
+                r#""shared_store":{"url":"redis://:***@cache:6379/0","state":"down"},"#,
                 r#""config":{"loaded_at_unix":1800000000,"digest":"e3b0c44298fc1c14","#,
                 r#""last_reload":{"outcome":"error","at_unix":1800000100,"#,
                 r#""error":"t.toml:3:1: unknown key","digest":"0123456789abcdef"}}}"#

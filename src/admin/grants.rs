@@ -118,7 +118,7 @@ async fn list(State(state): State<GrantsState>) -> Response {
             answer(
                 StatusCode::OK,
                 serde_json::json!({
-                    "vault": vault.path().display().to_string(),
+                    "vault": vault.describe(),
                     "grants": lines,
                     "signing_in": waiting,
                 }),

@@ -8,7 +8,10 @@ use crate::catalog::ListKind;
 use crate::config::{HttpMode, Isolation, ReadyWhen, TransportConfig, UpstreamAuth, UpstreamId};
 use crate::core::hub::Hub;
 use crate::session::Session;
-use crate::status_doc::{ProfileStatus, ServerInfo, SessionStatus, StatusDocument, UpstreamStatus};
+use crate::shared_store::Health;
+use crate::status_doc::{
+    ProfileStatus, ServerInfo, SessionStatus, SharedStoreStatus, StatusDocument, UpstreamStatus,
+};
 use crate::upstream::UpstreamSlot;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -128,6 +131,15 @@ pub fn report(hub: &Hub) -> StatusDocument {
         profiles: profiles(hub, &catalog, &sessions),
         session_list: sessions.iter().map(|s| session_entry(s)).collect(),
         audit: hub.audit.as_ref().map(|audit| audit.status()),
+        shared_store: hub.shared_store.as_ref().map(|store| SharedStoreStatus {
+            url: store.describe(),
+            state: match store.health() {
+                Health::Up => "up",
+                Health::Down => "down",
+                Health::Unknown => "unknown",
+            }
+            .into(),
+        }),
         config: hub.config_status.lock().clone(),
     }
 }

@@ -6,6 +6,7 @@
 use super::spanned::Spanned;
 use super::{ConfigError, Ctx};
 use crate::seal::ClusterKey;
+use crate::util::secret_url::SecretUrl;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -33,6 +34,11 @@ pub(super) struct RawCluster {
     previous_keys: Option<Vec<Spanned<String>>>,
     /// The URL the other replicas reach this one at. Default "http://{gateway.listen}".
     pub(super) advertise: Option<Spanned<String>>,
+    /// The Redis or Valkey server the replicas share grants and rate limits through:
+    /// "redis://[:password@]host:port/db" or "redis+unix:///path.sock" (write "${VAR}" for a
+    /// password). Unset: each replica keeps its own grants (the vault file) and counts its own
+    /// rate limits.
+    store: Option<Spanned<String>>,
 }
 
 /// `[cluster]` (its keys print as `***` in Debug).
@@ -44,6 +50,8 @@ pub struct ClusterConfig {
     pub previous_keys: Vec<ClusterKey>,
     /// The URL the other replicas reach this one at; default `http://{gateway.listen}`.
     pub advertise: String,
+    /// `store`: the shared Redis/Valkey server (its password never shows).
+    pub store: Option<SecretUrl>,
 }
 
 pub(super) fn build_cluster(
@@ -67,11 +75,46 @@ pub(super) fn build_cluster(
         }
         None => format!("http://{listen}"),
     };
+    let store = match &raw.store {
+        Some(v) => {
+            let url = ctx.expand(v, "cluster.store")?;
+            let url = SecretUrl::new(url);
+            if let Err(why) = store_url(url.expose()) {
+                let msg = format!("cluster.store {}: {why}", url.redacted());
+                return Err(ctx.invalid(&v.span(), msg));
+            }
+            Some(url)
+        }
+        None => None,
+    };
     Ok(ClusterConfig {
         key,
         previous_keys,
         advertise,
+        store,
     })
+}
+
+/// Whether `url` names a store mcpmux can reach: `redis://host[:port][/db]`, or a Unix socket
+/// (`redis+unix://` or `unix://` and a path). TLS (`rediss://`) is not built in.
+fn store_url(url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("is not a URL ({e})"))?;
+    match parsed.scheme() {
+        "redis" | "valkey" if parsed.host_str().is_some_and(|h| !h.is_empty()) => Ok(()),
+        "redis" | "valkey" => Err("must name a host: redis://host:6379/0".into()),
+        "redis+unix" | "valkey+unix" | "unix" if !parsed.path().is_empty() && parsed.path() != "/" => Ok(()),
+        "redis+unix" | "valkey+unix" | "unix" => {
+            Err("must name the socket's path: redis+unix:///run/redis.sock".into())
+        }
+        "rediss" | "valkeys" => Err(
+            "TLS to the store is not built into mcpmux: use redis:// on a private network \
+             (or a local TLS tunnel such as stunnel)"
+                .into(),
+        ),
+        other => Err(format!(
+            "has scheme {other:?}: the store must be a redis://host:port/db or redis+unix:///path URL"
+        )),
+    }
 }
 
 /// One key, or an error at its line that names the key but never shows its value.
@@ -165,5 +208,51 @@ mod tests {
             "[cluster]\nkey = \"{KEY_A}\"\nadvertise = \"https://r1.internal\"\n"
         ));
         assert_eq!(https.unwrap().cluster.unwrap().advertise, "https://r1.internal");
+    }
+
+    #[test]
+    fn store_is_a_redis_url_whose_password_never_shows() {
+        let with = |store: &str| parse(&format!("[cluster]\nkey = \"{KEY_A}\"\nstore = \"{store}\"\n"));
+        for good in [
+            "redis://127.0.0.1:6379/0",
+            "redis://:pw-s3cret@cache.internal:6380/2",
+            "valkey://cache:6379",
+            "redis+unix:///run/redis.sock?db=1&pass=pw-s3cret",
+            "unix:///run/redis.sock",
+        ] {
+            let cluster = with(good).unwrap().cluster.unwrap();
+            let store = cluster.store.as_ref().unwrap();
+            assert_eq!(store.expose(), good);
+            let shown = format!("{cluster:?}");
+            assert!(!shown.contains("pw-s3cret"), "{shown}");
+        }
+        assert_eq!(
+            parse(&format!("[cluster]\nkey = \"{KEY_A}\"\n"))
+                .unwrap()
+                .cluster
+                .unwrap()
+                .store,
+            None
+        );
+        for (bad, why) in [
+            ("http://cache:6379", "has scheme \"http\""),
+            (
+                "rediss://:pw-s3cret@cache:6380/0",
+                "TLS to the store is not built into mcpmux",
+            ),
+            ("redis://", "must name a host"),
+            ("redis+unix://", "must name the socket's path"),
+            ("127.0.0.1:6379", "is not a URL"),
+        ] {
+            let err = with(bad).unwrap_err();
+            assert!(err.starts_with("t.toml:3: cluster.store"), "{bad}: {err}");
+            assert!(err.contains(why), "{bad}: {err}");
+            assert!(!err.contains("pw-s3cret"), "{err}");
+        }
+        let err = with("${UNSET_STORE}").unwrap_err();
+        assert!(
+            err.contains("UNSET_STORE") && err.contains("cluster.store"),
+            "{err}"
+        );
     }
 }

@@ -43,6 +43,8 @@ pub struct VaultConfig {
     pub cluster_key: Option<ClusterKey>,
     /// The `[cluster]` previous keys, which open when the cluster key seals.
     pub cluster_previous_keys: Vec<ClusterKey>,
+    /// `[cluster] store`: the records live there instead of in `path` (every replica shares them).
+    pub store: Option<crate::util::secret_url::SecretUrl>,
 }
 
 impl Default for VaultConfig {
@@ -53,6 +55,7 @@ impl Default for VaultConfig {
             previous_keys: Vec::new(),
             cluster_key: None,
             cluster_previous_keys: Vec::new(),
+            store: None,
         }
     }
 }
@@ -65,6 +68,7 @@ pub(super) fn build_vault(
     let mut vault = VaultConfig {
         cluster_key: cluster.map(|c| c.key.clone()),
         cluster_previous_keys: cluster.map(|c| c.previous_keys.clone()).unwrap_or_default(),
+        store: cluster.and_then(|c| c.store.clone()),
         ..VaultConfig::default()
     };
     let Some(raw) = raw else {

@@ -25,6 +25,19 @@ pub fn unix_seconds() -> u64 {
     since.map(|d| d.as_secs()).unwrap_or_default()
 }
 
+/// The client of `[cluster] store`, if set (a URL the client refuses is logged and leaves the
+/// rate limits per replica).
+fn shared_store(config: &Config) -> Option<Arc<crate::shared_store::SharedStore>> {
+    let url = config.cluster.as_ref()?.store.as_ref()?;
+    match crate::shared_store::SharedStore::new(url.expose()) {
+        Ok(store) => Some(Arc::new(store)),
+        Err(e) => {
+            tracing::error!("{e}; rate limits are counted by each replica alone");
+            None
+        }
+    }
+}
+
 /// Shared gateway state.
 pub struct Hub {
     /// The configuration in force, swapped whole (a request reads the one it started with).
@@ -51,6 +64,9 @@ pub struct Hub {
     policy: ArcSwap<Policy>,
     /// Each principal's token buckets for the `rate_limit` of the rules that apply to it.
     pub rate_limits: RateLimiter,
+    /// The replicas' shared store (`[cluster] store`, read at start: a reload does not change
+    /// it): where rate limit buckets are taken from when it is set and answers.
+    pub shared_store: Option<Arc<crate::shared_store::SharedStore>>,
     /// Who may use the gateway (`[auth]` in force: a reload that changes it replaces it); none
     /// authenticates nobody.
     pub auth: Arc<crate::auth::AuthInForce>,
@@ -147,6 +163,7 @@ impl Hub {
             recent_errors: Default::default(),
             policy: ArcSwap::from_pointee(Policy::from_config(&config)),
             rate_limits: RateLimiter::default(),
+            shared_store: shared_store(&config),
             ties,
             config_status: parking_lot::Mutex::new(crate::status_doc::ConfigStatus {
                 loaded_at_unix: unix_seconds(),

@@ -15,22 +15,50 @@
 //! answer's status is still open.
 
 use crate::auth::Principal;
+use crate::config::RateLimit;
 use crate::core::access::facts;
 use crate::core::hub::Hub;
 use crate::error::DownstreamError;
 use crate::policy::rate_limit::Refusal;
+use crate::shared_store::gcra::{bucket_key, Bucket};
 use std::time::{Duration, Instant};
 
 /// Admit one request of `who` (nobody without `[auth]`: then there is no policy) under the
-/// policy in force, or the refusal to answer it with.
-pub fn admit(hub: &Hub, who: Option<&Principal>) -> Result<(), DownstreamError> {
+/// policy in force, or the refusal to answer it with. With `[cluster] store`, the buckets are
+/// the store's, shared by every replica; when the store fails, this replica's own buckets
+/// decide at once (the store's client warns once per outage; each such decision is counted in
+/// `mcpmux_shared_store_fallbacks_total{use="rate_limit"}`).
+pub async fn admit(hub: &Hub, who: Option<&Principal>) -> Result<(), DownstreamError> {
     let Some(principal) = who else { return Ok(()) };
     let policy = hub.policy();
     if !policy.rules().iter().any(|rule| rule.rate_limit.is_some()) {
         return Ok(());
     }
     let limits = policy.for_principal(&facts(principal)).rate_limits();
-    match hub.rate_limits.admit(&principal.owner(), &limits, Instant::now()) {
+    let owner = principal.owner();
+    let shared = match &hub.shared_store {
+        Some(store) if !limits.is_empty() => match store.take(&buckets(&owner, &limits)).await {
+            Ok(None) => Some(Ok(())),
+            Ok(Some((at, retry_after))) => {
+                let (rule, limit) = limits[at.min(limits.len() - 1)];
+                Some(Err(Refusal::Limited {
+                    rule,
+                    limit,
+                    retry_after,
+                }))
+            }
+            Err(_) => {
+                crate::telemetry::record::shared_store_fallback("rate_limit");
+                None
+            }
+        },
+        _ => None,
+    };
+    let verdict = match shared {
+        Some(verdict) => verdict,
+        None => hub.rate_limits.admit(&owner, &limits, Instant::now()),
+    };
+    match verdict {
         Ok(()) => Ok(()),
         Err(Refusal::Limited {
             rule,
@@ -53,6 +81,18 @@ pub fn admit(hub: &Hub, who: Option<&Principal>) -> Result<(), DownstreamError> 
             })
         }
     }
+}
+
+/// The store's buckets of `owner` for `limits` (rule index and limit): one per rule and limit,
+/// so a rule whose limit changed starts afresh.
+fn buckets(owner: &str, limits: &[(usize, RateLimit)]) -> Vec<Bucket> {
+    (limits.iter())
+        .map(|&(rule, limit)| Bucket {
+            key: bucket_key(owner, rule, &limit.to_string()),
+            requests: u64::from(limit.requests.get()),
+            period: limit.per.duration(),
+        })
+        .collect()
 }
 
 /// `Retry-After` in whole seconds: rounded up, at least 1.
@@ -89,7 +129,14 @@ mod tests {
 
     /// How many requests of `who` pass in a row (bounded).
     fn passes(hub: &Hub, who: &Principal) -> usize {
-        (0..100).take_while(|_| admit(hub, Some(who)).is_ok()).count()
+        (0..100)
+            .take_while(|_| now(admit(hub, Some(who))).is_ok())
+            .count()
+    }
+
+    /// An admission without a store never waits: run it to its end here.
+    fn now<T>(future: impl std::future::Future<Output = T>) -> T {
+        futures_util::FutureExt::now_or_never(future).expect("no store: nothing to wait for")
     }
 
     #[test]
@@ -103,7 +150,7 @@ mod tests {
             2,
             "both rules apply to a; 2/hour is the tighter"
         );
-        match admit(&hub, Some(&a)) {
+        match now(admit(&hub, Some(&a))) {
             Err(DownstreamError::RateLimited {
                 rule,
                 limit,
@@ -121,7 +168,7 @@ mod tests {
             3,
             "b is not affected by a, and only 3/min applies"
         );
-        assert!(admit(&hub, None).is_ok(), "no principal, no limit");
+        assert!(now(admit(&hub, None)).is_ok(), "no principal, no limit");
     }
 
     #[test]
@@ -143,9 +190,60 @@ mod tests {
         hub.replace_config(Arc::new(config(&rules("2/min"))));
         assert_eq!(passes(&hub, &a), 2);
         assert!(matches!(
-            admit(&hub, Some(&b)),
+            now(admit(&hub, Some(&b))),
             Err(DownstreamError::RateLimited { rule: 1, .. })
         ));
+    }
+
+    /// `rules` with `[cluster] store = url`.
+    fn stored(rules: &str, url: &str) -> Config {
+        let cluster =
+            format!("[cluster]\nkey = \"AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\"\nstore = \"{url}\"\n");
+        config(&format!("{cluster}{rules}"))
+    }
+
+    async fn passes_async(hub: &Hub, who: &Principal) -> usize {
+        let mut n = 0;
+        while n < 100 && admit(hub, Some(who)).await.is_ok() {
+            n += 1;
+        }
+        n
+    }
+
+    #[tokio::test]
+    async fn with_a_store_replicas_take_from_one_bucket_and_without_it_each_counts_alone() {
+        let rules = "[[policy]]\nallow = [\"*\"]\nrate_limit = \"3/min\"\n";
+        let redis = crate::shared_store::test_server::TestRedis::start();
+        let replica = || {
+            Hub::new(
+                Arc::new(stored(rules, &redis.url())),
+                CancellationToken::new(),
+                None,
+            )
+            .0
+        };
+        let (one, two) = (replica(), replica());
+        let a = principal("a", &[]);
+        assert_eq!(passes_async(&one, &a).await, 3);
+        match admit(&two, Some(&a)).await {
+            Err(DownstreamError::RateLimited { rule: 0, limit, .. }) => {
+                assert_eq!(limit.to_string(), "3/min")
+            }
+            other => panic!("the other replica's bucket is the same one: {other:?}"),
+        }
+
+        // A store that is not there: each replica's own buckets decide.
+        let gone = format!("redis://127.0.0.1:{}/0", closed_port());
+        let alone = Hub::new(Arc::new(stored(rules, &gone)), CancellationToken::new(), None).0;
+        assert_eq!(passes_async(&alone, &a).await, 3);
+        let store = alone.shared_store.as_ref().expect("a store is configured");
+        assert_eq!(store.health(), crate::shared_store::Health::Down);
+    }
+
+    /// A port nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        listener.local_addr().expect("its address").port()
     }
 
     #[test]

@@ -330,7 +330,7 @@ async fn accept_message(
         if let Message::Request { id, .. } = &msg {
             // A lone request over the limit is refused with the POST's status; one of a batch
             // gets its error on the stream, as its answer would have.
-            match (rate_limit::admit(&legacy.hub, who), single) {
+            match (rate_limit::admit(&legacy.hub, who).await, single) {
                 (Ok(()), _) => {}
                 (Err(refusal), true) => return Err((refusal, Some(id.clone()))),
                 (Err(refusal), false) => {

@@ -312,7 +312,7 @@ async fn post(
     };
     match parsed {
         Body::Single(Message::Request { id, method, params }) => {
-            if let Err(refusal) = rate_limit::admit(hub, who.as_deref()) {
+            if let Err(refusal) = rate_limit::admit(hub, who.as_deref()).await {
                 return Ok(refusal.into_http_for(Some(id)));
             }
             // The one parse of the request's params: everything after works on this object.
@@ -439,7 +439,7 @@ async fn batch(
         };
         // Each request of a batch counts; one refused is its JSON-RPC error among the replies.
         if let Message::Request { id, .. } = &msg {
-            if let Err(refusal) = rate_limit::admit(hub, ctx.principal.as_deref()) {
+            if let Err(refusal) = rate_limit::admit(hub, ctx.principal.as_deref()).await {
                 immediate.push(refusal.reply(id.clone()));
                 continue;
             }

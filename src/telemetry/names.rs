@@ -33,6 +33,9 @@ pub const LIST_CHANGED_SENT: &str = "mcpmux_list_changed_notifications_total";
 pub const AUDIT_DROPPED: &str = "mcpmux_audit_dropped_total";
 /// Spans the OTLP exporter dropped (its queue full, or the collector unreachable or refusing).
 pub const TRACE_SPANS_DROPPED: &str = "mcpmux_trace_spans_dropped_total";
+/// Decisions taken without the shared store (`[cluster] store`) because it failed: a rate
+/// limit counted by this replica alone.
+pub const SHARED_STORE_FALLBACKS: &str = "mcpmux_shared_store_fallbacks_total";
 
 /// Labels (OpenTelemetry attribute names with `.` as `_`).
 pub const METHOD: &str = "mcp_method_name";
@@ -46,6 +49,8 @@ pub const TRANSPORT: &str = "transport";
 pub const PHASE: &str = "phase";
 pub const REASON: &str = "reason";
 pub const LIST: &str = "list";
+/// What the shared store was asked for (`rate_limit`).
+pub const USE: &str = "use";
 
 /// What a label says for a method or name it may not carry (not a known method, not in the
 /// catalog): the conventions' fallback value, so that label values stay few.
@@ -116,6 +121,10 @@ pub(super) fn describe() {
         "Audit lines dropped (the audit writer's queue was full)"
     );
     describe_counter!(
+        SHARED_STORE_FALLBACKS,
+        "Decisions taken without the shared store because it failed (rate limits counted per replica)"
+    );
+    describe_counter!(
         TRACE_SPANS_DROPPED,
         "Spans not exported (the exporter's queue was full, or the collector did not take them)"
     );
@@ -145,6 +154,7 @@ mod tests {
             LIST_CHANGED_SENT,
             AUDIT_DROPPED,
             TRACE_SPANS_DROPPED,
+            SHARED_STORE_FALLBACKS,
         ] {
             assert!(name.starts_with("mcpmux_") && name.ends_with("_total"), "{name}");
         }

@@ -1,5 +1,5 @@
 //! The one-line calls the rest of mcpmux makes: a refusal, a list refreshed, `list_changed`
-//! sent, an audit line dropped, a health check missed; and the gauges `GET /metrics` sets from
+//! sent, an audit line dropped, a shared store fallback, a health check missed; and the gauges `GET /metrics` sets from
 //! the gateway's state just before it renders (sessions, upstream phases and restarts).
 
 use super::names::*;
@@ -52,6 +52,11 @@ pub fn list_changed_sent(method: &'static str, count: usize) {
 /// The audit writer's queue was full: a line was dropped.
 pub fn audit_dropped() {
     counter!(AUDIT_DROPPED).increment(1);
+}
+
+/// The shared store failed, so a `use` (`rate_limit`) was decided by this replica alone.
+pub fn shared_store_fallback(what: &'static str) {
+    counter!(SHARED_STORE_FALLBACKS, USE => what).increment(1);
 }
 
 /// The OTLP exporter has dropped `total` spans since the start.

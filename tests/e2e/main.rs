@@ -52,6 +52,7 @@ mod resumption;
 mod rolling_restart;
 mod routing;
 mod shaping;
+mod shared_store;
 mod slow_start;
 mod stdio_setup;
 mod trace_access;

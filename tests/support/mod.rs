@@ -24,6 +24,7 @@ pub mod interop_report;
 pub mod mcp;
 pub mod otlp;
 pub mod prometheus;
+pub mod redis;
 pub mod serve;
 pub mod test_server;
 pub mod upstream_idp;

@@ -1,6 +1,7 @@
 //! Where grants live, sealed with AEAD at rest: [`Vault`], one file (see [`file`]) of records
 //! each sealed on its own with [`crate::seal::Sealer`] and bound to its key (a record copied
-//! under another principal or upstream does not open).
+//! under another principal or upstream does not open); with `[cluster] store`, the same records
+//! in the replicas' shared store instead (see [`redis`]), so every replica uses every grant.
 //!
 //! Keys (see [`keys`]): `[vault] key` seals, else the `[cluster]` key, else a key generated once
 //! and kept beside the vault. `previous_keys` still open what they sealed; the current key seals,
@@ -9,11 +10,15 @@
 
 mod file;
 mod keys;
+mod redis;
+#[cfg(test)]
+mod redis_tests;
 #[cfg(test)]
 mod tests;
 
 pub use file::MAX_VAULT_BYTES;
 
+use self::redis::RedisVault;
 use super::grant::{ClientRegistration, Grant, GrantKey, GrantSummary};
 use crate::config::VaultConfig;
 use crate::seal::{Purpose, Sealer};
@@ -36,8 +41,8 @@ const STAMP_EVERY: Duration = if cfg!(test) {
 /// The largest record sealed (a grant's JSON); the sealer opens at most 64 KiB of token text.
 const MAX_RECORD_BYTES: usize = 32 * 1024;
 
-/// Why the vault could not do what was asked. Every one names the vault's file; none shows a
-/// token or a key.
+/// Why the vault could not do what was asked. Every one names the vault's file (or the shared
+/// store, its password hidden); none shows a token or a key.
 #[derive(Debug, thiserror::Error)]
 pub enum VaultError {
     #[error("vault {path}: {source}")]
@@ -70,12 +75,22 @@ pub enum VaultError {
     },
     #[error("vault {path}: {why}")]
     Internal { path: PathBuf, why: String },
+    /// The shared store failed (down, too slow): the call fails, nothing falls back to a file.
+    #[error("vault: {0}")]
+    Store(#[from] crate::shared_store::StoreError),
 }
 
 /// The grant store (cheap to clone: one shared state).
 #[derive(Clone, Debug)]
 pub struct Vault {
-    inner: Arc<Inner>,
+    backend: Backend,
+}
+
+/// Where the records are.
+#[derive(Clone, Debug)]
+enum Backend {
+    File(Arc<Inner>),
+    Redis(Arc<RedisVault>),
 }
 
 #[derive(Debug)]
@@ -90,39 +105,60 @@ struct Inner {
 impl Vault {
     /// The vault `config` names. Nothing is created before the first write; the key file is
     /// read now when it exists (an unreadable one is an error now, not at the first sign-in).
+    /// With `config.store` (`[cluster] store`), the store's records; nothing is connected before
+    /// the first call.
     pub fn open(config: &VaultConfig) -> Result<Vault, VaultError> {
-        let file = VaultFile::new(config.path.clone());
         let keys = Keys::resolve(config)?;
+        if let Some(url) = &config.store {
+            let store = crate::shared_store::SharedStore::new(url.expose())?;
+            return Ok(Vault {
+                backend: Backend::Redis(Arc::new(RedisVault::new(store, keys))),
+            });
+        }
+        let file = VaultFile::new(config.path.clone());
         let stamp = file.stamp();
         Ok(Vault {
-            inner: Arc::new(Inner {
+            backend: Backend::File(Arc::new(Inner {
                 file,
                 keys,
                 generation: AtomicU64::new(0),
                 seen: Mutex::new((Instant::now(), stamp)),
-            }),
+            })),
         })
     }
 
-    /// The vault file.
-    pub fn path(&self) -> &std::path::Path {
-        &self.inner.file.path
+    /// Where the records are, as may be shown: the vault file, or the shared store's URL with
+    /// its password hidden.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::File(inner) => inner.file.path.display().to_string(),
+            Backend::Redis(redis) => redis.describe(),
+        }
     }
 
     /// The grant of `key`, if there is one.
     pub async fn get(&self, key: &GrantKey) -> Result<Option<Grant>, VaultError> {
+        if let Backend::Redis(redis) = &self.backend {
+            return redis.get(key).await;
+        }
         let key = key.clone();
         self.blocking(move |inner| inner.get(&key)).await
     }
 
     /// Keep `grant` as the grant of `key` (replacing any), sealed with the current key.
     pub async fn put(&self, key: &GrantKey, grant: &Grant) -> Result<(), VaultError> {
+        if let Backend::Redis(redis) = &self.backend {
+            return redis.put(key, grant).await;
+        }
         let (key, grant) = (key.clone(), grant.clone());
         self.blocking(move |inner| inner.put(&key, &grant)).await
     }
 
     /// Forget the grant of `key`; whether there was one.
     pub async fn remove(&self, key: &GrantKey) -> Result<bool, VaultError> {
+        if let Backend::Redis(redis) = &self.backend {
+            return redis.remove(key).await;
+        }
         let key = key.clone();
         self.blocking(move |inner| inner.remove(&key)).await
     }
@@ -130,6 +166,9 @@ impl Vault {
     /// Every grant, as may be shown (no token), in key order. A grant that does not open is an
     /// error (a wrong key is the operator's to fix, not to hide).
     pub async fn list(&self) -> Result<Vec<(GrantKey, GrantSummary)>, VaultError> {
+        if let Backend::Redis(redis) = &self.backend {
+            return redis.list().await;
+        }
         self.blocking(|inner| inner.list()).await
     }
 
@@ -139,6 +178,9 @@ impl Vault {
         upstream: &str,
         issuer: &str,
     ) -> Result<Option<ClientRegistration>, VaultError> {
+        if let Backend::Redis(redis) = &self.backend {
+            return redis.registration(upstream, issuer).await;
+        }
         let (upstream, issuer) = (upstream.to_string(), issuer.to_string());
         self.blocking(move |inner| inner.registration(&upstream, &issuer))
             .await
@@ -146,6 +188,9 @@ impl Vault {
 
     /// Keep `reg` for `upstream` at its issuer (`reg.issuer`, "" when unknown), replacing any.
     pub async fn put_registration(&self, upstream: &str, reg: &ClientRegistration) -> Result<(), VaultError> {
+        if let Backend::Redis(redis) = &self.backend {
+            return redis.put_registration(upstream, reg).await;
+        }
         let (upstream, reg) = (upstream.to_string(), reg.clone());
         self.blocking(move |inner| inner.put_registration(&upstream, &reg))
             .await
@@ -153,9 +198,13 @@ impl Vault {
 
     /// A number that changes whenever the store changed: at once for this vault's own writes,
     /// within about a second for another process's (the file is looked at, never read, at most
-    /// once a second; a caller busy elsewhere skips the look).
+    /// once a second; a caller busy elsewhere skips the look; the shared store's counter is read
+    /// as often, without the caller waiting for it).
     pub fn generation(&self) -> u64 {
-        let inner = &self.inner;
+        let inner = match &self.backend {
+            Backend::File(inner) => inner,
+            Backend::Redis(redis) => return redis.generation(),
+        };
         if let Some(mut seen) = inner.seen.try_lock() {
             if seen.0.elapsed() >= STAMP_EVERY {
                 let stamp = inner.file.stamp();
@@ -172,7 +221,15 @@ impl Vault {
         &self,
         work: impl FnOnce(&Inner) -> Result<T, VaultError> + Send + 'static,
     ) -> Result<T, VaultError> {
-        let inner = self.inner.clone();
+        let inner = match &self.backend {
+            Backend::File(inner) => inner.clone(),
+            Backend::Redis(redis) => {
+                return Err(VaultError::Internal {
+                    path: PathBuf::from(redis.describe()),
+                    why: "a file operation asked of the shared store".into(),
+                })
+            }
+        };
         let path = inner.file.path.clone();
         tokio::task::spawn_blocking(move || work(&inner))
             .await
