@@ -100,3 +100,58 @@ async fn each_member_signs_in_as_themselves_and_sees_only_their_own_upstream_ide
     assert_eq!(up["grants"], 2, "{status:#}");
     assert_eq!(up["phase"], "ready", "{status:#}");
 }
+
+/// Base64 of 32 bytes: the one `[cluster] key` of both replicas.
+const CLUSTER_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_signed_in_through_one_replica_calls_as_themselves_through_another() {
+    let _suite = crate::suite::enter(module_path!());
+    let redis = crate::support::redis::Redis::start();
+    let idp = UpstreamIdp::start(LONG_TTL);
+    let replica = |i: usize| {
+        let port = crate::support::free_port();
+        let dir = scratch_dir(&format!("upstream-auth-replica-{i}"));
+        let text = format!(
+            "[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n\
+             [cluster]\nkey = \"{CLUSTER_KEY}\"\nadvertise = \"http://127.0.0.1:{port}\"\nstore = \"{}\"\n\n\
+             [auth]\n[[auth.api_keys]]\nname = \"alice\"\nkey = \"{ALICE_KEY}\"\n\n\
+             [servers.up]\nurl = {:?}\nauth = {{ mode = \"oauth\" }}\n",
+            redis.url(),
+            idp.resource,
+        );
+        ServeProcess::start_text(port, &dir, &text, &dir, &[])
+    };
+    let (a, b) = (replica(0), replica(1));
+    let diag = |run: &ClientRun| {
+        format!(
+            "{run}\n--- A ---\n{}\n--- B ---\n{}\n--- fixture ---\n{}",
+            a.log(),
+            b.log(),
+            idp.log()
+        )
+    };
+    let first = run_host_as(&a.url(), ("legacy", Some(ALICE_KEY)), "alice", &[(WHOAMI, "{}")]).await;
+    assert_eq!(whoami(&first), Some("sub=alice"), "{}", diag(&first));
+    assert_eq!(links(&first), 1, "{}", diag(&first));
+    // Replica B has never seen Alice: her grant is in the shared store, so she is not asked.
+    let second = run_host_as(
+        &b.url(),
+        ("2026-07-28", Some(ALICE_KEY)),
+        "nobody",
+        &[(WHOAMI, "{}")],
+    )
+    .await;
+    assert_eq!(whoami(&second), Some("sub=alice"), "{}", diag(&second));
+    assert_eq!(links(&second), 0, "asked again on B: {}", diag(&second));
+    let dump = redis.dump(None);
+    let tokens = idp.tokens().await;
+    assert!(!tokens.is_empty() && dump.contains("mcpmux:grant:"), "{dump}");
+    for token in &tokens {
+        let secret = token.rsplit('.').next().unwrap_or(token);
+        assert!(
+            !dump.contains(secret),
+            "a token the AS issued is in Redis in the clear"
+        );
+    }
+}
