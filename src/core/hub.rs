@@ -216,7 +216,13 @@ impl Hub {
             if let Some(token) = &principal.token {
                 (self.upstreams.credentials).note_inbound(&name, token.expose(), token.expires_at());
             }
-            self.upstreams.open_personal(&name, wait).await;
+            let policy = self.policy();
+            let view = policy.for_principal(&crate::core::access::facts(principal));
+            let may = |slot: &crate::upstream::UpstreamSlot| {
+                let (tools, resources) = (slot.naming.expose_name(""), slot.naming.expose_uri(""));
+                view.may_allow_under(&[&tools, &resources])
+            };
+            self.upstreams.open_personal(&name, may, wait).await;
         }
     }
 

@@ -228,6 +228,17 @@ impl PrincipalView<'_> {
         !denied && (self.applying.iter()).any(|&i| hit(&rules[i].allow))
     }
 
+    /// Whether some name starting with one of `prefixes` may be allowed (an upstream's
+    /// namespace: whether the principal may use anything of it at all).
+    pub fn may_allow_under(&self, prefixes: &[&str]) -> bool {
+        let rules = &self.policy.rules;
+        if rules.is_empty() {
+            return true;
+        }
+        let opens = |g: &crate::util::glob::Glob| prefixes.iter().any(|p| g.may_match_after(p));
+        (self.applying.iter()).any(|&i| rules[i].allow.iter().any(opens))
+    }
+
     /// The indices of the rules that apply, in file order.
     pub fn applying(&self) -> &[usize] {
         &self.applying

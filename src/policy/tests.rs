@@ -321,3 +321,24 @@ fn visible_agrees_with_decide_and_with_a_reference() {
     // The random cases reach every kind of decision (or the test proves little).
     assert_eq!(outcomes.len(), 5, "{outcomes:?}");
 }
+
+#[test]
+fn an_upstream_is_reachable_only_when_an_allow_glob_can_name_something_under_its_namespace() {
+    let policy = Policy::new(vec![rule(1, &["time__*", "mcpmux://docs/*", "?ira__read"], &[])]);
+    let view = policy.for_principal(&facts("alice", &[], &[]));
+    assert!(view.may_allow_under(&["time__", "mcpmux://time/"]));
+    assert!(view.may_allow_under(&["docs__", "mcpmux://docs/"]));
+    assert!(view.may_allow_under(&["jira__", "mcpmux://jira/"]));
+    assert!(!view.may_allow_under(&["linear__", "mcpmux://linear/"]));
+    // A rule that applies to nobody opens nothing; no policy opens everything.
+    let other = Policy::new(vec![PolicyRule {
+        principals: strings(&["bob"]),
+        ..rule(1, &["*"], &[])
+    }]);
+    assert!(!other
+        .for_principal(&facts("alice", &[], &[]))
+        .may_allow_under(&["time__"]));
+    assert!(Policy::new(Vec::new())
+        .for_principal(&facts("alice", &[], &[]))
+        .may_allow_under(&["x__"]));
+}

@@ -156,11 +156,18 @@ impl Upstreams {
         Some(me)
     }
 
-    /// Start `principal`'s connections to every per-principal upstream it has none to, and wait
-    /// (bounded by `limit`) until those opening have loaded its lists or failed.
-    pub async fn open_personal(self: &Arc<Self>, principal: &str, limit: Duration) {
+    /// Start `principal`'s connections to every per-principal upstream it has none to and
+    /// `may` use (its policy leaves it something there: no token is fetched for an upstream it
+    /// may not use), and wait (bounded by `limit`) until those opening have loaded its lists or
+    /// failed.
+    pub async fn open_personal(
+        self: &Arc<Self>,
+        principal: &str,
+        may: impl Fn(&UpstreamSlot) -> bool,
+        limit: Duration,
+    ) {
         let opening: Vec<Arc<Personal>> = (self.iter())
-            .filter(|slot| is_personal(slot))
+            .filter(|slot| is_personal(slot) && may(slot))
             .filter_map(|slot| self.personal_for(&slot, principal))
             .filter(|me| me.state() == PersonalState::Opening)
             .collect();

@@ -75,6 +75,21 @@ impl Glob {
         })
     }
 
+    /// Whether some text that starts with `prefix` matches (a star, or the end of `prefix`,
+    /// reached before a character of it is refused).
+    pub fn may_match_after(&self, prefix: &str) -> bool {
+        let mut pattern = self.text.chars();
+        for c in prefix.chars() {
+            match pattern.next() {
+                Some('*') => return true,
+                Some('?') => {}
+                Some(p) if p == c => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
     /// The pattern as written.
     pub fn as_str(&self) -> &str {
         &self.text

@@ -177,7 +177,7 @@ async fn credentials_exchange_a_principals_inbound_token_once_and_name_the_idps_
 /// validates; the gateway exchanges it at the IdP for the upstream (whose `whoami` then names
 /// the host's subject); an exchange the IdP refuses (`invalid_target`: a resource it issues no
 /// token for) reaches the host as -32000 naming the IdP's error; an API key has no token to
-/// exchange.
+/// exchange. The policy applies first: an upstream the host may use nothing of gets no exchange.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hosts_token_is_exchanged_for_the_upstream_and_a_refused_exchange_is_a_32000() {
     use crate::support::mcp::RawSession;
@@ -211,7 +211,10 @@ async fn a_hosts_token_is_exchanged_for_the_upstream_and_a_refused_exchange_is_a
         "[auth]\nissuer = {issuer:?}\naudience = [{resource:?}]\n\
          [[auth.api_keys]]\nname = \"ci-bot\"\nkey = \"ci-bot-key-0123456789\"\n\n\
          [servers.up]\nurl = {resource:?}\nauth = {up}\n\n\
-         [servers.elsewhere]\nurl = {resource:?}\nauth = {elsewhere}\n\n[vault]\npath = {vault:?}\n",
+         [servers.elsewhere]\nurl = {resource:?}\nauth = {elsewhere}\n\n\
+         [servers.hidden]\nurl = {resource:?}\nauth = {up}\n\n\
+         [[policy]]\nprincipals = [{CC_CLIENT_ID:?}, \"ci-bot\"]\nallow = [\"up__*\", \"elsewhere__*\"]\n\n\
+         [vault]\npath = {vault:?}\n",
         issuer = idp.issuer,
         resource = idp.resource,
         up = exchange(&idp.resource),

@@ -125,3 +125,15 @@ fn hostile_patterns_cost_at_most_text_times_pattern() {
     assert!(!glob("*__*__x").matches_counting(&name, &mut steps));
     assert!(steps <= (name.len() as u64 + 1) * 8);
 }
+
+#[test]
+fn a_glob_may_match_after_a_prefix_until_a_character_of_it_is_refused() {
+    assert!(glob("time__*").may_match_after("time__"));
+    assert!(glob("time__now").may_match_after("time__"));
+    assert!(glob("t?me*").may_match_after("time__"));
+    assert!(glob("*secret").may_match_after("anything__"));
+    assert!(glob("ti").may_match_after("") && glob("tim").may_match_after("ti"));
+    assert!(!glob("ti").may_match_after("time__"));
+    assert!(!glob("jira__*").may_match_after("time__"));
+    assert!(!glob("mcpmux://docs/*").may_match_after("mcpmux://time/"));
+}
