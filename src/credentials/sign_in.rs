@@ -10,7 +10,7 @@ use super::vault::Vault;
 use crate::config::OAuthClient;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a sign-in waits for its callback.
 pub const SIGN_IN_TTL: Duration = Duration::from_secs(600);
@@ -25,7 +25,8 @@ pub struct SignInLink {
     pub state: String,
 }
 
-/// A sign-in waiting for its callback.
+/// A sign-in waiting for its callback (shared sealed through a `[cluster] store`).
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Pending {
     key: GrantKey,
     discovery: Discovery,
@@ -35,7 +36,8 @@ struct Pending {
     redirect_uri: String,
     /// The host session that asked in-band, if one did (who is told when it completes).
     session: Option<String>,
-    started: Instant,
+    /// When it started (Unix seconds: a replica that did not start it reads it too).
+    started: u64,
     /// The link the person opens.
     url: String,
 }
@@ -124,25 +126,29 @@ impl SignIns {
             &pkce,
         )
         .map_err(fail)?;
-        let mut pending = self.pending.lock();
-        pending.retain(|_, p| p.started.elapsed() < SIGN_IN_TTL);
-        if pending.len() >= MAX_PENDING {
-            return Err(SignInError::Busy);
+        let waiting = Pending {
+            key: GrantKey::new(s.principal.to_string(), s.upstream.to_string()),
+            discovery,
+            client,
+            verifier: pkce.verifier,
+            scope,
+            redirect_uri: s.redirect_uri.to_string(),
+            session: s.session,
+            started: oauth::now_unix(),
+            url: url.to_string(),
+        };
+        {
+            let mut pending = self.pending.lock();
+            pending.retain(|_, p| alive(p));
+            if pending.len() >= MAX_PENDING {
+                return Err(SignInError::Busy);
+            }
         }
-        pending.insert(
-            state.clone(),
-            Pending {
-                key: GrantKey::new(s.principal.to_string(), s.upstream.to_string()),
-                discovery,
-                client,
-                verifier: pkce.verifier,
-                scope,
-                redirect_uri: s.redirect_uri.to_string(),
-                session: s.session,
-                started: Instant::now(),
-                url: url.to_string(),
-            },
-        );
+        // Behind a balancer the callback may reach another replica: it finds the sign-in there.
+        if let Err(e) = s.vault.share_sign_in(&state, &waiting, SIGN_IN_TTL).await {
+            tracing::warn!(upstream = %s.upstream, "the sign-in is not shared with other replicas: {e}");
+        }
+        self.pending.lock().insert(state.clone(), waiting);
         Ok(SignInLink {
             url: url.to_string(),
             state,
@@ -192,11 +198,16 @@ impl SignIns {
         state: &str,
         outcome: Result<&str, String>,
     ) -> Result<Finished, SignInError> {
-        let pending = {
-            let mut all = self.pending.lock();
-            all.remove(state).filter(|p| p.started.elapsed() < SIGN_IN_TTL)
+        let here = self.pending.lock().remove(state);
+        // Taken from the store too, whoever started it: each link works once on every replica.
+        let shared: Option<Pending> = match vault.take_shared_sign_in(state).await {
+            Ok(shared) => shared,
+            Err(e) => {
+                tracing::warn!("a sign-in shared by another replica could not be read: {e}");
+                None
+            }
         };
-        let pending = pending.ok_or(SignInError::UnknownState)?;
+        let pending = here.or(shared).filter(alive).ok_or(SignInError::UnknownState)?;
         let code = outcome.map_err(SignInError::Denied)?;
         let grant = oauth::exchange_code(
             http,
@@ -230,12 +241,17 @@ impl SignIns {
     pub fn waiting(&self) -> Vec<Waiting> {
         let all = self.pending.lock();
         all.values()
-            .filter(|p| p.started.elapsed() < SIGN_IN_TTL)
+            .filter(|p| alive(p))
             .map(|p| Waiting {
                 key: p.key.clone(),
                 url: p.url.clone(),
-                for_secs: p.started.elapsed().as_secs(),
+                for_secs: oauth::now_unix().saturating_sub(p.started),
             })
             .collect()
     }
+}
+
+/// Whether a sign-in still waits (started less than [`SIGN_IN_TTL`] ago).
+fn alive(p: &Pending) -> bool {
+    oauth::now_unix().saturating_sub(p.started) < SIGN_IN_TTL.as_secs()
 }

@@ -104,19 +104,25 @@ async fn each_member_signs_in_as_themselves_and_sees_only_their_own_upstream_ide
 /// Base64 of 32 bytes: the one `[cluster] key` of both replicas.
 const CLUSTER_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
+/// Two replicas sharing a `[cluster] store`; the public origin (where the AS sends the browser
+/// back, as a balancer would) is the second one's. Alice's host uses the first: the callback
+/// lands on the second, which finds the sign-in the first started; then a host of hers on the
+/// second calls as her without being asked.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_member_signed_in_through_one_replica_calls_as_themselves_through_another() {
     let _suite = crate::suite::enter(module_path!());
     let redis = crate::support::redis::Redis::start();
     let idp = UpstreamIdp::start(LONG_TTL);
+    let ports = [crate::support::free_port(), crate::support::free_port()];
     let replica = |i: usize| {
-        let port = crate::support::free_port();
+        let port = ports[i];
         let dir = scratch_dir(&format!("upstream-auth-replica-{i}"));
         let text = format!(
-            "[gateway]\nlisten = \"127.0.0.1:{port}\"\n\n\
+            "[gateway]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{}/mcp\"\n\n\
              [cluster]\nkey = \"{CLUSTER_KEY}\"\nadvertise = \"http://127.0.0.1:{port}\"\nstore = \"{}\"\n\n\
              [auth]\n[[auth.api_keys]]\nname = \"alice\"\nkey = \"{ALICE_KEY}\"\n\n\
              [servers.up]\nurl = {:?}\nauth = {{ mode = \"oauth\" }}\n",
+            ports[1],
             redis.url(),
             idp.resource,
         );
@@ -134,6 +140,9 @@ async fn a_member_signed_in_through_one_replica_calls_as_themselves_through_anot
     let first = run_host_as(&a.url(), ("legacy", Some(ALICE_KEY)), "alice", &[(WHOAMI, "{}")]).await;
     assert_eq!(whoami(&first), Some("sub=alice"), "{}", diag(&first));
     assert_eq!(links(&first), 1, "{}", diag(&first));
+    let landed = first.json["landed"].to_string();
+    let callback = format!("200 http://127.0.0.1:{}/oauth/callback", ports[1]);
+    assert!(landed.contains(&callback), "{landed}\n{}", diag(&first));
     // Replica B has never seen Alice: her grant is in the shared store, so she is not asked.
     let second = run_host_as(
         &b.url(),

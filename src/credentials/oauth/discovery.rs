@@ -13,7 +13,7 @@ use serde_json::Value;
 use url::Url;
 
 /// What the authorization server says of itself (the fields a client acts on).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AsMetadata {
     pub issuer: String,
     pub authorization_endpoint: Option<String>,
@@ -30,7 +30,7 @@ pub struct AsMetadata {
 }
 
 /// Everything discovery learnt about one MCP server's authorization.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Discovery {
     /// The RFC 8707 resource indicator to send: the PRM's `resource`, else the server's
     /// canonical URI.

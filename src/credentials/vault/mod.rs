@@ -196,6 +196,32 @@ impl Vault {
             .await
     }
 
+    /// Share a sign-in waiting for its callback with every replica (sealed, for `ttl`), so that
+    /// the callback may land on any of them; false for a vault file (nothing is shared: the
+    /// callback comes back to the process that started the sign-in).
+    pub async fn share_sign_in<T: serde::Serialize>(
+        &self,
+        state: &str,
+        pending: &T,
+        ttl: Duration,
+    ) -> Result<bool, VaultError> {
+        match &self.backend {
+            Backend::Redis(redis) => redis.put_sign_in(state, pending, ttl).await.map(|()| true),
+            Backend::File(_) => Ok(false),
+        }
+    }
+
+    /// Take the sign-in another replica shared under `state` (once); none for a vault file.
+    pub async fn take_shared_sign_in<T: serde::de::DeserializeOwned>(
+        &self,
+        state: &str,
+    ) -> Result<Option<T>, VaultError> {
+        match &self.backend {
+            Backend::Redis(redis) => redis.take_sign_in(state).await,
+            Backend::File(_) => Ok(None),
+        }
+    }
+
     /// A number that changes whenever the store changed: at once for this vault's own writes,
     /// within about a second for another process's (the file is looked at, never read, at most
     /// once a second; a caller busy elsewhere skips the look; the shared store's counter is read

@@ -37,6 +37,10 @@ fn grant_key(id: &str) -> String {
     format!("mcpmux:grant:{id}")
 }
 
+fn sign_in_key(state: &str) -> String {
+    format!("mcpmux:sign-in:{}", hashed(&["sign-in", state]))
+}
+
 fn registration_key(upstream: &str, issuer: &str) -> String {
     format!("mcpmux:registration:{}", hashed(&[upstream, issuer]))
 }
@@ -279,6 +283,40 @@ impl RedisVault {
             .await?;
         self.wrote(generation);
         Ok(())
+    }
+
+    /// Keep a sign-in waiting for its callback, sealed and bound to its `state`, for `ttl`.
+    pub async fn put_sign_in<T: serde::Serialize>(
+        &self,
+        state: &str,
+        pending: &T,
+        ttl: std::time::Duration,
+    ) -> Result<(), VaultError> {
+        let what = "a sign-in waiting for its callback".to_string();
+        let sealed = self.seal(Purpose::Grant, &context(&["sign-in", state]), what, pending)?;
+        let (key, secs) = (sign_in_key(state), ttl.as_secs().max(1));
+        (self.store)
+            .call("keeping a sign-in", |mut c| async move {
+                c.set_ex::<_, _, ()>(key, sealed, secs).await
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Take the sign-in waiting under `state` (once: the first replica to ask gets it).
+    pub async fn take_sign_in<T: serde::de::DeserializeOwned>(
+        &self,
+        state: &str,
+    ) -> Result<Option<T>, VaultError> {
+        let key = sign_in_key(state);
+        let text: Option<String> = (self.store)
+            .call("taking a sign-in", |mut c| async move {
+                redis::cmd("GETDEL").arg(key).query_async(&mut c).await
+            })
+            .await?;
+        let Some(text) = text else { return Ok(None) };
+        let what = "a sign-in waiting for its callback".to_string();
+        self.open(Purpose::Grant, &context(&["sign-in", state]), what, &text)
     }
 
     /// Changes at once for this replica's writes, and within about a second of another's: the

@@ -97,3 +97,36 @@ async fn a_grant_kept_through_one_replica_is_used_by_another_and_never_in_the_cl
     assert!(b.put(&key, &grant(3)).await.is_err());
     assert!(!dir.exists(), "no vault file was written");
 }
+
+#[tokio::test]
+async fn a_sign_in_shared_by_one_replica_is_taken_once_by_another_and_sealed_meanwhile() {
+    let redis = TestRedis::start();
+    let dir = std::env::temp_dir().join(format!("mcpmux-vault-sign-in-{}", std::process::id()));
+    let (a, b) = (replica(&redis, &dir), replica(&redis, &dir));
+    let pending = serde_json::json!({ "verifier": "pkce-verifier-that-must-stay-secret" });
+    let ttl = Duration::from_secs(60);
+    assert!(a.share_sign_in("state-1", &pending, ttl).await.unwrap());
+    assert!(!redis.dump().contains("pkce-verifier-that-must-stay-secret"));
+    // Another state does not open it; the right one does, once, on any replica.
+    assert_eq!(
+        b.take_shared_sign_in::<serde_json::Value>("state-2")
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(b.take_shared_sign_in("state-1").await.unwrap(), Some(pending));
+    assert_eq!(
+        a.take_shared_sign_in::<serde_json::Value>("state-1")
+            .await
+            .unwrap(),
+        None
+    );
+    // A vault file shares nothing: the callback comes back to the process that started it.
+    let file = Vault::open(&VaultConfig {
+        path: dir.join("file-vault"),
+        ..VaultConfig::default()
+    })
+    .unwrap();
+    assert!(!file.share_sign_in("s", &1, ttl).await.unwrap());
+    assert_eq!(file.take_shared_sign_in::<u32>("s").await.unwrap(), None);
+}
