@@ -28,6 +28,32 @@ fn whoami(run: &ClientRun) -> Option<&str> {
     run.json["texts"][WHOAMI].as_str()
 }
 
+/// A host presenting `key` calls `whoami` at `url` (in `mode`, signing in as `login` when
+/// asked): it acted as `sub`, and was asked to sign in `asked` times.
+async fn calls_as(
+    url: &str,
+    (mode, key, login): (&str, &str, &str),
+    (sub, asked): (&str, usize),
+    diag: &dyn Fn(&ClientRun) -> String,
+) -> ClientRun {
+    let run = run_host_as(url, (mode, Some(key)), login, &[(WHOAMI, "{}")]).await;
+    assert!(run.exited_ok() && run.json["ok"] == true, "{}", diag(&run));
+    assert_eq!(
+        whoami(&run),
+        Some(format!("sub={sub}").as_str()),
+        "{}",
+        diag(&run)
+    );
+    assert_eq!(
+        links(&run),
+        asked,
+        "asked to sign in {} times: {}",
+        links(&run),
+        diag(&run)
+    );
+    run
+}
+
 async fn status(gw: &ServeProcess, key: &str) -> Value {
     let url = format!("http://127.0.0.1:{}/status", gw.port);
     let response = reqwest::Client::new()
@@ -64,27 +90,12 @@ async fn each_member_signs_in_as_themselves_and_sees_only_their_own_upstream_ide
     };
 
     // Alice (session era) signs in in-band and calls as herself.
-    let alice = run_host_as(&gw.url(), ("legacy", Some(ALICE_KEY)), "alice", &[(WHOAMI, "{}")]).await;
-    assert!(alice.exited_ok() && alice.json["ok"] == true, "{}", diag(&alice));
-    assert_eq!(whoami(&alice), Some("sub=alice"), "{}", diag(&alice));
-    assert_eq!(links(&alice), 1, "{}", diag(&alice));
-
+    let url = gw.url();
+    calls_as(&url, ("legacy", ALICE_KEY, "alice"), ("alice", 1), &diag).await;
     // Bob (2026-07-28) does not inherit Alice's grant: he is asked, and acts as himself.
-    let bob = run_host_as(&gw.url(), ("2026-07-28", Some(BOB_KEY)), "bob", &[(WHOAMI, "{}")]).await;
-    assert!(bob.exited_ok() && bob.json["ok"] == true, "{}", diag(&bob));
-    assert_eq!(whoami(&bob), Some("sub=bob"), "{}", diag(&bob));
-    assert_eq!(links(&bob), 1, "Bob was not asked to sign in: {}", diag(&bob));
-
+    calls_as(&url, ("2026-07-28", BOB_KEY, "bob"), ("bob", 1), &diag).await;
     // Each grant outlives its host, and stays its principal's.
-    let again = run_host_as(
-        &gw.url(),
-        ("2026-07-28", Some(ALICE_KEY)),
-        "nobody",
-        &[(WHOAMI, "{}")],
-    )
-    .await;
-    assert_eq!(whoami(&again), Some("sub=alice"), "{}", diag(&again));
-    assert_eq!(links(&again), 0, "Alice was asked again: {}", diag(&again));
+    calls_as(&url, ("2026-07-28", ALICE_KEY, "nobody"), ("alice", 0), &diag).await;
 
     // Carol has no grant: she sees only the authorize tool, never the others' tools.
     let carol = RawSession::open_as(&gw.url(), CAROL_KEY).await;
@@ -137,22 +148,12 @@ async fn a_member_signed_in_through_one_replica_calls_as_themselves_through_anot
             idp.log()
         )
     };
-    let first = run_host_as(&a.url(), ("legacy", Some(ALICE_KEY)), "alice", &[(WHOAMI, "{}")]).await;
-    assert_eq!(whoami(&first), Some("sub=alice"), "{}", diag(&first));
-    assert_eq!(links(&first), 1, "{}", diag(&first));
+    let first = calls_as(&a.url(), ("legacy", ALICE_KEY, "alice"), ("alice", 1), &diag).await;
     let landed = first.json["landed"].to_string();
     let callback = format!("200 http://127.0.0.1:{}/oauth/callback", ports[1]);
     assert!(landed.contains(&callback), "{landed}\n{}", diag(&first));
     // Replica B has never seen Alice: her grant is in the shared store, so she is not asked.
-    let second = run_host_as(
-        &b.url(),
-        ("2026-07-28", Some(ALICE_KEY)),
-        "nobody",
-        &[(WHOAMI, "{}")],
-    )
-    .await;
-    assert_eq!(whoami(&second), Some("sub=alice"), "{}", diag(&second));
-    assert_eq!(links(&second), 0, "asked again on B: {}", diag(&second));
+    calls_as(&b.url(), ("2026-07-28", ALICE_KEY, "nobody"), ("alice", 0), &diag).await;
     let dump = redis.dump(None);
     let tokens = idp.tokens().await;
     assert!(!tokens.is_empty() && dump.contains("mcpmux:grant:"), "{dump}");

@@ -269,6 +269,44 @@ impl Vault {
 }
 
 /// The associated data binding a record to where it is kept: the parts, each length-prefixed.
+/// `value` as JSON, sealed with `sealer` for `purpose` and bound to `aad` (refused over
+/// [`MAX_RECORD_BYTES`]); `path` and `what` name it in errors.
+fn seal_record<T: serde::Serialize>(
+    sealer: &Sealer,
+    (purpose, aad): (Purpose, &[u8]),
+    (path, what): (PathBuf, String),
+    value: &T,
+) -> Result<String, VaultError> {
+    let plain = serde_json::to_vec(value).map_err(|e| VaultError::Internal {
+        path: path.clone(),
+        why: e.to_string(),
+    })?;
+    if plain.len() > MAX_RECORD_BYTES {
+        let size = plain.len();
+        return Err(VaultError::RecordTooLarge { path, what, size });
+    }
+    Ok(sealer.seal(purpose, aad, &plain))
+}
+
+/// What [`seal_record`] sealed in `sealed`, opened with `sealer` (a wrong key or binding, or
+/// another kind of record, is [`VaultError::WrongKey`]).
+fn open_record<T: serde::de::DeserializeOwned>(
+    sealer: &Sealer,
+    (purpose, aad): (Purpose, &[u8]),
+    (path, what): (PathBuf, String),
+    sealed: &str,
+) -> Result<T, VaultError> {
+    let wrong = |why: String| VaultError::WrongKey {
+        path: path.clone(),
+        what: what.clone(),
+        why,
+    };
+    let plain = sealer
+        .open(purpose, aad, sealed)
+        .map_err(|e| wrong(e.to_string()))?;
+    serde_json::from_slice(&plain).map_err(|e| wrong(format!("not what was sealed: {e}")))
+}
+
 fn context(parts: &[&str]) -> Vec<u8> {
     let mut out = Vec::new();
     for part in parts {
@@ -303,13 +341,12 @@ impl Inner {
     fn open_grant(&self, sealer: &Sealer, record: &SealedGrant) -> Result<Grant, VaultError> {
         let key = GrantKey::new(&record.principal, &record.upstream);
         let aad = context(&[&key.principal, &key.upstream]);
-        let wrong = |why: String| VaultError::WrongKey {
-            path: self.path(),
-            what: describe(&key),
-            why,
-        };
-        let plain = (sealer.open(Purpose::Grant, &aad, &record.sealed)).map_err(|e| wrong(e.to_string()))?;
-        serde_json::from_slice(&plain).map_err(|e| wrong(format!("not a grant: {e}")))
+        open_record(
+            sealer,
+            (Purpose::Grant, &aad),
+            (self.path(), describe(&key)),
+            &record.sealed,
+        )
     }
 
     fn seal<T: serde::Serialize>(
@@ -320,18 +357,7 @@ impl Inner {
         what: String,
         value: &T,
     ) -> Result<String, VaultError> {
-        let plain = serde_json::to_vec(value).map_err(|e| VaultError::Internal {
-            path: self.path(),
-            why: e.to_string(),
-        })?;
-        if plain.len() > MAX_RECORD_BYTES {
-            return Err(VaultError::RecordTooLarge {
-                path: self.path(),
-                what,
-                size: plain.len(),
-            });
-        }
-        Ok(sealer.seal(purpose, aad, &plain))
+        seal_record(sealer, (purpose, aad), (self.path(), what), value)
     }
 
     fn get(&self, key: &GrantKey) -> Result<Option<Grant>, VaultError> {
@@ -409,20 +435,15 @@ impl Inner {
         let Some(sealer) = self.opener(&document)? else {
             return Ok(None);
         };
-        let wrong = |why: String| VaultError::WrongKey {
-            path: self.path(),
-            what: format!("client registration of {upstream:?} at {issuer:?}"),
-            why,
-        };
-        let plain = (sealer.open(
-            Purpose::Registration,
-            &context(&[upstream, issuer]),
+        let what = format!("client registration of {upstream:?} at {issuer:?}");
+        let aad = context(&[upstream, issuer]);
+        open_record(
+            &sealer,
+            (Purpose::Registration, &aad),
+            (self.path(), what),
             &record.sealed,
-        ))
-        .map_err(|e| wrong(e.to_string()))?;
-        serde_json::from_slice(&plain)
-            .map(Some)
-            .map_err(|e| wrong(format!("not a registration: {e}")))
+        )
+        .map(Some)
     }
 
     fn put_registration(&self, upstream: &str, reg: &ClientRegistration) -> Result<(), VaultError> {

@@ -15,7 +15,7 @@
 
 use super::file::{SealedGrant, SealedRegistration};
 use super::keys::Keys;
-use super::{context, describe, VaultError, MAX_RECORD_BYTES, STAMP_EVERY};
+use super::{context, describe, open_record, seal_record, VaultError, STAMP_EVERY};
 use crate::credentials::grant::{ClientRegistration, Grant, GrantKey, GrantSummary};
 use crate::seal::Purpose;
 use crate::shared_store::{hashed, SharedStore};
@@ -87,20 +87,11 @@ impl RedisVault {
         what: String,
         value: &T,
     ) -> Result<String, VaultError> {
-        let plain = serde_json::to_vec(value).map_err(|e| VaultError::Internal {
-            path: self.path(),
-            why: e.to_string(),
-        })?;
-        if plain.len() > MAX_RECORD_BYTES {
-            return Err(VaultError::RecordTooLarge {
-                path: self.path(),
-                what,
-                size: plain.len(),
-            });
-        }
-        Ok(self.keys.for_sealing()?.seal(purpose, aad, &plain))
+        let sealer = self.keys.for_sealing()?;
+        seal_record(&sealer, (purpose, aad), (self.path(), what), value)
     }
 
+    /// `None` while no key exists (nothing was sealed yet).
     fn open<T: serde::de::DeserializeOwned>(
         &self,
         purpose: Purpose,
@@ -111,17 +102,7 @@ impl RedisVault {
         let Some(sealer) = self.keys.for_opening() else {
             return Ok(None);
         };
-        let wrong = |why: String| VaultError::WrongKey {
-            path: self.path(),
-            what: what.clone(),
-            why,
-        };
-        let plain = sealer
-            .open(purpose, aad, sealed)
-            .map_err(|e| wrong(e.to_string()))?;
-        serde_json::from_slice(&plain)
-            .map(Some)
-            .map_err(|e| wrong(format!("not what was sealed: {e}")))
+        open_record(&sealer, (purpose, aad), (self.path(), what), sealed).map(Some)
     }
 
     fn corrupt(&self, what: &str, why: impl std::fmt::Display) -> VaultError {
