@@ -91,9 +91,21 @@ async fn each_member_signs_in_as_themselves_and_sees_only_their_own_upstream_ide
 
     // Alice (session era) signs in in-band and calls as herself.
     let url = gw.url();
-    calls_as(&url, ("legacy", ALICE_KEY, "alice"), ("alice", 1), &diag).await;
+    let alice = calls_as(&url, ("legacy", ALICE_KEY, "alice"), ("alice", 1), &diag).await;
     // Bob (2026-07-28) does not inherit Alice's grant: he is asked, and acts as himself.
-    calls_as(&url, ("2026-07-28", BOB_KEY, "bob"), ("bob", 1), &diag).await;
+    let bob = calls_as(&url, ("2026-07-28", BOB_KEY, "bob"), ("bob", 1), &diag).await;
+    // Each sees what the upstream lists to them (a tool of their own), never the other's.
+    let tools = |run: &ClientRun| run.json["tools"].to_string();
+    assert!(
+        tools(&alice).contains("up__own_alice") && !tools(&alice).contains("own_bob"),
+        "{}",
+        diag(&alice)
+    );
+    assert!(
+        tools(&bob).contains("up__own_bob") && !tools(&bob).contains("own_alice"),
+        "{}",
+        diag(&bob)
+    );
     // Each grant outlives its host, and stays its principal's.
     calls_as(&url, ("2026-07-28", ALICE_KEY, "nobody"), ("alice", 0), &diag).await;
 
