@@ -70,13 +70,23 @@ fn grant(
     (grant, upstream_subscriptions)
 }
 
-/// Start or stop change notifications for a resource on an upstream's shared connection.
-fn upstream_subscription(hub: &Arc<Hub>, upstream: &UpstreamId, original: String, on: bool) {
-    let Some(handle) = hub
-        .upstreams
-        .get(upstream)
-        .and_then(|slot| slot.shared.load_full())
-    else {
+/// Start or stop change notifications for a resource on an upstream's shared connection, or
+/// on `principal`'s own one where the upstream's connections are per principal.
+fn upstream_subscription(
+    hub: &Arc<Hub>,
+    (upstream, principal): (&UpstreamId, Option<&str>),
+    original: String,
+    on: bool,
+) {
+    let Some(slot) = hub.upstreams.get(upstream) else {
+        return;
+    };
+    let handle = match (&slot.personal, principal) {
+        (Some(connections), Some(principal)) => connections.of(principal).and_then(|me| me.handle()),
+        (Some(_), None) => None,
+        (None, _) => slot.shared.load_full().map(|h| (*h).clone()),
+    };
+    let Some(handle) = handle else {
         return;
     };
     tokio::spawn(async move {
@@ -90,6 +100,8 @@ fn upstream_subscription(hub: &Arc<Hub>, upstream: &UpstreamId, original: String
 struct ListenerGuard {
     hub: Arc<Hub>,
     key: u64,
+    /// Whose stream it is (`Principal::grant_principal`), when authentication is on.
+    principal: Option<String>,
     subscriptions: Vec<(UpstreamId, String, String)>,
 }
 
@@ -105,7 +117,8 @@ impl Drop for ListenerGuard {
                 .iter()
                 .any(|s| s.is_subscribed_exact(&exposed));
             if !listened && !subscribed {
-                upstream_subscription(&self.hub, &upstream, original, false);
+                let whose = (&upstream, self.principal.as_deref());
+                upstream_subscription(&self.hub, whose, original, false);
             }
         }
     }
@@ -132,12 +145,14 @@ pub fn open(hub: &Arc<Hub>, ctx: &RequestCtx, id: RequestId, params: &RawObject)
         let body = error_reply(id, codes::OVERLOADED, &message, None).to_json();
         return crate::error::json_text(StatusCode::SERVICE_UNAVAILABLE, body);
     };
+    let principal = ctx.principal.as_ref().map(|p| p.grant_principal());
     for (id, _, original) in &upstream {
-        upstream_subscription(hub, id, original.clone(), true);
+        upstream_subscription(hub, (id, principal.as_deref()), original.clone(), true);
     }
     let guard = ListenerGuard {
         hub: hub.clone(),
         key,
+        principal,
         subscriptions: upstream,
     };
     let mut ack_params = RawObject::default();

@@ -155,11 +155,21 @@ impl Listeners {
 
     /// Tell listeners subscribed to `uri` (or a resource it contains) that it was updated.
     pub fn resource_updated(&self, uri: &str, params: &RawObject) {
+        self.resource_updated_for(uri, params, None);
+    }
+
+    /// [`Listeners::resource_updated`], to the streams of principal `only` alone when given (the
+    /// update came from an upstream connection acting for that principal).
+    pub fn resource_updated_for(&self, uri: &str, params: &RawObject, only: Option<&str>) {
+        let theirs = |l: &Listener| {
+            only.is_none_or(|p| l.viewer.as_ref().and_then(|v| v.grant_principal()).as_deref() == Some(p))
+        };
         let covers = |l: &Listener| {
-            l.grant
-                .uris
-                .iter()
-                .any(|s| uri == s || uri.starts_with(&format!("{s}/")))
+            theirs(l)
+                && l.grant
+                    .uris
+                    .iter()
+                    .any(|s| uri == s || uri.starts_with(&format!("{s}/")))
         };
         self.send(
             |_, l| covers(l),

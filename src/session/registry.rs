@@ -233,8 +233,8 @@ impl SessionRegistry {
                 params,
                 notification,
             } => {
-                if owner.is_none() && only.is_none() {
-                    self.listeners.resource_updated(uri, params);
+                if owner.is_none() {
+                    self.listeners.resource_updated_for(uri, params, only);
                 }
                 for session in self.all().into_iter().filter(|s| theirs(s.viewer())) {
                     let mine = owner.is_none_or(|key| key == crate::upstream::host::HostLink::key(&*session));
@@ -426,5 +426,48 @@ mod tests {
                 "a change everyone sees reaches everyone"
             );
         }
+    }
+
+    #[test]
+    fn a_resource_update_from_a_principals_own_connection_reaches_only_its_listen_streams() {
+        use super::super::listeners::{Grant, Listener};
+        let reg = SessionRegistry::new();
+        let uri = "mcpmux://up/notes/1";
+        let listen = |who: &'static str| {
+            let (queue, rx) = tokio::sync::mpsc::channel(4);
+            let grant = Grant {
+                tools: false,
+                prompts: false,
+                resources: false,
+                uris: vec![uri.to_string()],
+            };
+            let viewer: Arc<dyn Viewer> = Arc::new(Member(who));
+            let listener = Listener {
+                subscription: crate::protocol::RequestId::from_raw(&crate::protocol::message::raw(
+                    "1".into(),
+                ))
+                .unwrap(),
+                grant,
+                queue,
+                profile: None,
+                viewer: Some(viewer),
+            };
+            reg.listeners.insert(listener);
+            rx
+        };
+        let (mut alice, mut bob) = (listen("alice"), listen("bob"));
+        let params = crate::protocol::RawObject::parse(&format!(r#"{{"uri":"{uri}"}}"#)).unwrap();
+        reg.emit(HostEvent::Personal {
+            principal: "key:alice",
+            event: &HostEvent::ResourceUpdated {
+                owner: None,
+                uri,
+                params: &params,
+                notification: Arc::from("{}"),
+            },
+        });
+        let heard = alice.try_recv().map(|m| m.to_string()).unwrap_or_default();
+        assert!(heard.contains("notifications/resources/updated"), "{heard}");
+        assert!(bob.try_recv().is_err(), "bob heard alice's resource update");
     }
 }

@@ -64,6 +64,11 @@ impl Personal {
         self.state.borrow().clone()
     }
 
+    /// Its connection, while ready.
+    pub fn handle(&self) -> Option<UpstreamHandle> {
+        self.handle.load_full().map(|h| (*h).clone())
+    }
+
     fn set(&self, state: PersonalState) {
         self.state.send_replace(state);
     }
