@@ -134,6 +134,22 @@ impl CatalogStore {
         after.list(kind).differs_from(before.list(kind))
     }
 
+    /// No principal has lists of its own of `upstream` any more (a reload restarted or removed
+    /// it); returns the principals that had some.
+    pub fn drop_personal_upstream(&self, upstream: &UpstreamId) -> Vec<String> {
+        let _parts = self.parts.lock();
+        let mut personal = self.personal.lock();
+        let mut had = Vec::new();
+        for (principal, overlay) in personal.by_principal.iter_mut() {
+            if overlay.lists.remove(upstream).is_some() {
+                overlay.built = None;
+                had.push(principal.clone());
+            }
+        }
+        personal.by_principal.retain(|_, o| !o.lists.is_empty());
+        had
+    }
+
     /// `principal` no longer has lists of its own of `upstream` (its connection closed): it sees
     /// everyone's again; returns the kinds whose view changed for it.
     pub fn drop_personal(&self, principal: &str, upstream: &UpstreamId) -> Vec<ListKind> {
@@ -246,5 +262,20 @@ mod tests {
         store.set_upstreams(vec![(shared, Naming::new("time", "__"))]);
         assert!(!store.has_personal());
         assert_eq!(names(&store.snapshot_for(Some("alice"))), ["time__now"]);
+    }
+
+    #[test]
+    fn a_restarted_upstream_takes_every_principals_own_lists_of_it_along() {
+        let (store, _, own) = store();
+        store.replace_personal(("alice", &own), ListKind::Tools, tools(&["issues"]), &|| true);
+        store.replace_personal(("bob", &own), ListKind::Tools, tools(&["projects"]), &|| true);
+        let mut had = store.drop_personal_upstream(&own);
+        had.sort();
+        assert_eq!(had, ["alice", "bob"]);
+        assert!(!store.has_personal());
+        assert_eq!(
+            names(&store.snapshot_for(Some("alice"))),
+            ["time__now", "linear__authorize"]
+        );
     }
 }

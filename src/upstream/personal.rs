@@ -355,16 +355,22 @@ pub(super) async fn needs_sign_in(pool: &Upstreams, slot: &UpstreamSlot, princip
 }
 
 /// Resolves when the principal's grant is gone (revoked, refused, logged out).
+/// The vault is read only when this process announced a change or the vault's generation
+/// moved (another process's logout), not every few seconds for each principal.
 async fn grant_lost(pool: &Upstreams, slot: &UpstreamSlot, principal: &str) {
     let mut changes = pool.credentials.changes();
+    let generation = || pool.credentials.vault().map(|v| v.generation());
+    let mut seen = generation();
     loop {
-        tokio::select! {
-            _ = changes.changed() => {}
-            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
-        }
-        if needs_sign_in(pool, slot, principal).await {
+        let announced = tokio::select! {
+            _ = changes.changed() => true,
+            _ = tokio::time::sleep(Duration::from_secs(5)) => false,
+        };
+        let now = generation();
+        if (announced || now != seen) && needs_sign_in(pool, slot, principal).await {
             return;
         }
+        seen = now;
     }
 }
 
@@ -412,8 +418,12 @@ fn put_list(
     (pool.catalog).replace_personal((principal, &slot.id), kind, items, &current)
 }
 
-/// The principal sees everyone's lists of the upstream again (its connection is gone).
+/// The principal sees everyone's lists of the upstream again (its connection is gone). A
+/// retired upstream's lists are the reload's to drop (its id may be its replacement's now).
 fn drop_lists(pool: &Upstreams, slot: &UpstreamSlot, principal: &str) {
+    if slot.stop.is_cancelled() {
+        return;
+    }
     let changed = pool.catalog.drop_personal(principal, &slot.id);
     tell(pool, principal, &changed);
 }

@@ -167,6 +167,13 @@ impl Upstreams {
             };
             tracing::info!(upstream = %slot.server.name, %reason, "stopping an upstream");
             slot.retire(&self.ties, &reason);
+            // Its principals' own lists came from connections that stop now.
+            for principal in self.catalog.drop_personal_upstream(&slot.id) {
+                self.emit(super::host::HostEvent::Personal {
+                    principal: &principal,
+                    event: &super::host::HostEvent::ListsChanged(&crate::catalog::ListKind::ALL),
+                });
+            }
         }
         let started: Vec<Arc<UpstreamSlot>> = inputs.events.iter().map(|(s, _)| s.clone()).collect();
         self.replace_slots(slots);
