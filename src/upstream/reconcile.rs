@@ -272,3 +272,33 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod auth_flip_tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::credentials::Credentials;
+
+    #[tokio::test]
+    async fn turning_auth_on_restarts_an_oauth_server_with_connections_per_principal() {
+        let text = "[servers.up]\nurl = \"https://mcp.example.com/mcp\"\nauth = { mode = \"oauth\" }\n";
+        let config = Config::from_toml_str(text, "t.toml", &|_| None).unwrap();
+        let (pool, _inputs) = Upstreams::new(
+            &config,
+            Arc::new(super::super::host::NoHosts),
+            Arc::new(super::super::ties::HostTies::new()),
+            tokio_util::sync::CancellationToken::new(),
+            Credentials::new(&config, None),
+        );
+        let before = pool.get(&UpstreamId::new("up")).unwrap();
+        assert!(before.personal.is_none(), "one local user: one shared connection");
+        let (diff, started) = pool.reconcile(&config.servers, (&config.servers, true));
+        assert_eq!(diff.changed, vec![UpstreamId::new("up")]);
+        assert!(before.stop.is_cancelled(), "the shared one stops");
+        assert!(started.len() == 1 && started[0].personal.is_some());
+        // The same servers with the same [auth]: nothing restarts.
+        let (diff, started) = pool.reconcile(&config.servers, (&config.servers, true));
+        assert!(diff.changed.is_empty() && started.is_empty());
+        pool.shutdown.cancel();
+    }
+}
