@@ -46,7 +46,8 @@ pub fn logout(server: &str, principal: &str, at: Where<'_>) -> u8 {
         match at {
             Where::Config(path) => {
                 let vault = open(path)?;
-                vault.remove(&key).await.map_err(|e| e.to_string())
+                let removed = vault.remove_named(principal, server).await;
+                removed.map(|k| k.is_some()).map_err(|e| e.to_string())
             }
             Where::Url(url) => remote_remove(url, &key).await,
         }

@@ -147,12 +147,12 @@ async fn remove(
     };
     let principal = whose.principal.unwrap_or_else(|| LOCAL_PRINCIPAL.to_string());
     let key = GrantKey::new(principal, server);
-    match vault.remove(&key).await {
-        Ok(true) => {
+    match vault.remove_named(&key.principal, &key.upstream).await {
+        Ok(Some(key)) => {
             tracing::info!(principal = %key.principal, server = %key.upstream, "grant removed (logout)");
             answer(StatusCode::OK, serde_json::json!({"removed": true}))
         }
-        Ok(false) => answer(
+        Ok(None) => answer(
             StatusCode::NOT_FOUND,
             serde_json::json!({"removed": false, "error": no_grant(&key)}),
         ),

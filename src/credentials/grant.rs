@@ -20,6 +20,15 @@ impl GrantKey {
             upstream: upstream.into(),
         }
     }
+
+    /// Whether a person naming a principal `given` means this one: its full name, or the API
+    /// key name (`key:{given}`) or token subject (`{given}@issuer`) it stands for.
+    pub fn named_by(&self, given: &str) -> bool {
+        let p = &self.principal;
+        p == given
+            || p.strip_prefix("key:") == Some(given)
+            || p.strip_prefix(given).is_some_and(|rest| rest.starts_with('@'))
+    }
 }
 
 /// What the token endpoint issued (a secret: `Debug` shows no token).

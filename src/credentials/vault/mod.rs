@@ -154,6 +154,24 @@ impl Vault {
         self.blocking(move |inner| inner.put(&key, &grant)).await
     }
 
+    /// Forget the grant of principal `given` for `upstream`: its full name, else the one grant of
+    /// that upstream [`GrantKey::named_by`] it (an API key's name, a token's subject); the key
+    /// removed, none when nothing (or more than one grant) matched.
+    pub async fn remove_named(&self, given: &str, upstream: &str) -> Result<Option<GrantKey>, VaultError> {
+        let exact = GrantKey::new(given, upstream);
+        if self.remove(&exact).await? {
+            return Ok(Some(exact));
+        }
+        let matching: Vec<GrantKey> = (self.list().await?.into_iter())
+            .map(|(key, _)| key)
+            .filter(|key| key.upstream == upstream && key.named_by(given))
+            .collect();
+        match matching.as_slice() {
+            [only] => Ok(self.remove(only).await?.then(|| only.clone())),
+            _ => Ok(None),
+        }
+    }
+
     /// Forget the grant of `key`; whether there was one.
     pub async fn remove(&self, key: &GrantKey) -> Result<bool, VaultError> {
         if let Backend::Redis(redis) = &self.backend {

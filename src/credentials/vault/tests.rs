@@ -350,3 +350,27 @@ async fn the_generation_changes_with_this_vaults_writes_and_another_processs() {
     assert_eq!(mine.generation(), now);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn logout_takes_a_principals_full_name_or_the_key_name_or_subject_it_stands_for() {
+    let path = scratch("logout-named").join("vault");
+    let vault = Vault::open(&config(&path, Some(key(3)), vec![])).unwrap();
+    let (alice, bob_a, bob_b) = (
+        GrantKey::new("key:alice", "up"),
+        GrantKey::new("bob@https://a.example", "up"),
+        GrantKey::new("bob@https://b.example", "up"),
+    );
+    for k in [&alice, &bob_a, &bob_b] {
+        vault.put(k, &grant(1)).await.unwrap();
+    }
+    assert!(alice.named_by("alice") && alice.named_by("key:alice") && !alice.named_by("ali"));
+    assert_eq!(vault.remove_named("alice", "up").await.unwrap(), Some(alice));
+    // Two subjects "bob" at two issuers: the bare name is ambiguous, the full one is not.
+    assert_eq!(vault.remove_named("bob", "up").await.unwrap(), None);
+    assert_eq!(
+        vault.remove_named("bob@https://b.example", "up").await.unwrap(),
+        Some(bob_b)
+    );
+    assert_eq!(vault.remove_named("bob", "up").await.unwrap(), Some(bob_a));
+    assert_eq!(vault.remove_named("bob", "up").await.unwrap(), None);
+}
