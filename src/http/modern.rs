@@ -136,7 +136,7 @@ pub async fn serve(
         return refused(StatusCode::BAD_REQUEST, codes::HEADER_MISMATCH, &why, None);
     }
     // The tools of the principal's own upstream connections are known once they are open.
-    hub.open_personal(who.as_deref(), crate::upstream::personal::OPEN_WAIT)
+    hub.open_personal(who.as_deref(), crate::upstream::personal::LISTS_WAIT)
         .await;
     let asked = (&method[..], profile.as_deref(), who.as_deref());
     if let Err(why) = check_tool_params(hub, asked, params.as_ref(), lookup) {

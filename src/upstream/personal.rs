@@ -32,8 +32,12 @@ pub const IDLE_CLOSE: Duration = Duration::from_secs(15 * 60);
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// How often a principal waiting to sign in looks for a grant another process wrote.
 const SIGN_IN_POLL: Duration = Duration::from_secs(2);
-/// How long a request waits for its principal's connection to open and load its lists.
+/// How long a call to a per-principal upstream waits for its principal's connection to open.
 pub const OPEN_WAIT: Duration = Duration::from_secs(30);
+/// How long a request that reads the catalog waits for its principal's connections still
+/// opening: a slow or hung upstream does not hold the principal's every request (its lists
+/// join later, announced with `list_changed`), as [`super::pool::STARTUP_WAIT`] for shared ones.
+pub const LISTS_WAIT: Duration = Duration::from_secs(10);
 /// Beyond the handshake's own bound, how long an open may take before it counts as failed.
 const READY_MARGIN: Duration = Duration::from_secs(15);
 /// Capacity of one connection's list-change queue (changes beyond it are coalesced away: a

@@ -302,7 +302,7 @@ async fn serve_request(
     // for by the requests that read the catalog.
     let wait = match method.as_str() {
         "initialize" => std::time::Duration::ZERO,
-        _ => crate::upstream::personal::OPEN_WAIT,
+        _ => crate::upstream::personal::LISTS_WAIT,
     };
     hub.open_personal(ctx.principal.as_deref(), wait).await;
     match method.as_str() {
