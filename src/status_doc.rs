@@ -185,6 +185,9 @@ pub struct UpstreamStatus {
     /// How many principals hold a grant for it (`oauth` upstreams).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grants: Option<u64>,
+    /// How many principals have a connection of their own open to it (isolation `per-principal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
 }
 
 /// Where an upstream is in its life.

@@ -207,9 +207,10 @@ fn upstream_entry(slot: &UpstreamSlot) -> UpstreamStatus {
         TransportConfig::Http { .. } if slot.learned.legacy_sse() => "sse",
         TransportConfig::Http { .. } => "http",
     };
-    let isolation = match slot.server.isolation {
-        Isolation::Shared => "shared",
-        Isolation::PerSession => "per-session",
+    let isolation = match (&slot.personal, slot.server.isolation) {
+        (Some(_), _) => "per-principal",
+        (None, Isolation::Shared) => "shared",
+        (None, Isolation::PerSession) => "per-session",
     };
     UpstreamStatus {
         name: slot.server.name.clone(),
@@ -226,6 +227,7 @@ fn upstream_entry(slot: &UpstreamSlot) -> UpstreamStatus {
             .map(|f| if f.is_modern() { "stateless" } else { "session" }.into()),
         auth: (slot.server.auth != UpstreamAuth::Headers).then(|| slot.server.auth.mode().to_string()),
         grants: matches!(slot.server.auth, UpstreamAuth::OAuth(_)).then(|| slot.grant_count()),
+        connections: slot.personal.as_ref().map(|c| c.handles().len() as u64),
         ..UpstreamStatus::default()
     }
 }

@@ -122,6 +122,9 @@ async fn each_member_signs_in_as_themselves_and_sees_only_their_own_upstream_ide
         .unwrap_or_default();
     assert_eq!(up["grants"], 2, "{status:#}");
     assert_eq!(up["phase"], "ready", "{status:#}");
+    // One connection of her or his own for Alice and for Bob; none for Carol, who has no grant.
+    assert_eq!(up["isolation"], "per-principal", "{status:#}");
+    assert_eq!(up["connections"], 2, "{status:#}");
 }
 
 /// Base64 of 32 bytes: the one `[cluster] key` of both replicas.
