@@ -267,6 +267,7 @@ mod tests {
                 shadowed: 1,
                 auth: Some("oauth".into()),
                 grants: Some(1),
+                connections: None,
             }],
             disabled: Vec::new(),
             disabled_reasons: Default::default(),
