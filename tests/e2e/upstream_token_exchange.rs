@@ -213,7 +213,8 @@ async fn a_hosts_token_is_exchanged_for_the_upstream_and_a_refused_exchange_is_a
          [servers.up]\nurl = {resource:?}\nauth = {up}\n\n\
          [servers.elsewhere]\nurl = {resource:?}\nauth = {elsewhere}\n\n\
          [servers.hidden]\nurl = {resource:?}\nauth = {up}\n\n\
-         [[policy]]\nprincipals = [{CC_CLIENT_ID:?}, \"ci-bot\"]\nallow = [\"up__*\", \"elsewhere__*\"]\n\n\
+         [servers.fwd]\nurl = {resource:?}\nauth = {{ mode = \"forward\" }}\n\n\
+         [[policy]]\nprincipals = [{CC_CLIENT_ID:?}, \"ci-bot\"]\nallow = [\"up__*\", \"elsewhere__*\", \"fwd__*\"]\n\n\
          [vault]\npath = {vault:?}\n",
         issuer = idp.issuer,
         resource = idp.resource,
@@ -255,6 +256,17 @@ async fn a_hosts_token_is_exchanged_for_the_upstream_and_a_refused_exchange_is_a
         "{refused}"
     );
     assert!(!refused.contains(&host.access_token), "{refused}");
+
+    // `forward` sends the host's own token (the resource server accepts it: it was issued for
+    // it), warned about at start; no exchange for it.
+    let forwarded = session.tool_text("fwd__whoami", json!({})).await;
+    assert_eq!(forwarded, format!("sub={CC_CLIENT_ID}"), "{}", gw.log());
+    assert_eq!(idp.issued_with(TOKEN_EXCHANGE), 1, "{}", idp.log());
+    assert!(
+        gw.log().contains("token passthrough"),
+        "no warning for forward:\n{}",
+        gw.log()
+    );
 
     let key = RawSession::open_as(&gw.url(), "ci-bot-key-0123456789").await;
     let none = (key
