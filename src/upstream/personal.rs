@@ -337,17 +337,27 @@ async fn fail(slot: &UpstreamSlot, me: &Personal, why: String) {
 /// Wait until the principal holds a grant (true), or it is idle or the upstream stops (false).
 async fn await_sign_in(pool: &Upstreams, slot: &UpstreamSlot, me: &Personal) -> bool {
     let mut changes = pool.credentials.changes();
+    let mut seen = vault_generation(pool);
     loop {
-        tokio::select! {
-            _ = changes.changed() => {}
-            _ = tokio::time::sleep(SIGN_IN_POLL) => {}
+        let announced = tokio::select! {
+            _ = changes.changed() => true,
+            _ = tokio::time::sleep(SIGN_IN_POLL) => false,
             _ = idle(me) => return false,
             _ = slot.stop.cancelled() => return false,
-        }
-        if !needs_sign_in(pool, slot, &me.principal).await {
+        };
+        // The vault is read only when something may have changed (this process announced a
+        // grant, or the vault's generation moved: another process or replica wrote).
+        let now = vault_generation(pool);
+        if (announced || now != seen) && !needs_sign_in(pool, slot, &me.principal).await {
             return true;
         }
+        seen = now;
     }
+}
+
+/// The vault's generation (cheap: no read of the vault itself).
+fn vault_generation(pool: &Upstreams) -> Option<u64> {
+    pool.credentials.vault().map(|v| v.generation())
 }
 
 /// Whether `principal` holds no grant for `slot`'s `oauth` upstream, or must consent to more
@@ -363,14 +373,13 @@ pub(super) async fn needs_sign_in(pool: &Upstreams, slot: &UpstreamSlot, princip
 /// moved (another process's logout), not every few seconds for each principal.
 async fn grant_lost(pool: &Upstreams, slot: &UpstreamSlot, principal: &str) {
     let mut changes = pool.credentials.changes();
-    let generation = || pool.credentials.vault().map(|v| v.generation());
-    let mut seen = generation();
+    let mut seen = vault_generation(pool);
     loop {
         let announced = tokio::select! {
             _ = changes.changed() => true,
             _ = tokio::time::sleep(Duration::from_secs(5)) => false,
         };
-        let now = generation();
+        let now = vault_generation(pool);
         if (announced || now != seen) && needs_sign_in(pool, slot, principal).await {
             return;
         }
