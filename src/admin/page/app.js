@@ -4,6 +4,14 @@
 
 const $ = (id) => document.getElementById(id);
 
+// How an upstream signs in, its grants and, per principal, the connections open.
+function authSummary(u) {
+  const parts = [u.auth];
+  if (u.grants != null) parts.push(`${u.grants} grant(s)`);
+  if (u.connections != null) parts.push(`${u.connections} member connection(s)`);
+  return parts.join(", ");
+}
+
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -57,7 +65,7 @@ function renderOverview(doc) {
           null,
           badge(u.phase),
           el("span", { class: "desc" }, duration(u.for_secs)),
-          u.auth ? el("span", { class: "desc" }, `${u.auth}${u.grants != null ? `, ${u.grants} grant(s)` : ""}`) : null,
+          u.auth ? el("span", { class: "desc" }, authSummary(u)) : null,
         ),
         cell(u.era ?? "—"),
         cell(u.transport),
