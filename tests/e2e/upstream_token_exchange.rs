@@ -51,6 +51,23 @@ async fn whoami(resource: &str, token: &str) -> Result<String, String> {
         .ok_or(body)
 }
 
+/// A token the fixture's AS issued for its resource server (client credentials, `mcp:tools`):
+/// what a host presents, and the subject of an exchange.
+async fn host_token(idp: &UpstreamIdp, http: &reqwest::Client) -> mcpmux::credentials::grant::Grant {
+    let token_endpoint = format!("{}/token", idp.issuer);
+    let scope = Some("mcp:tools");
+    oauth::client_credentials(
+        http,
+        &token_endpoint,
+        &client(),
+        ClientAuth::Basic,
+        scope,
+        Some(&idp.resource),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("client credentials: {e}\n{}", idp.log()))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_exchanged_at_oidc_provider_is_for_the_resource_and_a_bad_subject_is_refused() {
     let _suite = crate::suite::enter(module_path!());
@@ -59,16 +76,7 @@ async fn a_token_exchanged_at_oidc_provider_is_for_the_resource_and_a_bad_subjec
     let token_endpoint = format!("{}/token", idp.issuer);
 
     // A subject token this AS issued (client credentials), then exchanged for the resource.
-    let subject = oauth::client_credentials(
-        &http,
-        &token_endpoint,
-        &client(),
-        ClientAuth::Basic,
-        Some("mcp:tools"),
-        Some(&idp.resource),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("client credentials: {e}\n{}", idp.log()));
+    let subject = host_token(&idp, &http).await;
     let mut request = TokenExchange::of_access_token(subject.access_token.clone());
     request.resource = Some(idp.resource.clone());
     let exchanged = oauth::token_exchange(&http, &token_endpoint, &client(), ClientAuth::Basic, &request)
@@ -190,16 +198,7 @@ async fn a_hosts_token_is_exchanged_for_the_upstream_and_a_refused_exchange_is_a
     let http = oauth::http_client().expect("the OAuth client");
     let token_endpoint = format!("{}/token", idp.issuer);
     // The host's own token, from the IdP the gateway's [auth] trusts.
-    let host = oauth::client_credentials(
-        &http,
-        &token_endpoint,
-        &client(),
-        ClientAuth::Basic,
-        Some("mcp:tools"),
-        Some(&idp.resource),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("client credentials: {e}\n{}", idp.log()));
+    let host = host_token(&idp, &http).await;
     let dir = scratch_dir("token-exchange-gateway");
     let exchange = |resource: &str| {
         format!(

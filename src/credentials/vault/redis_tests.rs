@@ -1,6 +1,7 @@
 //! The Redis backend against a real `redis-server`: two replicas' vaults share grants, the
 //! store holds no token in the clear, and a store down fails the call.
 
+use super::tests::grant;
 use super::*;
 use crate::seal::ClusterKey;
 use crate::shared_store::test_server::TestRedis;
@@ -14,20 +15,6 @@ fn replica(redis: &TestRedis, dir: &std::path::Path) -> Vault {
         ..VaultConfig::default()
     };
     Vault::open(&config).expect("a vault on the store")
-}
-
-fn grant(n: u32) -> Grant {
-    Grant {
-        access_token: format!("access-PLAINTEXT-{n}"),
-        token_type: "Bearer".into(),
-        refresh_token: Some(format!("refresh-PLAINTEXT-{n}")),
-        expires_at: Some(2_000_000_000),
-        scope: Some("read".into()),
-        obtained_at: 1_700_000_000,
-        token_endpoint: Some("https://as.example/token".into()),
-        resource: None,
-        client: None,
-    }
 }
 
 /// `vault`'s generation once it differs from `before` (the store's counter is read by a task

@@ -23,7 +23,8 @@ fn config(path: &Path, key: Option<ClusterKey>, previous: Vec<ClusterKey>) -> Va
     }
 }
 
-fn grant(n: u32) -> Grant {
+/// A grant whose secrets say `PLAINTEXT` (what a test greps stores for).
+pub(super) fn grant(n: u32) -> Grant {
     Grant {
         access_token: format!("access-PLAINTEXT-{n}"),
         token_type: "Bearer".into(),
