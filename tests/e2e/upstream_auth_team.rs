@@ -54,6 +54,39 @@ async fn calls_as(
     run
 }
 
+/// The grant ids the audit log names for `whoami` calls of each of `names` (waiting, bounded,
+/// for the asynchronous writer); one id per member, the same on all of that member's calls.
+async fn grants_in_audit(path: &std::path::Path, names: &[&str]) -> Vec<String> {
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let of = |name: &str| -> Vec<String> {
+            (lines.iter())
+                .filter(|l| l["name"] == WHOAMI && l["principal"]["api_key"] == name)
+                .filter_map(|l| l["grant"].as_str().map(str::to_string))
+                .collect()
+        };
+        let found: Vec<Vec<String>> = names.iter().map(|n| of(n)).collect();
+        if found.iter().all(|ids| !ids.is_empty()) {
+            for ids in &found {
+                assert!(
+                    ids.iter().all(|id| *id == ids[0]),
+                    "one member, several grants: {ids:?}"
+                );
+            }
+            return found.into_iter().map(|ids| ids[0].clone()).collect();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "no audit line names the grant of each of {names:?}:\n{}",
+        std::fs::read_to_string(path).unwrap_or_default()
+    );
+}
+
 async fn status(gw: &ServeProcess, key: &str) -> Value {
     let url = format!("http://127.0.0.1:{}/status", gw.port);
     let response = reqwest::Client::new()
@@ -76,9 +109,11 @@ async fn each_member_signs_in_as_themselves_and_sees_only_their_own_upstream_ide
          [[auth.api_keys]]\nname = \"alice\"\nkey = \"{ALICE_KEY}\"\n\
          [[auth.api_keys]]\nname = \"bob\"\nkey = \"{BOB_KEY}\"\n\
          [[auth.api_keys]]\nname = \"carol\"\nkey = \"{CAROL_KEY}\"\n\n\
-         [servers.up]\nurl = {:?}\nauth = {{ mode = \"oauth\" }}\n\n[vault]\npath = {:?}\n",
+         [servers.up]\nurl = {:?}\nauth = {{ mode = \"oauth\" }}\n\n[vault]\npath = {:?}\n\n\
+         [audit]\npath = {:?}\n",
         idp.resource,
-        path_str(&dir.join("vault"))
+        path_str(&dir.join("vault")),
+        path_str(&dir.join("audit.jsonl")),
     );
     let gw = ServeProcess::start(&dir, "", &text, &dir, &[]);
     let diag = |run: &ClientRun| {
@@ -125,6 +160,12 @@ async fn each_member_signs_in_as_themselves_and_sees_only_their_own_upstream_ide
     // One connection of her or his own for Alice and for Bob; none for Carol, who has no grant.
     assert_eq!(up["isolation"], "per-principal", "{status:#}");
     assert_eq!(up["connections"], 2, "{status:#}");
+    // The audit lines name the grant each call went with: each member's own (never a token).
+    let grants = grants_in_audit(&dir.join("audit.jsonl"), &["alice", "bob"]).await;
+    assert!(
+        grants[0] != grants[1],
+        "the same grant for two members: {grants:?}"
+    );
 }
 
 /// Base64 of 32 bytes: the one `[cluster] key` of both replicas.

@@ -92,10 +92,15 @@ pub async fn serve(
     params.set_str("name", &item.original);
     target.name = Some(item.original.clone());
     if trail.is_on() {
+        // The identity the call goes out as: the upstream's own, or the principal's at an
+        // upstream whose connections are per principal (the same bearer its connection holds).
         let bearer = hub
             .upstreams
             .get(&item.upstream)
-            .and_then(|slot| slot.bearer.clone());
+            .and_then(|slot| match &slot.personal {
+                Some(_) => (hub.upstreams.credentials).bearer(&slot.server, &sign_in::principal_of(ctx)),
+                None => slot.bearer.clone(),
+            });
         trail.used_grant(bearer.and_then(|b| b.grant_id()));
     }
     let Some(slot) = oauth else {
