@@ -327,3 +327,42 @@ fn every_config_key_is_documented() {
         "config keys named nowhere in docs/configuration.md, team.md, deploying.md or operating.md: {missing:?}"
     );
 }
+
+/// The ```toml blocks of `text`, with the line each starts at.
+fn toml_blocks(text: &str) -> Vec<(usize, String)> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        let fence = line.trim_start().starts_with("```");
+        match current.take() {
+            Some(block) if fence => blocks.push(block),
+            Some((start, mut body)) => {
+                body.push_str(line);
+                body.push('\n');
+                current = Some((start, body));
+            }
+            None if fence && line.trim() == "```toml" => current = Some((n + 1, String::new())),
+            None => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn every_toml_example_of_the_readme_and_docs_is_toml() {
+    let mut wrong = Vec::new();
+    for page in pages() {
+        let text =
+            fs::read_to_string(repo().join(&page)).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        for (line, block) in toml_blocks(&text) {
+            if let Err(e) = block.parse::<toml::Table>() {
+                wrong.push(format!("{}:{line}: {e}", page.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "TOML examples that do not parse:\n{}",
+        wrong.join("\n")
+    );
+}
