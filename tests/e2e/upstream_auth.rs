@@ -10,7 +10,7 @@
 //! in-band in the session era (URL elicitation) and in 2026-07-28 (`input_required`); with
 //! `mcpmux login --config` while no gateway runs; a refresh after the token expired; a grant
 //! revoked at the AS asks to sign in again; client credentials; and no token the AS issued in
-//! the log, `/status` or `/metrics`.
+//! the log, `/status`, `/metrics`, the audit log, exported spans or the vault file.
 
 use crate::support::serve::ServeProcess;
 use crate::support::upstream_idp::{browser_script, run_host, UpstreamIdp, CC_CLIENT_ID, CC_CLIENT_SECRET};
@@ -274,15 +274,17 @@ async fn client_credentials_give_mcpmux_its_own_token_without_a_user() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn no_token_the_authorization_server_issued_is_in_the_log_status_or_metrics() {
+async fn no_token_the_authorization_server_issued_is_in_the_log_status_metrics_audit_or_spans() {
     let _suite = crate::suite::enter(module_path!());
     let idp = UpstreamIdp::start(LONG_TTL);
     let dir = scratch_dir("upstream-auth-secrets");
     let auth_cc = format!(
         "{{ mode = \"client_credentials\", client_id = \"{CC_CLIENT_ID}\", client_secret = \"{CC_CLIENT_SECRET}\" }}"
     );
+    let (spans, otlp_port) = crate::support::otlp::start_collector("mcpmux").await;
     let text = format!(
-        "{}\n[servers.svc]\nurl = {:?}\nauth = {auth_cc}\n\n[audit]\npath = {:?}\n",
+        "{}\n[servers.svc]\nurl = {:?}\nauth = {auth_cc}\n\n[audit]\npath = {:?}\n\n\
+         [telemetry]\notlp_endpoint = \"http://127.0.0.1:{otlp_port}\"\n",
         servers(&idp, "{ mode = \"oauth\" }", &dir),
         idp.resource,
         path_str(&dir.join("audit.jsonl"))
@@ -323,6 +325,14 @@ async fn no_token_the_authorization_server_issued_is_in_the_log_status_or_metric
         "audit",
         std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default(),
     ));
+    // Spans are exported in batches: wait (bounded) for the calls' ones.
+    for _ in 0..150 {
+        if spans.bodies().concat().contains("whoami") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    seen.push(("spans", spans.bodies().concat()));
     seen.push((
         "vault",
         String::from_utf8_lossy(&std::fs::read(dir.join("vault")).unwrap_or_default()).into_owned(),
