@@ -89,6 +89,7 @@ impl CatalogStore {
     }
 
     /// Whether any principal has lists of its own.
+    #[cfg(test)]
     pub fn has_personal(&self) -> bool {
         !self.personal.lock().by_principal.is_empty()
     }

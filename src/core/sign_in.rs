@@ -270,9 +270,7 @@ fn tell_completion(hub: &Hub, session: &Arc<Session>, slot: &UpstreamSlot, princ
     tokio::spawn(async move {
         let mut changes = credentials.changes();
         let finished = async {
-            while !credentials.has_grant(&upstream, &principal).await
-                || credentials.step_up_pending(&upstream, &principal)
-            {
+            while !credentials.signed_in(&upstream, &principal).await {
                 if changes.changed().await.is_err() {
                     return false;
                 }

@@ -209,6 +209,12 @@ impl Credentials {
         }
     }
 
+    /// Whether `principal` is signed in to `upstream`: it holds a grant the upstream did not ask
+    /// more scope of.
+    pub async fn signed_in(&self, upstream: &str, principal: &str) -> bool {
+        !self.step_up_pending(upstream, principal) && self.has_grant(upstream, principal).await
+    }
+
     /// How many principals hold a grant for `upstream` (a vault that cannot be read: none).
     pub async fn grant_count(&self, upstream: &str) -> u64 {
         let Some(vault) = &self.vault else { return 0 };

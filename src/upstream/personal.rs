@@ -30,7 +30,8 @@ pub const MAX_CONNECTIONS: usize = 1000;
 pub const IDLE_CLOSE: Duration = Duration::from_secs(15 * 60);
 /// How long a failed open answers that principal's requests before the next one tries again.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
-/// How often a principal waiting to sign in looks for a grant another process wrote.
+/// How often a principal's connection looks at the vault's generation for a grant another
+/// process or replica wrote or removed.
 const SIGN_IN_POLL: Duration = Duration::from_secs(2);
 /// How long a call to a per-principal upstream waits for its principal's connection to open.
 pub const OPEN_WAIT: Duration = Duration::from_secs(30);
@@ -99,15 +100,6 @@ pub struct PersonalConnections {
 }
 
 impl PersonalConnections {
-    /// How many principals have one.
-    pub fn len(&self) -> usize {
-        self.by_principal.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Every principal's ready connection.
     pub fn handles(&self) -> Vec<UpstreamHandle> {
         let map = self.by_principal.lock();
@@ -128,11 +120,6 @@ impl PersonalConnections {
             map.remove(&*me.principal);
         }
     }
-}
-
-/// Whether `slot`'s connections are per principal (set when its slot is made).
-pub fn is_personal(slot: &UpstreamSlot) -> bool {
-    slot.personal.is_some()
 }
 
 impl Upstreams {
@@ -176,7 +163,7 @@ impl Upstreams {
         limit: Duration,
     ) {
         let opening: Vec<Arc<Personal>> = (self.iter())
-            .filter(|slot| is_personal(slot) && may(slot))
+            .filter(|slot| slot.personal.is_some() && may(slot))
             .filter_map(|slot| self.personal_for(&slot, principal))
             .filter(|me| me.state() == PersonalState::Opening)
             .collect();
@@ -336,55 +323,43 @@ async fn fail(slot: &UpstreamSlot, me: &Personal, why: String) {
 
 /// Wait until the principal holds a grant (true), or it is idle or the upstream stops (false).
 async fn await_sign_in(pool: &Upstreams, slot: &UpstreamSlot, me: &Personal) -> bool {
-    let mut changes = pool.credentials.changes();
-    let mut seen = vault_generation(pool);
+    tokio::select! {
+        _ = until_signed_in_is(pool, slot, &me.principal, true) => true,
+        _ = idle(me) => false,
+        _ = slot.stop.cancelled() => false,
+    }
+}
+
+/// Resolves when the principal's grant is gone (revoked, refused, logged out).
+async fn grant_lost(pool: &Upstreams, slot: &UpstreamSlot, principal: &str) {
+    until_signed_in_is(pool, slot, principal, false).await
+}
+
+/// Resolves once whether `principal` is signed in to `slot`'s upstream is `wanted`. The vault is
+/// read only when something may have changed (this process announced a change, or the vault's
+/// generation moved: another process or replica wrote), not every few seconds for each principal.
+async fn until_signed_in_is(pool: &Upstreams, slot: &UpstreamSlot, principal: &str, wanted: bool) {
+    let credentials = &pool.credentials;
+    let generation = || credentials.vault().map(|v| v.generation());
+    let mut changes = credentials.changes();
+    let mut seen = generation();
     loop {
         let announced = tokio::select! {
             _ = changes.changed() => true,
             _ = tokio::time::sleep(SIGN_IN_POLL) => false,
-            _ = idle(me) => return false,
-            _ = slot.stop.cancelled() => return false,
         };
-        // The vault is read only when something may have changed (this process announced a
-        // grant, or the vault's generation moved: another process or replica wrote).
-        let now = vault_generation(pool);
-        if (announced || now != seen) && !needs_sign_in(pool, slot, &me.principal).await {
-            return true;
+        let now = generation();
+        if (announced || now != seen) && credentials.signed_in(&slot.server.name, principal).await == wanted {
+            return;
         }
         seen = now;
     }
-}
-
-/// The vault's generation (cheap: no read of the vault itself).
-fn vault_generation(pool: &Upstreams) -> Option<u64> {
-    pool.credentials.vault().map(|v| v.generation())
 }
 
 /// Whether `principal` holds no grant for `slot`'s `oauth` upstream, or must consent to more
 /// scope.
 pub(super) async fn needs_sign_in(pool: &Upstreams, slot: &UpstreamSlot, principal: &str) -> bool {
-    let credentials = &pool.credentials;
-    !credentials.has_grant(&slot.server.name, principal).await
-        || credentials.step_up_pending(&slot.server.name, principal)
-}
-
-/// Resolves when the principal's grant is gone (revoked, refused, logged out).
-/// The vault is read only when this process announced a change or the vault's generation
-/// moved (another process's logout), not every few seconds for each principal.
-async fn grant_lost(pool: &Upstreams, slot: &UpstreamSlot, principal: &str) {
-    let mut changes = pool.credentials.changes();
-    let mut seen = vault_generation(pool);
-    loop {
-        let announced = tokio::select! {
-            _ = changes.changed() => true,
-            _ = tokio::time::sleep(Duration::from_secs(5)) => false,
-        };
-        let now = vault_generation(pool);
-        if (announced || now != seen) && needs_sign_in(pool, slot, principal).await {
-            return;
-        }
-        seen = now;
-    }
+    !pool.credentials.signed_in(&slot.server.name, principal).await
 }
 
 /// Resolves once `me` went unused for [`IDLE_CLOSE`].
