@@ -9,6 +9,7 @@ pub mod pages;
 mod personal;
 pub mod profile;
 pub mod results;
+pub mod search;
 pub mod shape;
 mod store;
 pub mod uri;
