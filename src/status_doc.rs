@@ -101,6 +101,9 @@ pub struct ProfileStatus {
     pub resource_templates: u64,
     /// Host sessions open on its endpoint.
     pub sessions: u64,
+    /// How its hosts discover tools: "list", "search" or "auto".
+    #[serde(default)]
+    pub discovery: String,
 }
 
 /// The audit log's writer: how many lines it wrote, and how many it could not.

@@ -98,6 +98,7 @@ mod tests {
             groups: Vec::new(),
             scopes: Vec::new(),
             token: None,
+            claims: Vec::new(),
         }
     }
 

@@ -171,6 +171,7 @@ fn profiles(hub: &Hub, catalog: &crate::catalog::Catalog, sessions: &[Arc<Sessio
                 sessions: (sessions.iter())
                     .filter(|s| s.profile().is_some_and(|n| **n == *p.name))
                     .count() as u64,
+                discovery: p.discovery.as_str().to_string(),
             }
         })
         .collect()

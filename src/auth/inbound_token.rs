@@ -56,6 +56,7 @@ mod tests {
             groups: vec![],
             scopes: vec![],
             token: Some(inbound),
+            claims: Vec::new(),
         };
         let shown = format!("{principal:?} {principal:#?}");
         assert!(!shown.contains("eyJ-secret-inbound"), "{shown}");

@@ -169,6 +169,7 @@ impl Introspector {
                 .unwrap_or_default(),
             scopes,
             token: Some(InboundToken::new(token, number("exp"))),
+            claims: super::jwt::string_claims(answer),
         };
         let lifetime = match number("exp") {
             Some(exp) => Duration::from_secs(exp.saturating_sub(now)),

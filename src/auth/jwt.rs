@@ -124,6 +124,7 @@ impl JwtVerifier {
             groups: claims.get(&self.groups_claim).map(strings).unwrap_or_default(),
             scopes,
             token: Some(InboundToken::new(token, claims.get("exp").and_then(unix_seconds))),
+            claims: string_claims(&claims),
         })
     }
 }
@@ -136,6 +137,29 @@ pub(super) fn unix_seconds(value: &Value) -> Option<u64> {
 }
 
 /// A claim that is a list of strings, or one string of space-separated values.
+/// The most claims a principal keeps for profile matching, and values of one claim.
+const MAX_KEPT_CLAIMS: usize = 64;
+const MAX_CLAIM_VALUES: usize = 256;
+
+/// The claims that are a string or an array of strings, as written (a string is one value, not
+/// split), at most [`MAX_KEPT_CLAIMS`] of them with [`MAX_CLAIM_VALUES`] values each.
+pub(super) fn string_claims(claims: &Map<String, Value>) -> Vec<(String, Vec<String>)> {
+    let values = |value: &Value| match value {
+        Value::String(s) => Some(vec![s.clone()]),
+        Value::Array(items) if items.iter().all(Value::is_string) => Some(
+            (items.iter().take(MAX_CLAIM_VALUES))
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+        ),
+        _ => None,
+    };
+    (claims.iter())
+        .filter_map(|(name, value)| Some((name.clone(), values(value)?)))
+        .take(MAX_KEPT_CLAIMS)
+        .collect()
+}
+
 pub(super) fn strings(value: &Value) -> Vec<String> {
     match value {
         Value::String(s) => s

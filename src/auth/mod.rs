@@ -38,9 +38,25 @@ pub struct Principal {
     /// upstream that exchanges or forwards it; `None` for an API key, which never leaves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<InboundToken>,
+    /// The token's claims that are a string or an array of strings (what a profile's
+    /// `match = { claim = ... }` looks at), bounded; empty for an API key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<(String, Vec<String>)>,
 }
 
 impl Principal {
+    /// The values of claim `claim` (a string claim's one value, an array claim's strings); an
+    /// API key's groups are its `groups` claim.
+    pub fn claim_values(&self, claim: &str) -> Vec<&str> {
+        if self.issuer.is_none() && claim == "groups" {
+            return self.groups.iter().map(String::as_str).collect();
+        }
+        (self.claims.iter())
+            .find(|(name, _)| name == claim)
+            .map(|(_, values)| values.iter().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
     /// Who owns what this principal opens (a session): kind, issuer and name together, so the
     /// same `sub` at two issuers, or an API key named like a subject, are different owners.
     pub fn owner(&self) -> String {
@@ -157,6 +173,7 @@ impl Authenticator {
                     groups: key.groups.clone(),
                     scopes: auth.key_scopes(key),
                     token: None,
+                    claims: Vec::new(),
                 })
             })
             .collect();

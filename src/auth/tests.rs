@@ -178,6 +178,7 @@ fn step_up_needs_every_scope_of_the_matching_rules() {
         groups: vec![],
         scopes: vec!["mcp:tools".into()],
         token: None,
+        claims: Vec::new(),
     };
     assert_eq!(auth.step_up(&low, "fs__read_file"), None);
     assert_eq!(
@@ -213,6 +214,7 @@ fn a_broader_scope_satisfies_step_up_and_required_scopes() {
         groups: vec![],
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
         token: None,
+        claims: Vec::new(),
     };
     // `mcp` is above both `mcp:tools` and `mcp:write:files`.
     let broad = principal(&["mcp"]);
@@ -280,6 +282,7 @@ fn owners_never_collide_across_kinds_and_issuers() {
         groups: vec![],
         scopes: vec![],
         token: None,
+        claims: Vec::new(),
     };
     let jwt = Principal {
         issuer: Some("api-key".into()),

@@ -214,12 +214,23 @@ pub struct Catalog {
     namings: Arc<[(UpstreamId, Naming)]>,
     /// Whether it is one principal's (with its own lists of per-principal upstreams).
     personal: bool,
+    /// The search index of its tools, built the first time a search asks (once per snapshot).
+    tool_index: std::sync::OnceLock<search::SearchIndex>,
 }
 
 impl Catalog {
     /// Whether it is one principal's own (its lists differ from other principals').
     pub fn is_personal(&self) -> bool {
         self.personal
+    }
+
+    /// The search index of its tools (positions are those of `list(ListKind::Tools).items`),
+    /// built on first use and kept with the snapshot: a new snapshot, a new index.
+    pub fn tool_index(&self) -> &search::SearchIndex {
+        (self.tool_index).get_or_init(|| {
+            let tools = &self.list(ListKind::Tools).items;
+            search::SearchIndex::new(tools.iter().map(|item| item.json.get()))
+        })
     }
 
     /// The merged list of one kind.

@@ -55,6 +55,7 @@ impl Overlay {
             lists: ListKind::ALL.map(|kind| merge(parts, kind, Some(&self.lists))),
             namings: parts.namings.clone(),
             personal: true,
+            tool_index: Default::default(),
         });
         self.built = Some((epoch, built.clone()));
         built

@@ -59,6 +59,9 @@ mod tests {
             },
             prompts: Filter::default(),
             resources: Filter::default(),
+            discovery: Default::default(),
+            token_budget: 8000,
+            matcher: None,
             line: 1,
         }
     }

@@ -148,6 +148,7 @@ impl CatalogStore {
             lists,
             namings: parts.namings.clone(),
             personal: false,
+            tool_index: Default::default(),
         });
         self.current.store(catalog.clone());
         catalog

@@ -122,6 +122,7 @@ mod tests {
                 "alice-inbound-token",
                 Some(4_000_000_000),
             )),
+            claims: vec![("tier".into(), vec!["gold".into()])],
         }
     }
 

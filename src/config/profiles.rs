@@ -2,6 +2,7 @@
 //! `servers`, then `tools`/`prompts`/`resources` include/exclude globs over exposed names),
 //! checked with errors at their lines; where each profile is served and its resource URL.
 
+use super::discovery::{self, Discovery, ProfileMatch, RawProfileMatch};
 use super::raw::{Ordered, RawFilter};
 use super::shaping::Filter;
 use super::spanned::Spanned;
@@ -29,6 +30,13 @@ pub struct Profile {
     pub prompts: Filter,
     /// Globs over exposed resource URIs and resource template URIs.
     pub resources: Filter,
+    /// What its `tools/list` answers: the catalog, the meta-tools, or whichever fits.
+    pub discovery: Discovery,
+    /// For `discovery = "auto"`: the most estimated tokens (bytes / 4) of the serialized
+    /// `tools/list` served as the catalog.
+    pub token_budget: u64,
+    /// When a request to the main endpoint is served as this profile.
+    pub matcher: Option<ProfileMatch>,
     /// The line of its table.
     pub line: usize,
 }
@@ -89,6 +97,18 @@ pub(super) struct RawProfile {
     prompts: Option<RawFilter>,
     /// Globs over exposed resource URIs it keeps or removes.
     resources: Option<RawFilter>,
+    /// What its tools/list answers: "list" (default) the catalog itself; "search" only the
+    /// meta-tools mcpmux__search_tools, mcpmux__describe_tool and mcpmux__call_tool; "auto" the
+    /// catalog while its serialized tools/list fits token_budget, else the meta-tools.
+    discovery: Option<Spanned<String>>,
+    /// For discovery = "auto": the most estimated tokens (the serialized tools/list's bytes / 4)
+    /// served as the catalog. Default 8000.
+    token_budget: Option<Spanned<u64>>,
+    /// Also serve this profile on the main endpoint to a request whose token claim or header
+    /// matches: { claim = "groups", value = "agents" } or { header = "X-Mcpmux-Profile",
+    /// value = "agent" } (decided per request; the first matching profile wins).
+    #[serde(rename = "match")]
+    matcher: Option<Spanned<RawProfileMatch>>,
 }
 
 /// The profiles of the file, checked: each path well formed and free, each server configured
@@ -156,6 +176,9 @@ fn build_profile(
             tools: Filter::default(),
             prompts: Filter::default(),
             resources: Filter::default(),
+            discovery: Discovery::default(),
+            token_budget: discovery::DEFAULT_TOKEN_BUDGET,
+            matcher: None,
             line,
         };
         let (sse, message) = probe.legacy_paths();
@@ -213,6 +236,9 @@ fn build_profile(
         tools: filter(ctx, &table.tools, &format!("{at}.tools"))?,
         prompts: filter(ctx, &table.prompts, &format!("{at}.prompts"))?,
         resources: filter(ctx, &table.resources, &format!("{at}.resources"))?,
+        discovery: discovery::discovery(ctx, &table.discovery, &at)?,
+        token_budget: discovery::token_budget(ctx, &table.token_budget, &at)?,
+        matcher: discovery::profile_match(ctx, &table.matcher, &at)?,
         line,
     })
 }

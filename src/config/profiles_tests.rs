@@ -171,3 +171,81 @@ fn a_profiles_resource_url_is_the_public_url_with_its_path() {
         "http://127.0.0.1:8080/r"
     );
 }
+
+#[test]
+fn discovery_budget_and_match_parse_and_are_checked_at_their_lines() {
+    let text = format!(
+        "{SERVERS}[profiles.agent]\npath = \"/mcp/agent\"\ndiscovery = \"search\"\n\
+         match = {{ header = \"X-Mcpmux-Profile\", value = \"agent\" }}\n\
+         [profiles.auto]\npath = \"/mcp/auto\"\ndiscovery = \"auto\"\ntoken_budget = 500\n\
+         match = {{ claim = \"groups\", value = \"agents\" }}\n\
+         [profiles.plain]\npath = \"/mcp/plain\"\n"
+    );
+    let config = parse(&text).unwrap();
+    let agent = config.profile("agent").unwrap();
+    assert_eq!(agent.discovery, Discovery::Search);
+    assert_eq!(
+        agent.matcher,
+        Some(ProfileMatch::Header {
+            name: "x-mcpmux-profile".into(),
+            value: "agent".into()
+        })
+    );
+    let auto = config.profile("auto").unwrap();
+    assert_eq!((auto.discovery, auto.token_budget), (Discovery::Auto, 500));
+    assert_eq!(
+        auto.matcher,
+        Some(ProfileMatch::Claim {
+            claim: "groups".into(),
+            value: "agents".into()
+        })
+    );
+    let plain = config.profile("plain").unwrap();
+    assert_eq!(
+        (plain.discovery, plain.token_budget, &plain.matcher),
+        (Discovery::List, 8000, &None)
+    );
+    let profile = |body: &str| format!("{SERVERS}[profiles.p]\npath = \"/p\"\n{body}");
+    let cases = [
+        (
+            profile("discovery = \"find\"\n"),
+            "profiles.toml:11: profiles.p.discovery \"find\" is not one of \"list\", \"search\", \"auto\"",
+        ),
+        (
+            profile("token_budget = 0\n"),
+            "profiles.toml:11: profiles.p.token_budget must be at least 1",
+        ),
+        (
+            profile("token_budget = 99999999999\n"),
+            "profiles.p.token_budget 99999999999 is over the limit",
+        ),
+        (
+            profile("match = { claim = \"groups\", header = \"X\", value = \"v\" }\n"),
+            "profiles.toml:11: profiles.p.match names a claim and a header: give one of them",
+        ),
+        (
+            profile("match = { value = \"v\" }\n"),
+            "profiles.p.match needs a claim or a header",
+        ),
+        (
+            profile("match = { header = \"X\" }\n"),
+            "profiles.p.match needs a value",
+        ),
+        (
+            profile("match = { header = \"X\", value = \"\" }\n"),
+            "profiles.p.match.value must not be empty",
+        ),
+        (
+            profile("match = { header = \"bad header\", value = \"v\" }\n"),
+            "profiles.p.match.header \"bad header\" is not an HTTP header name",
+        ),
+        (
+            profile("match = { cookie = \"c\", value = \"v\" }\n"),
+            "profiles.toml:11:11: unknown key `cookie`, expected one of `claim`, `header`, `value`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let got = err(&text);
+        assert!(got.contains(expected), "{expected:?} not in {got:?}");
+    }
+}

@@ -46,6 +46,7 @@ async fn step_up_refusals_denials_and_own_answers_are_audited() {
         groups: Vec::new(),
         scopes: Vec::new(),
         token: None,
+        claims: Vec::new(),
     };
     let session = hub.new_session("s".into(), "2025-11-25".into(), ClientCaps::ALL);
     let ctx = RequestCtx::on(session.clone()).by(Some(Arc::new(principal)));

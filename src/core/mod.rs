@@ -13,6 +13,7 @@ pub mod input_bridge;
 pub mod input_required;
 pub mod methods;
 pub mod observe;
+pub mod profile_choice;
 pub mod rate_limit;
 pub mod request_spans;
 pub mod request_state;

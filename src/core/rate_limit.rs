@@ -124,6 +124,7 @@ mod tests {
             groups: groups.iter().map(|g| g.to_string()).collect(),
             scopes: Vec::new(),
             token: None,
+            claims: Vec::new(),
         }
     }
 

@@ -75,7 +75,10 @@ async fn handle(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let who = principal.map(|Extension(p)| p);
-    serve_endpoint(&ep.hub, (who, None), method, &headers, body).await
+    // A profile whose `match` holds serves this request of the main endpoint.
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let profile = crate::core::profile_choice::matched(&ep.hub.config(), header, who.as_deref());
+    serve_endpoint(&ep.hub, (who, profile), method, &headers, body).await
 }
 
 /// A path that is no route of the main endpoint: a profile's endpoint or legacy SSE endpoint

@@ -90,7 +90,8 @@ fn who(profile: Option<&str>, viewer: Option<&dyn Viewer>) -> String {
 }
 
 /// A digest of what a host at `profile` authenticated as `facts` sees of list `kind` on `side`
-/// (the items, byte for byte, in order): equal digests, same view. A profile `side` does not
+/// (the items, byte for byte, in order, and how a profile discovers tools): equal digests, same
+/// view. A profile `side` does not
 /// have, or a policy without a principal, sees nothing.
 fn digest(side: &Side<'_>, profile: Option<&str>, facts: Option<&PrincipalFacts<'_>>, kind: ListKind) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -106,6 +107,10 @@ fn digest(side: &Side<'_>, profile: Option<&str>, facts: Option<&PrincipalFacts<
         (false, Some(facts)) => Some(side.policy.for_principal(facts)),
         (false, None) => return hasher.finish(),
     };
+    // A profile that lists the meta-tools instead (or may) lists something else.
+    if let (ListKind::Tools, Some(profile)) = (kind, serving) {
+        (profile.discovery.as_str(), profile.token_budget).hash(&mut hasher);
+    }
     let items = side.catalog.list(kind).items.iter();
     let visible = items
         .filter(|item| serving.is_none_or(|p| profile::admits_item(p, kind, item)))

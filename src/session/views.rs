@@ -103,6 +103,9 @@ mod tests {
             tools: Filter::default(),
             prompts: Filter::default(),
             resources: Filter::default(),
+            discovery: Default::default(),
+            token_budget: 8000,
+            matcher: None,
             line: 1,
         }
     }

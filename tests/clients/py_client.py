@@ -49,6 +49,15 @@ Scenarios:
                    then call {PREFIX}touch {"uri": RESOURCE} until a resources/updated for URI
                    arrives (the GET stream came back and the subscription was re-made), then
                    {PREFIX}log at info and at error: only the error messages may arrive.
+    meta HIDDEN      a profile that discovers by search (--prefix everything__, --cancel-prefix P): list
+                   tools ONCE (only mcpmux__search_tools, mcpmux__describe_tool, mcpmux__call_tool may
+                   be listed), then work only through them: search "add two numbers together" (PREFIX
+                   get-sum must be found), describe it, call it; search for and call PREFIX
+                   trigger-long-running-operation with progress (>= 3 notifications) and PREFIX
+                   trigger-sampling-request (the sampling callback answers); cancel P+"slow" after
+                   0.5 s (the upstream must see it); HIDDEN (a tool the profile leaves out) must be
+                   neither found, described nor called. Observed: "tools", "found", "progress",
+                   "sampled", "hidden".
     reload MARKER NEW_TOOL
                    list tools (NEW_TOOL must not be listed), listen for tools/list_changed (the
                    SDK's listen at 2026-07-28, the session's stream before), create the file
@@ -57,6 +66,7 @@ Scenarios:
                    (how many; must be 1), "tools_after", "text".
 
 Environment: MCPMUX_TEST_BEARER=TOKEN sends `Authorization: Bearer TOKEN` on every request;
+MCPMUX_TEST_HEADERS='{"Name": "value"}' those headers on every request;
 MCPMUX_TEST_TRACEPARENT=TP a `traceparent: TP` header on every request; MCPMUX_TEST_META_TRACEPARENT=TP
 puts `traceparent: TP` in the `_meta` of every tool call (the SDK's `meta` argument).
 
@@ -113,6 +123,7 @@ def server(url: str) -> Any:
     traceparent = os.environ.get("MCPMUX_TEST_TRACEPARENT")
     if traceparent:
         headers["traceparent"] = traceparent
+    headers.update(json.loads(os.environ.get("MCPMUX_TEST_HEADERS") or "{}"))
     if headers:
         if TRANSPORT == "sse":
             return sse_client(url, headers=headers)
@@ -584,6 +595,102 @@ async def scenario_call(url: str, mode: str, _prefix: str, args: list[str], obs:
             obs["calls"].append({"tool": name, "text": text})
 
 
+META_TOOLS = ["mcpmux__call_tool", "mcpmux__describe_tool", "mcpmux__search_tools"]
+
+
+async def meta_search(client: Client, query: str) -> list[str]:
+    """The names mcpmux__search_tools finds for QUERY (its structured result)."""
+    r = await call_ok(client, "mcpmux__search_tools", {"query": query, "limit": 5})
+    found = (r.structured_content or {}).get("tools", [])
+    check(json.loads(text_of(r)) == r.structured_content, "the text is not the structured result")
+    return [t["name"] for t in found]
+
+
+async def meta_call(client: Client, name: str, arguments: dict[str, Any], **kw: Any) -> Any:
+    return await call_ok(client, "mcpmux__call_tool", {"name": name, "arguments": arguments}, **kw)
+
+
+async def scenario_meta(url: str, mode: str, prefix: str, args: list[str], obs: dict[str, Any]) -> None:
+    check(len(args) == 1, "usage: meta HIDDEN")
+    hidden = args[0]
+    sampled: list[str] = []
+
+    async def on_sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        sampled.append(str(params.messages[0].content.text if params.messages else ""))
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=SAMPLED_TEXT),
+            model="mcpmux-test-model",
+            stop_reason="endTurn",
+        )
+
+    async with Client(server(url), mode=mode, cache=None, sampling_callback=on_sampling) as client:
+        obs.update(conn_info(client))
+        # The one list of the session: the meta-tools and nothing else.
+        listed = sorted(t.name for t in await list_all_tools(client))
+        obs["tools"] = listed
+        check(listed == META_TOOLS, f"the profile lists {listed}, not only the meta-tools")
+        found: dict[str, list[str]] = {}
+        get_sum = f"{prefix}get-sum"
+        found["sum"] = await meta_search(client, "add two numbers together")
+        check(get_sum in found["sum"], f"{get_sum} not found: {found['sum']}")
+        r = await call_ok(client, "mcpmux__describe_tool", {"name": get_sum})
+        tool = (r.structured_content or {}).get("tool", {})
+        check(tool.get("name") == get_sum and "inputSchema" in tool, f"describe: {tool}")
+        obs["sum"] = text_of(await meta_call(client, get_sum, {"a": 2, "b": 40}))
+        check("42" in obs["sum"], f"get-sum through mcpmux__call_tool: {obs['sum']!r}")
+        # A long call with progress, through the meta-tool.
+        long_op = f"{prefix}trigger-long-running-operation"
+        found["long"] = await meta_search(client, "long running operation that reports progress")
+        check(long_op in found["long"], f"{long_op} not found: {found['long']}")
+        progress: list[list[Any]] = []
+
+        async def on_progress(p: float, total: float | None, message: str | None) -> None:
+            progress.append([p, total])
+
+        r = await meta_call(client, long_op, {"duration": 1, "steps": 3}, progress_callback=on_progress)
+        obs["progress"] = progress
+        check(len(progress) >= 3, f"expected >=3 progress notifications, got {progress}")
+        check("completed" in text_of(r), f"long-running op result unexpected: {text_of(r)!r}")
+        # A server-to-client request (sampling) within a call through the meta-tool.
+        sampling = f"{prefix}trigger-sampling-request"
+        found["sampling"] = await meta_search(client, "ask the client LLM to sample a message")
+        check(sampling in found["sampling"], f"{sampling} not found: {found['sampling']}")
+        r = await meta_call(client, sampling, {"prompt": "through the meta-tool", "maxTokens": 20})
+        obs["sampled"] = sampled
+        check(sampled and SAMPLED_TEXT in text_of(r), f"sampling: {sampled} {text_of(r)[:300]!r}")
+        # Cancellation of a call through the meta-tool reaches the upstream.
+        cancel = obs.get("cancel_prefix")
+        if cancel:
+            def seen_ids(r: Any) -> int:
+                return len(json.loads(text_of(r)))
+            before = seen_ids(await meta_call(client, f"{cancel}cancellations", {}))
+            with anyio.move_on_after(0.5):
+                await meta_call(client, f"{cancel}slow", {"ms": 30000})
+                raise CheckFailed("slow answered before it was cancelled")
+            seen, deadline = before, time.monotonic() + 10
+            while seen <= before and time.monotonic() < deadline:
+                await anyio.sleep(0.2)
+                seen = seen_ids(await meta_call(client, f"{cancel}cancellations", {}))
+            obs["cancel_reached_upstream"] = seen > before
+            check(seen > before, f"the cancellation did not reach the upstream ({before} -> {seen})")
+        # A tool the profile leaves out is neither found, described nor called.
+        every = await call_ok(client, "mcpmux__search_tools", {"query": hidden.split("__")[-1], "limit": 50})
+        names = [t["name"] for t in (every.structured_content or {}).get("tools", [])]
+        described = await client.call_tool("mcpmux__describe_tool", {"name": hidden})
+        refused: Any = None
+        try:
+            result = await client.call_tool("mcpmux__call_tool", {"name": hidden, "arguments": {}})
+            refused = {"isError": result.is_error, "text": text_of(result)}
+        except MCPError as exc:
+            refused = {"code": exc.code, "message": exc.message}
+        obs["hidden"] = {"found": hidden in names, "described": not described.is_error, "called": refused}
+        check(hidden not in names, f"{hidden} was found: {names}")
+        check(described.is_error, f"{hidden} was described: {text_of(described)[:200]!r}")
+        check(refused.get("code") == -32602, f"{hidden} was not refused as unknown: {refused}")
+        obs["found"] = found
+
+
 async def scenario_shaped(url: str, mode: str, _prefix: str, args: list[str], obs: dict[str, Any]) -> None:
     check(len(args) >= 2, "usage: shaped TOOL JSON [UNKNOWN ...]")
     tool, arguments, unknown = args[0], json.loads(args[1]), args[2:]
@@ -699,6 +806,7 @@ SCENARIOS = {
     "soak": scenario_soak,
     "resubscribe": scenario_resubscribe,
     "reload": scenario_reload,
+    "meta": scenario_meta,
 }
 
 

@@ -34,6 +34,7 @@ mod http_upstream;
 mod import;
 mod legacy_sse;
 mod lifecycle;
+mod meta_tools;
 mod metrics;
 mod modern;
 mod oauth_flows;

@@ -24,6 +24,11 @@ pub async fn serve(
     (kind, shape): (ListKind, ResultShape),
     trail: &mut Trail,
 ) -> Outcome {
+    if kind == ListKind::Tools {
+        if let Some(reply) = super::meta_tools::answer(hub, ctx, &id, &params) {
+            return Outcome::Reply(reply);
+        }
+    }
     let name = match required_str(&params, "name", &id) {
         Ok(name) => name,
         Err(refusal) => return refusal,

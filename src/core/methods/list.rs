@@ -27,6 +27,9 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
     let page_size = hub.config().gateway.page_size;
     let catalog = hub.catalog_for(ctx);
     let access = Access::of(hub, ctx);
+    if kind == ListKind::Tools && super::meta_tools::listed_instead(&catalog, &access) {
+        return meta_tools_page(hub, ctx, id, &access, cursor.is_some());
+    }
     let sealer = &*hub.sealer;
     // A profile's endpoint, or a principal under a policy or with upstream connections of its
     // own, has a list of its own: its cursor counts only that, and is bound to it.
@@ -71,6 +74,22 @@ pub fn serve(hub: &Hub, ctx: &RequestCtx, id: RequestId, kind: ListKind, params:
         (Some(result), _) => result_response(id, result),
         (None, Era::Session) => invalid_cursor(id),
         (None, Era::Modern) => shape_reply(invalid_cursor(id), None),
+    }
+}
+
+/// The meta-tools as the request's one page of `tools/list` (they have no second page: a
+/// cursor is one this list never gave).
+fn meta_tools_page(hub: &Hub, ctx: &RequestCtx, id: RequestId, access: &Access, cursor: bool) -> Message {
+    let list = super::meta_tools::list_result;
+    match (cursor, ctx.era) {
+        (true, Era::Session) => invalid_cursor(id),
+        (true, Era::Modern) => shape_reply(invalid_cursor(id), None),
+        (false, Era::Session) => result_response(id, list(&[])),
+        (false, Era::Modern) => {
+            let mut hint = list_hint(hub, access, ListKind::Tools);
+            hint.private |= !access.policy_is_open();
+            result_response(id, list(&own_result_members(Some(hint), &to_raw(&server_info()))))
+        }
     }
 }
 

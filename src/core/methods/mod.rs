@@ -8,6 +8,9 @@ pub mod complete;
 pub mod discover;
 pub mod initialize;
 pub mod list;
+pub mod meta_tools;
+#[cfg(test)]
+mod meta_tools_tests;
 pub mod notify;
 pub mod params;
 #[cfg(test)]
@@ -252,6 +255,11 @@ pub async fn request(
     method: String,
     params: RawObject,
 ) -> Outcome {
+    // A call through `mcpmux__call_tool` is the call it names from here on.
+    let params = match meta_tools::unwrap_call(hub, ctx, &method, params) {
+        Ok(params) => params,
+        Err(refusal) => return refuse_in_era(ctx, id, refusal),
+    };
     let parents = request_spans::Parents::of(ctx, &params);
     let retraced = parents.retrace(ctx);
     let ctx = retraced.as_ref().unwrap_or(ctx);
