@@ -36,6 +36,7 @@ mod legacy_sse;
 mod lifecycle;
 mod metrics;
 mod modern;
+mod names;
 mod oauth_flows;
 mod policy;
 mod policy_explain;
