@@ -147,7 +147,11 @@ async fn shaped_lists_and_calls_through_the_python_sdk_in_both_eras_and_legacy_s
         echo["_meta"]["mcpmux/original"],
         json!({"server": "plain", "name": "echo"})
     );
-    assert_eq!((&say["title"], &echo["title"]), (&json!("echo"), &json!("echo")));
+    // server-everything titles its tools: the title stays the server's.
+    assert_eq!(
+        (&say["title"], &echo["title"]),
+        (&json!("Echo Tool"), &json!("Echo Tool"))
+    );
     for tool in [&mut say, &mut echo] {
         tool["name"] = json!("NAME");
         tool["description"] = json!("DESCRIPTION");
