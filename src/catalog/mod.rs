@@ -5,6 +5,7 @@
 
 pub mod cursor;
 pub mod freshness;
+pub mod names;
 pub mod pages;
 mod personal;
 pub mod profile;
@@ -352,7 +353,10 @@ mod tests {
         let tools = cat.list(ListKind::Tools);
         let item = tools.lookup("a__x__y").unwrap();
         assert_eq!((item.upstream.clone(), item.original.as_str()), (id(0), "x__y"));
-        assert_eq!(item.json.get(), r#"{"name":"a__x__y","extra":{"k":1}}"#);
+        assert_eq!(
+            item.json.get(),
+            r#"{"name":"a__x__y","extra":{"k":1},"_meta":{"mcpmux/original":{"server":"u0","name":"x__y"}},"title":"x__y"}"#
+        );
         assert_eq!(tools.lookup("plain").unwrap().upstream, id(1));
         assert!(tools.lookup("x__y").is_none());
         assert!(!s.replace(&id(1), ListKind::Tools, vec![obj(r#"{"name":"plain"}"#)]));
@@ -400,7 +404,11 @@ mod tests {
             .iter()
             .map(|i| &*i.exposed)
             .collect();
-        assert_eq!(names, vec!["plain", "b__t"], "in the new configuration order");
+        assert_eq!(
+            names,
+            vec!["b__t", "plain"],
+            "by server name (u0, u2), not configuration order"
+        );
         // A retired writer (the old slot of a restarted server) writes nothing, not even a clear.
         assert!(!s.replace_while(&id(0), ListKind::Tools, Vec::new(), &|| false));
         assert!(s.clear_while(&id(0), &|| false).is_empty());

@@ -153,6 +153,13 @@ mod tests {
         value["nextCursor"].as_str().unwrap().to_string()
     }
 
+    /// Tool `name` of upstream "a" as hosts see it, `extra` members after its name.
+    fn tool(name: &str, extra: &str) -> String {
+        format!(
+            r#"{{"name":"a__{name}"{extra},"_meta":{{"mcpmux/original":{{"server":"a","name":"{name}"}}}},"title":"{name}"}}"#
+        )
+    }
+
     fn store(tools: &[&str]) -> CatalogStore {
         let naming = Naming::new("a", "__");
         let store = CatalogStore::new(vec![(UpstreamId::new("a"), naming)]);
@@ -169,18 +176,21 @@ mod tests {
         let first = catalog.page(ListKind::Tools, None, 2, &sealer).unwrap();
         let next = next_of(&first);
         assert_eq!(Cursors::shared(&sealer).open(ListKind::Tools, &next), Some(2));
-        let expected =
-            format!(r#"{{"tools":[{{"name":"a__x"}},{{"name":"a__y","d":[1, 2]}}],"nextCursor":"{next}"}}"#);
+        let expected = format!(
+            r#"{{"tools":[{},{}],"nextCursor":"{next}"}}"#,
+            tool("x", ""),
+            tool("y", r#","d":[1, 2]"#)
+        );
         assert_eq!(first.get(), expected);
         let second = catalog.page(ListKind::Tools, Some(&next), 2, &sealer).unwrap();
-        assert_eq!(second.get(), r#"{"tools":[{"name":"a__z"}]}"#);
+        assert_eq!(second.get(), format!(r#"{{"tools":[{}]}}"#, tool("z", "")));
         let extra = [("resultType", raw("\"complete\"".into()))];
         let modern = catalog
             .page_with(ListKind::Tools, Some(&next), 2, &sealer, &extra)
             .unwrap();
         assert_eq!(
             modern.get(),
-            r#"{"tools":[{"name":"a__z"}],"resultType":"complete"}"#
+            format!(r#"{{"tools":[{}],"resultType":"complete"}}"#, tool("z", ""))
         );
         assert!(catalog.page(ListKind::Tools, Some("bogus"), 2, &sealer).is_none());
         let past_the_end = Cursors::shared(&sealer).seal(ListKind::Tools, 4);
@@ -216,12 +226,17 @@ mod tests {
             .unwrap();
         let next = next_of(&first);
         assert_eq!(alice.open(ListKind::Tools, &next), Some(2));
-        let expected = format!(r#"{{"tools":[{{"name":"a__x"}},{{"name":"a__z"}}],"nextCursor":"{next}"}}"#);
+        // Listed by exposed name: w, x, (y hidden), z.
+        let expected = format!(
+            r#"{{"tools":[{},{}],"nextCursor":"{next}"}}"#,
+            tool("w", ""),
+            tool("x", "")
+        );
         assert_eq!(first.get(), expected);
         let second = catalog
             .page_visible(ListKind::Tools, Some(&next), 2, alice, &[], visible)
             .unwrap();
-        assert_eq!(second.get(), r#"{"tools":[{"name":"a__w"}]}"#);
+        assert_eq!(second.get(), format!(r#"{{"tools":[{}]}}"#, tool("z", "")));
         let none = catalog
             .page_visible(ListKind::Tools, None, 2, alice, &[], |_| false)
             .unwrap();
@@ -251,7 +266,8 @@ mod tests {
         let odd = catalog
             .page(ListKind::Tools, odd_cursor.as_deref(), 2, &sealer)
             .unwrap();
-        assert_eq!(odd.get(), r#"{"tools":[{"name":"a__y"},{"name":"a__z"}]}"#);
+        let expected = format!(r#"{{"tools":[{},{}]}}"#, tool("y", ""), tool("z", ""));
+        assert_eq!(odd.get(), expected);
         let again = catalog
             .page(ListKind::Tools, odd_cursor.as_deref(), 2, &sealer)
             .unwrap();
@@ -264,6 +280,6 @@ mod tests {
             vec![RawObject::parse(r#"{"name":"w"}"#).unwrap()],
         );
         let page = s.snapshot().page(ListKind::Tools, None, 2, &sealer).unwrap();
-        assert_eq!(page.get(), r#"{"tools":[{"name":"a__w"}]}"#);
+        assert_eq!(page.get(), format!(r#"{{"tools":[{}]}}"#, tool("w", "")));
     }
 }

@@ -216,18 +216,18 @@ mod tests {
         assert!(store.replace_personal(("bob", &own), ListKind::Tools, tools(&["projects"]), &always));
         let alice = store.snapshot_for(Some("alice"));
         assert!(alice.is_personal());
-        assert_eq!(names(&alice), ["time__now", "linear__issues"]);
+        assert_eq!(names(&alice), ["linear__issues", "time__now"]);
         assert_eq!(
             names(&store.snapshot_for(Some("bob"))),
-            ["time__now", "linear__projects"]
+            ["linear__projects", "time__now"]
         );
         assert_eq!(
             names(&store.snapshot_for(Some("carol"))),
-            ["time__now", "linear__authorize"]
+            ["linear__authorize", "time__now"]
         );
         assert_eq!(
             names(&store.snapshot_for(None)),
-            ["time__now", "linear__authorize"]
+            ["linear__authorize", "time__now"]
         );
         // The same list again changes nothing; a snapshot is reused until something changes.
         assert!(!store.replace_personal(("alice", &own), ListKind::Tools, tools(&["issues"]), &always));
@@ -238,7 +238,7 @@ mod tests {
         store.replace(&shared, ListKind::Tools, tools(&["now", "convert"]));
         assert_eq!(
             names(&store.snapshot_for(Some("alice"))),
-            ["time__now", "time__convert", "linear__issues"]
+            ["linear__issues", "time__convert", "time__now"]
         );
     }
 
@@ -277,7 +277,7 @@ mod tests {
         assert!(!store.has_personal());
         assert_eq!(
             names(&store.snapshot_for(Some("alice"))),
-            ["time__now", "linear__authorize"]
+            ["linear__authorize", "time__now"]
         );
     }
 }

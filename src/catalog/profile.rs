@@ -102,7 +102,7 @@ mod tests {
         let both = profile(Some(&["everything", "time"]), &[]);
         assert_eq!(
             seen(&s, &both),
-            ["everything__echo", "everything__add", "time__get_current_time"]
+            ["everything__add", "everything__echo", "time__get_current_time"]
         );
         // Globs over exposed names, on top of the servers.
         let echo_only = profile(Some(&["everything", "time"]), &["*__echo"]);

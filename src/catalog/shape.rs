@@ -337,12 +337,12 @@ mod tests {
         let catalog = store.snapshot();
         let listed = catalog.list(ListKind::Tools);
         let exposed: Vec<&str> = listed.items.iter().map(|i| &*i.exposed).collect();
-        assert_eq!(exposed, ["everything__say", "everything__get-sum"]);
+        assert_eq!(exposed, ["everything__get-sum", "everything__say"]);
         let say = listed.lookup("everything__say").unwrap();
         assert_eq!(say.original, "echo");
         assert_eq!(
             say.json.get(),
-            r#"{"name":"everything__say","description":"Repeat a message back.","inputSchema":{"type":"object"},"_meta":{"k":[1, 2]},"x-vendor":true}"#
+            r#"{"name":"everything__say","description":"Repeat a message back.","inputSchema":{"type":"object"},"_meta":{"k":[1, 2],"mcpmux/original":{"server":"everything","name":"echo"}},"x-vendor":true,"title":"echo"}"#
         );
         for unknown in ["everything__echo", "everything__add", "everything__get-env"] {
             assert!(listed.lookup(unknown).is_none(), "{unknown}");
@@ -363,7 +363,7 @@ mod tests {
         let exposed: Vec<String> = (store.snapshot().list(ListKind::Tools).items.iter())
             .map(|i| i.exposed.to_string())
             .collect();
-        assert_eq!(exposed, ["everything__say", "everything__get-x"]);
+        assert_eq!(exposed, ["everything__get-x", "everything__say"]);
     }
 
     #[test]

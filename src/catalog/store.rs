@@ -17,6 +17,8 @@ pub(super) struct Part {
 pub(super) struct Parts {
     pub(super) namings: Arc<[(UpstreamId, Naming)]>,
     pub(super) lists: Vec<Part>,
+    /// The longest exposed tool or prompt name (`gateway.max_name_length - name_reserve`).
+    pub(super) name_budget: usize,
 }
 
 /// Owns the per-upstream lists and publishes merged snapshots.
@@ -31,11 +33,21 @@ pub struct CatalogStore {
 impl CatalogStore {
     /// A store for these upstreams; earlier ones win a clash of exposed names.
     pub fn new(namings: Vec<(UpstreamId, Naming)>) -> Self {
+        Self::with_name_budget(namings, names::DEFAULT_BUDGET)
+    }
+
+    /// [`CatalogStore::new`] whose tool and prompt names fit `name_budget` characters.
+    pub fn with_name_budget(namings: Vec<(UpstreamId, Naming)>, name_budget: usize) -> Self {
         let lists = namings.iter().map(|_| Default::default()).collect();
         let namings: Arc<[(UpstreamId, Naming)]> = namings.into();
+        let parts = Parts {
+            namings,
+            lists,
+            name_budget,
+        };
         let store = CatalogStore {
             current: ArcSwap::from_pointee(Catalog::default()),
-            parts: Mutex::new(Parts { namings, lists }),
+            parts: Mutex::new(parts),
             personal: Mutex::default(),
         };
         store.rebuild(&store.parts.lock(), 0);
@@ -156,8 +168,12 @@ impl CatalogStore {
 }
 
 /// One merged list of `parts`, with `own`'s lists in place of those of the upstreams it has.
+/// Tool and prompt names then get the name budget ([`super::names`]) and the item its
+/// original's `_meta`, and are listed by server, then exposed name.
 pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawObject>; 4]>>) -> ItemList {
     let mut list = ItemList::default();
+    let mut kept: Vec<(UpstreamId, String, String, RawObject)> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
     for ((upstream, naming), part) in parts.namings.iter().zip(&parts.lists) {
         let lists = own.and_then(|own| own.get(upstream)).unwrap_or(&part.lists);
         let shaped = shape::shape(&naming.shaping, kind, &lists[kind as usize]);
@@ -166,25 +182,55 @@ pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawOb
                 ListKind::Tools | ListKind::Prompts => naming.expose_name(&name),
                 ListKind::Resources | ListKind::Templates => naming.expose_uri(&name),
             };
-            if let Some(&winner) = list.index.get(&exposed) {
-                let winner = list.items[winner].upstream.clone();
+            if let Some(&winner) = seen.get(&exposed) {
                 list.shadowed.push(Shadowed {
                     exposed,
-                    winner,
+                    winner: kept[winner].0.clone(),
                     loser: upstream.clone(),
                 });
                 continue;
             }
-            let mut edited = item.into_owned();
-            edited.set_str(kind.key_field(), &exposed);
-            list.items.push(ExposedItem {
-                upstream: upstream.clone(),
-                original,
-                exposed: exposed.as_str().into(),
-                json: edited.to_raw(),
-            });
-            list.index.insert(exposed, list.items.len() - 1);
+            seen.insert(exposed.clone(), kept.len());
+            kept.push((upstream.clone(), original, exposed, item.into_owned()));
         }
     }
+    let named = matches!(kind, ListKind::Tools | ListKind::Prompts);
+    let fitted = named.then(|| {
+        let candidates: Vec<names::Candidate> = (kept.iter())
+            .map(|(upstream, original, exposed, _)| names::Candidate {
+                server: upstream.as_str(),
+                original,
+                exposed,
+            })
+            .collect();
+        names::fit(&candidates, parts.name_budget)
+    });
+    for (n, (upstream, original, candidate, mut edited)) in kept.into_iter().enumerate() {
+        let exposed = fitted
+            .as_ref()
+            .and_then(|f| f.get(n).cloned())
+            .unwrap_or(candidate);
+        edited.set_str(kind.key_field(), &exposed);
+        if named {
+            names::mark_original(&mut edited, kind, upstream.as_str(), &original);
+        }
+        list.items.push(ExposedItem {
+            upstream,
+            original,
+            exposed: exposed.into(),
+            json: edited.to_raw(),
+        });
+    }
+    if named {
+        (list.items)
+            .sort_by(|a, b| (a.upstream.as_str(), &*a.exposed).cmp(&(b.upstream.as_str(), &*b.exposed)));
+    }
+    list.index = (list.items.iter().enumerate())
+        .map(|(i, item)| (item.exposed.to_string(), i))
+        .collect();
     list
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -164,6 +164,15 @@ impl Config {
                     gateway.separator
                 );
             }
+            let prefix = format!("{}{}", server.namespace, gateway.separator);
+            if !server.namespace.is_empty() && !super::valid_exposed_name(&format!("{prefix}x"), usize::MAX) {
+                tracing::warn!(
+                    server = %server.name,
+                    "names prefixed {prefix:?} leave what model APIs accept (A-Z a-z 0-9 _ -, starting with a letter or _): \
+                     its tools and prompts are exposed under a mapped prefix ('.' becomes '_', a leading digit or '-' \
+                     gets a '_' before it), which [[policy]] and profile globs must match",
+                );
+            }
             servers.push(server);
         }
         let policy_ok = !dropped.section("policy");

@@ -53,6 +53,7 @@ pub(super) fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayCo
         }
         gw.separator = s;
     }
+    names(ctx, raw, &mut gw)?;
     if let Some(v) = &raw.session_idle_timeout_secs {
         gw.session_idle_timeout = Duration::from_secs(ctx.nonzero(v, "gateway.session_idle_timeout_secs")?);
     }
@@ -119,6 +120,37 @@ pub(super) fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayCo
         gw.allow_unauthenticated = *v.get_ref();
     }
     Ok(gw)
+}
+
+/// `max_name_length` within its bounds, and a `name_reserve` that leaves a budget of at least
+/// the smallest `max_name_length`.
+fn names(ctx: &Ctx<'_>, raw: &RawGateway, gw: &mut GatewayConfig) -> Result<(), ConfigError> {
+    let limits = super::MAX_NAME_LENGTH;
+    if let Some(v) = &raw.max_name_length {
+        let n = *v.get_ref();
+        if !(limits.min..=limits.max).contains(&n) {
+            let msg = format!(
+                "gateway.max_name_length {n} must be between {} and {} (64 is the limit of the Claude, OpenAI and Gemini APIs)",
+                limits.min, limits.max
+            );
+            return Err(ctx.invalid(&v.span(), msg));
+        }
+        gw.max_name_length = n;
+    }
+    if let Some(v) = &raw.name_reserve {
+        let n = *v.get_ref();
+        if gw.max_name_length.saturating_sub(n) < limits.min {
+            let msg = format!(
+                "gateway.name_reserve {n} leaves {} of gateway.max_name_length {} for names; at least {} must remain",
+                gw.max_name_length.saturating_sub(n),
+                gw.max_name_length,
+                limits.min
+            );
+            return Err(ctx.invalid(&v.span(), msg));
+        }
+        gw.name_reserve = n;
+    }
+    Ok(())
 }
 
 /// What to do about `gateway.{key}` = `addr` when binding it failed with `error`: for an

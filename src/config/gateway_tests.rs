@@ -81,3 +81,49 @@ fn an_address_in_use_says_so_and_suggests_a_free_port() {
     let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
     assert_eq!(bind_hint(at("127.0.0.1:80"), "listen", &denied, Some(1)), "");
 }
+
+#[test]
+fn name_length_and_reserve_have_bounds_and_must_leave_room() {
+    let defaults = parse("").unwrap().gateway;
+    assert_eq!(
+        (
+            defaults.max_name_length,
+            defaults.name_reserve,
+            defaults.name_budget()
+        ),
+        (64, 0, 64)
+    );
+    let set = parse("[gateway]\nmax_name_length = 128\nname_reserve = 24\n")
+        .unwrap()
+        .gateway;
+    assert_eq!(
+        (set.max_name_length, set.name_reserve, set.name_budget()),
+        (128, 24, 104)
+    );
+    for n in [0, 15, 257] {
+        let e = err(&format!("[gateway]\nmax_name_length = {n}\n"));
+        assert!(
+            e.starts_with("config.toml:2:") && e.contains("gateway.max_name_length"),
+            "{e}"
+        );
+        assert!(e.contains("between 16 and 256"), "{e}");
+    }
+    let e = err("[gateway]\nname_reserve = 49\n");
+    assert!(e.starts_with("config.toml:2:"), "{e}");
+    for word in [
+        "gateway.name_reserve 49",
+        "gateway.max_name_length 64",
+        "at least 16",
+    ] {
+        assert!(e.contains(word), "{e} lacks {word}");
+    }
+    assert_eq!(
+        parse("[gateway]\nname_reserve = 48\n")
+            .unwrap()
+            .gateway
+            .name_budget(),
+        16
+    );
+    let e = err("[gateway]\nmax_name_length = 32\nname_reserve = 20\n");
+    assert!(e.starts_with("config.toml:3:") && e.contains("leaves 12"), "{e}");
+}

@@ -58,7 +58,7 @@ use sources::Sources;
 pub use telemetry::{LogFormat, TelemetryConfig, DEFAULT_SERVICE_NAME};
 pub use transport::HttpMode;
 pub use upstream_auth::{ClientCredentials, ClientProof, OAuthClient, TokenExchange, UpstreamAuth};
-pub use validate::Problem;
+pub use validate::{valid_exposed_name, Problem};
 pub use vault::{VaultConfig, DEFAULT_VAULT_PATH};
 
 const MIB_16: usize = 16 * 1024 * 1024;
@@ -175,6 +175,10 @@ pub struct GatewayConfig {
     pub admin_listen: Option<SocketAddr>,
     pub path: String,
     pub separator: String,
+    /// Longest exposed tool or prompt name (`max_name_length`), before the reserve.
+    pub max_name_length: usize,
+    /// Characters of `max_name_length` the host's own prefix needs (`name_reserve`).
+    pub name_reserve: usize,
     pub session_idle_timeout: Duration,
     pub request_timeout: Duration,
     /// No request waits longer, whatever the per-server timeouts or progress say.
@@ -201,6 +205,28 @@ pub struct GatewayConfig {
     pub allow_unauthenticated: bool,
 }
 
+impl GatewayConfig {
+    /// The longest exposed tool or prompt name: `max_name_length - name_reserve`.
+    pub fn name_budget(&self) -> usize {
+        self.max_name_length.saturating_sub(self.name_reserve)
+    }
+}
+
+/// The bounds and default of `gateway.max_name_length`, and the fewest characters
+/// `name_reserve` must leave.
+pub struct NameLimits {
+    pub min: usize,
+    pub max: usize,
+    pub default: usize,
+}
+
+/// `gateway.max_name_length`: 16..=256, 64 by default; the budget is never below `min`.
+pub const MAX_NAME_LENGTH: NameLimits = NameLimits {
+    min: 16,
+    max: 256,
+    default: 64,
+};
+
 /// The rule of `GET /readyz` (`gateway.ready_when`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReadyWhen {
@@ -220,6 +246,8 @@ impl Default for GatewayConfig {
             admin_listen: None,
             path: "/mcp".to_string(),
             separator: "__".to_string(),
+            max_name_length: MAX_NAME_LENGTH.default,
+            name_reserve: 0,
             session_idle_timeout: Duration::from_secs(1800),
             request_timeout: Duration::from_secs(300),
             max_request_timeout: Duration::from_secs(3600),

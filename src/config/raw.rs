@@ -76,6 +76,14 @@ pub(super) struct RawGateway {
     pub(super) path: Option<Spanned<String>>,
     /// Between a server's namespace and its tool names in exposed names. Default "__".
     pub(super) separator: Option<Spanned<String>>,
+    /// Longest exposed tool or prompt name (namespace included), 16 to 256. Names that are
+    /// longer or leave [A-Za-z0-9_-] are mapped and shortened (readable head + short hash).
+    /// Default 64 (the Claude, OpenAI and Gemini limit).
+    #[schemars(range(min = 16, max = 256))]
+    pub(super) max_name_length: Option<Spanned<usize>>,
+    /// Characters of `max_name_length` left for the host's own prefix (e.g. 24 for Claude
+    /// Code's "mcp__mcpmux__" and a margin); at least 16 must remain. Default 0.
+    pub(super) name_reserve: Option<Spanned<usize>>,
     /// Seconds a host session may stay idle before it is dropped. Default 1800.
     #[schemars(range(min = 1))]
     pub(super) session_idle_timeout_secs: Option<Spanned<u64>>,

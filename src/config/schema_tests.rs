@@ -132,6 +132,22 @@ fn every_toml_configuration_in_the_repository_is_valid_against_the_schema() {
 /// Configurations as the unit and end-to-end tests build them, one per part of the format.
 const BUILT: &[(&str, &str)] = &[
     (
+        "names",
+        r#"
+[gateway]
+listen = "127.0.0.1:0"
+max_name_length = 64
+name_reserve = 24
+[servers.names]
+command = "python"
+args = ["tests/fixtures/py_names_server.py", "files.read"]
+[servers.alpha]
+command = "python"
+args = ["tests/fixtures/py_names_server.py", "echo"]
+namespace = "a"
+"#,
+    ),
+    (
         "shaping",
         r#"
 [gateway]

@@ -312,13 +312,18 @@ pub(super) fn build_server(
         .transpose()?
         .unwrap_or(MIB_16);
     let auth = sc.upstream_auth(&raw)?;
-    let shaping = sc.shaping(RawShaping {
+    let exposed = |name: &str| match namespace.as_str() {
+        "" => name.to_string(),
+        ns => format!("{ns}{}{name}", gateway.separator),
+    };
+    let raw_shaping = RawShaping {
         tools: &raw.tools,
         prompts: &raw.prompts,
         resources: &raw.resources,
         rename: &raw.rename,
         descriptions: &raw.descriptions,
-    })?;
+    };
+    let shaping = sc.shaping(raw_shaping, (&exposed, gateway.name_budget()))?;
     Ok(ServerConfig {
         id: UpstreamId::new(&name),
         name,

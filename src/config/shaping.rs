@@ -112,7 +112,14 @@ impl ServerCtx<'_> {
     /// The shaping of this server: globs parsed, and the renames and descriptions checked
     /// against each other and the `tools` filter (what can be known before the server lists
     /// its tools; a key naming no tool of the server is logged when its list arrives).
-    pub(super) fn shaping(&self, raw: RawShaping<'_>) -> Result<Shaping, ConfigError> {
+    ///
+    /// A new name is exposed as `exposed(name)` (namespace and separator before it), which must
+    /// fit the name budget (`budget`) and its alphabet: mcpmux maps no name a rename chose.
+    pub(super) fn shaping(
+        &self,
+        raw: RawShaping<'_>,
+        (exposed, budget): (&dyn Fn(&str) -> String, usize),
+    ) -> Result<Shaping, ConfigError> {
         let tools = self.filter(raw.tools, "tools")?;
         let prompts = self.filter(raw.prompts, "prompts")?;
         let resources = self.filter(raw.resources, "resources")?;
@@ -123,6 +130,13 @@ impl ServerCtx<'_> {
             let at = Some(key.span());
             if !valid_tool_name(to) {
                 let msg = format!("rename.{from}: the new name {to:?} must not be empty or hold whitespace");
+                return Err(self.fail(at.as_ref(), msg));
+            }
+            let shown = exposed(to);
+            if !super::valid_exposed_name(&shown, budget) {
+                let msg = format!(
+                    "rename.{from}: tool {from:?} would be exposed as {shown:?}, which is not 1 to {budget} characters of A-Z a-z 0-9 _ - starting with a letter or _ (gateway.max_name_length - gateway.name_reserve)"
+                );
                 return Err(self.fail(at.as_ref(), msg));
             }
             if !tools.admits(from) {

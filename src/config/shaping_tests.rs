@@ -174,3 +174,56 @@ fn shaping_errors_name_the_key_and_line() {
         parse(&format!("{server}{keys}")).unwrap_or_else(|e| panic!("{keys}: {e}"));
     }
 }
+
+#[test]
+fn a_rename_must_fit_the_name_budget_and_its_alphabet() {
+    let long = "n".repeat(60);
+    let cases = [
+        // "everything__" (12) + 63 = 75 > 64.
+        (
+            String::new(),
+            format!("rename = {{ echo = \"{long}abc\" }}\n"),
+            64,
+        ),
+        // With a reserve of 24, 40 remain: 12 + 29.
+        (
+            "[gateway]\nname_reserve = 24\n".to_string(),
+            format!("rename = {{ echo = \"{}\" }}\n", &long[..29]),
+            40,
+        ),
+        (
+            String::new(),
+            "rename = { echo = \"files.read\" }\n".to_string(),
+            64,
+        ),
+        (
+            String::new(),
+            "rename = { echo = \"caf\u{e9}\" }\n".to_string(),
+            64,
+        ),
+    ];
+    for (gateway, keys, budget) in cases {
+        let text = format!("{gateway}[servers.everything]\ncommand = \"npx\"\n{keys}");
+        let e = err(&text);
+        let line = text.lines().count();
+        assert!(e.starts_with(&format!("shape.toml:{line}:")), "{keys}: {e}");
+        for word in [
+            "rename.echo",
+            "would be exposed as \"everything__",
+            &format!("1 to {budget} characters"),
+        ] {
+            assert!(e.contains(word), "{keys}: {e} lacks {word}");
+        }
+    }
+    // Exactly the budget is fine; an unprefixed server's rename is its whole name.
+    for keys in [
+        format!("rename = {{ echo = \"{}\" }}\n", &long[..52]),
+        format!(
+            "namespace = \"\"\nrename = {{ echo = \"{long}{}\" }}\n",
+            &long[..4]
+        ),
+    ] {
+        parse(&format!("[servers.everything]\ncommand = \"npx\"\n{keys}"))
+            .unwrap_or_else(|e| panic!("{keys}: {e}"));
+    }
+}

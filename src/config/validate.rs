@@ -9,6 +9,15 @@ use std::fmt;
 /// What a namespace may be.
 pub(super) const NS_RULE: &str = "1 to 64 characters of A-Z a-z 0-9 _ . -";
 
+/// Whether `name` is an exposed tool or prompt name every model API accepts within `budget`
+/// characters: `[A-Za-z0-9_-]` only, starting with a letter or `_` (the Claude, OpenAI and
+/// Gemini rules at once).
+pub fn valid_exposed_name(name: &str, budget: usize) -> bool {
+    let starts_well = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+    let alphabet = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    starts_well && name.len() <= budget && name.chars().all(alphabet)
+}
+
 /// Whether `ns` is a namespace (the empty one, "no prefix", is allowed separately).
 pub(super) fn valid_namespace(ns: &str) -> bool {
     (1..=64).contains(&ns.len())

@@ -23,7 +23,8 @@
 //!
 //! What is bound or built at start keeps its running value, is named in the log as needing a
 //! restart and listed in the reload's outcome (`/status`, `last_reload.needs_restart`):
-//! `gateway.listen`, `admin_listen`, `path`, `separator` (every exposed name),
+//! `gateway.listen`, `admin_listen`, `path`, `separator`, `max_name_length` and `name_reserve`
+//! (every exposed name),
 //! `max_body_bytes` (the body limit of the host faces' router), `[audit]` (its writer),
 //! `[cluster]` (the sealer is built once, so a new key, or new `previous_keys`,
 //! needs a (rolling) restart), `[vault]` (opened at start), `telemetry.log_format` (the log subscriber) and
@@ -324,7 +325,15 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     // The default `public_url` (and `[auth]` audience) follows `listen` and `path`: made from
     // the running ones while those wait for a restart.
     let defaulted = format!("http://{}{}", gateway.listen, gateway.path);
-    kept!(listen, admin_listen, path, separator, max_body_bytes);
+    kept!(
+        listen,
+        admin_listen,
+        path,
+        separator,
+        max_name_length,
+        name_reserve,
+        max_body_bytes
+    );
     let mut auth = new.auth;
     if gateway.public_url == defaulted {
         gateway.public_url = format!("http://{}{}", gateway.listen, gateway.path);

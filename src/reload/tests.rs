@@ -104,7 +104,7 @@ async fn the_policy_servers_and_per_request_settings_change_live_and_the_rest_wa
     assert!(hub.policy().decide(&facts, "a__x").allowed);
 
     let second_text = format!(
-        "[gateway]\npage_size = 7\nseparator = \"_\"\n{KEYS}[[policy]]\nallow = [\"b__*\"]\n\
+        "[gateway]\npage_size = 7\nseparator = \"_\"\nname_reserve = 24\n{KEYS}[[policy]]\nallow = [\"b__*\"]\n\
          [servers.s]\ncommand = \"mcpmux-surely-not-installed\"\n"
     );
     let done = apply(&hub, config(&second_text)).await.unwrap();
@@ -119,7 +119,7 @@ async fn the_policy_servers_and_per_request_settings_change_live_and_the_rest_wa
             },
             // No host is open: nobody's view changed, nobody is told.
             lists_changed: Vec::new(),
-            needs_restart: vec!["gateway.separator"],
+            needs_restart: vec!["gateway.separator", "gateway.name_reserve"],
         }
     );
     assert!(
@@ -132,6 +132,11 @@ async fn the_policy_servers_and_per_request_settings_change_live_and_the_rest_wa
     assert_eq!(
         in_force.gateway.separator, first.gateway.separator,
         "exposed names keep their running separator"
+    );
+    assert_eq!(
+        in_force.gateway.name_budget(),
+        64,
+        "and their running name budget"
     );
     assert_eq!(in_force.servers.len(), 1);
     let started = hub

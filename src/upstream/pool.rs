@@ -238,8 +238,9 @@ impl Upstreams {
             })
             .unzip();
         let upstreams = Upstreams {
-            catalog: Arc::new(CatalogStore::new(
+            catalog: Arc::new(CatalogStore::with_name_budget(
                 slots.iter().map(|s| (s.id.clone(), s.naming.clone())).collect(),
+                config.gateway.name_budget(),
             )),
             set: ArcSwap::from_pointee(SlotSet::new(slots)),
             ties,

@@ -37,6 +37,7 @@ mod lifecycle;
 mod meta_tools;
 mod metrics;
 mod modern;
+mod names;
 mod oauth_flows;
 mod policy;
 mod policy_explain;

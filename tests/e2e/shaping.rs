@@ -138,9 +138,24 @@ async fn shaped_lists_and_calls_through_the_python_sdk_in_both_eras_and_legacy_s
         panic!("say or echo missing: {tools:?}");
     };
     assert_ne!(echo["description"], json!(DESCRIPTION));
+    // Both say where they come from: the server's own name is `echo`, its server theirs.
+    assert_eq!(
+        say["_meta"]["mcpmux/original"],
+        json!({"server": "everything", "name": "echo"})
+    );
+    assert_eq!(
+        echo["_meta"]["mcpmux/original"],
+        json!({"server": "plain", "name": "echo"})
+    );
+    // server-everything titles its tools: the title stays the server's.
+    assert_eq!(
+        (&say["title"], &echo["title"]),
+        (&json!("Echo Tool"), &json!("Echo Tool"))
+    );
     for tool in [&mut say, &mut echo] {
         tool["name"] = json!("NAME");
         tool["description"] = json!("DESCRIPTION");
+        tool["_meta"]["mcpmux/original"]["server"] = json!("SERVER");
     }
     assert_eq!(say, echo);
 

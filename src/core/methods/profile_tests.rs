@@ -79,7 +79,7 @@ async fn a_profile_lists_and_calls_only_its_view() {
     let hub = hub();
     let main = RequestCtx::on(hub.new_session("m".into(), "2025-11-25".into(), ClientCaps::ALL));
     let (all, main_cursors) = walk(&hub, &main).await;
-    assert_eq!(all, ["t__echo", "t__add", "t__sum", "u__echo"]);
+    assert_eq!(all, ["t__add", "t__echo", "t__sum", "u__echo"]);
     for ctx in [
         profile_session(&hub),
         RequestCtx::modern().at(Some("review".into())),

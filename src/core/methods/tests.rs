@@ -52,7 +52,7 @@ async fn lists_come_from_the_catalog_in_the_request_era() {
     let names: Vec<&str> = (legacy["result"]["tools"].as_array().unwrap().iter())
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["t__echo", "t__add"]);
+    assert_eq!(names, ["t__add", "t__echo"]);
     assert!(legacy["result"].get("resultType").is_none());
     let modern = reply(&hub, &RequestCtx::modern(), "tools/list", "{}").await;
     assert_eq!(modern["result"]["tools"], legacy["result"]["tools"]);
