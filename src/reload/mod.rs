@@ -373,6 +373,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         cluster: old.cluster.clone(),
         vault: old.vault.clone(),
         telemetry,
+        pinning: new.pinning,
     };
     (config, needs_restart)
 }
