@@ -17,6 +17,8 @@ pub(super) struct Part {
 pub(super) struct Parts {
     pub(super) namings: Arc<[(UpstreamId, Naming)]>,
     pub(super) lists: Vec<Part>,
+    /// The pinned tool definitions and their drifts (`[pinning]`).
+    pub(super) pins: super::pins::PinStage,
 }
 
 /// Owns the per-upstream lists and publishes merged snapshots.
@@ -35,7 +37,11 @@ impl CatalogStore {
         let namings: Arc<[(UpstreamId, Naming)]> = namings.into();
         let store = CatalogStore {
             current: ArcSwap::from_pointee(Catalog::default()),
-            parts: Mutex::new(Parts { namings, lists }),
+            parts: Mutex::new(Parts {
+                namings,
+                lists,
+                pins: Default::default(),
+            }),
             personal: Mutex::default(),
         };
         store.rebuild(&store.parts.lock(), 0);
@@ -101,6 +107,9 @@ impl CatalogStore {
             return false;
         };
         let shaping = parts.namings[position].1.shaping.clone();
+        if arrived && kind == ListKind::Tools {
+            parts.pins.observe(upstream, &items);
+        }
         let Some(slot) = parts.lists.get_mut(position) else {
             return false;
         };
@@ -128,7 +137,7 @@ impl CatalogStore {
 
     /// Merge `parts` into a new snapshot and publish it; a clash of names not seen in the
     /// previous snapshot is logged once, naming both upstreams.
-    fn rebuild(&self, parts: &Parts, epoch: u64) -> Arc<Catalog> {
+    pub(super) fn rebuild(&self, parts: &Parts, epoch: u64) -> Arc<Catalog> {
         let lists = ListKind::ALL.map(|kind| merge(parts, kind, None));
         let before = self.current.load();
         for kind in ListKind::ALL {
@@ -165,6 +174,12 @@ pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawOb
                 ListKind::Tools | ListKind::Prompts => naming.expose_name(&name),
                 ListKind::Resources | ListKind::Templates => naming.expose_uri(&name),
             };
+            // Pins: a tool whose definition drifted is left out (`mode = "block"`) until approved.
+            if kind == ListKind::Tools && parts.pins.blocks(upstream, &original) {
+                list.blocked
+                    .insert(exposed, parts.pins.blocked(upstream, &original));
+                continue;
+            }
             if let Some(&winner) = list.index.get(&exposed) {
                 let winner = list.items[winner].upstream.clone();
                 list.shadowed.push(Shadowed {
