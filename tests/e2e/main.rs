@@ -37,6 +37,7 @@ mod lifecycle;
 mod metrics;
 mod modern;
 mod oauth_flows;
+mod pinning;
 mod policy;
 mod policy_explain;
 mod policy_property;
