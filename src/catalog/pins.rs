@@ -85,6 +85,11 @@ impl PinStage {
         }
     }
 
+    /// Only these servers are configured now (a reload): the others' drifts go.
+    pub(super) fn keep_servers(&mut self, keep: impl Fn(&str) -> bool) {
+        self.book.keep_servers(keep);
+    }
+
     /// Whether `upstream`'s tool `original` is left out of lists.
     pub(super) fn blocks(&self, upstream: &UpstreamId, original: &str) -> bool {
         self.book.blocks(upstream.as_str(), original)
@@ -232,6 +237,26 @@ mod tests {
             .list(ListKind::Tools)
             .blocked("docs__echo")
             .is_none());
+    }
+
+    #[test]
+    fn a_reload_that_removes_a_server_forgets_its_drifts() {
+        let (docs, gone) = (UpstreamId::new("docs"), UpstreamId::new("gone"));
+        let store = CatalogStore::new(vec![
+            (docs.clone(), Naming::new("docs", "__")),
+            (gone.clone(), Naming::new("gone", "__")),
+        ]);
+        store
+            .install_pinning(PinMode::Block, &lock("removed"), Arc::new(|_: &Drift| {}))
+            .unwrap();
+        for id in [&docs, &gone] {
+            store.replace(id, ListKind::Tools, vec![tool("echo", "a")]);
+            store.replace(id, ListKind::Tools, vec![tool("echo", "b")]);
+        }
+        assert_eq!(store.drifts().len(), 2);
+        store.set_upstreams(vec![(docs, Naming::new("docs", "__"))]);
+        let left: Vec<String> = store.drifts().into_iter().map(|d| d.server).collect();
+        assert_eq!(left, ["docs"]);
     }
 
     #[test]

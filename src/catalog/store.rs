@@ -61,6 +61,7 @@ impl CatalogStore {
             .map(|(id, _)| old.remove(id).unwrap_or_default())
             .collect();
         self.personal.lock().keep_upstreams(&namings);
+        (parts.pins).keep_servers(|name| namings.iter().any(|(id, _)| id.as_str() == name));
         parts.namings = namings.into();
         let epoch = self.snapshot().epoch + 1;
         self.rebuild(&parts, epoch);

@@ -204,6 +204,13 @@ impl PinBook {
         Ok(keys.into_iter().map(|(_, tool)| tool).collect())
     }
 
+    /// Only the servers `keep` says yes to are configured now: what was seen of the others, and
+    /// their drifts, go (their pins stay in the lock, for when they come back).
+    pub fn keep_servers(&mut self, keep: impl Fn(&str) -> bool) {
+        self.seen.retain(|server, _| keep(server));
+        self.drifts.retain(|(server, _), _| keep(server));
+    }
+
     /// A reload: `mode` and `path` from now on, and the lock read again (a replica may have
     /// approved a drift, or an operator edited it); every tool seen is compared again. A lock
     /// that does not read changes nothing and is the error.

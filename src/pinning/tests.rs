@@ -145,6 +145,23 @@ fn a_reload_reads_an_approval_another_replica_wrote() {
 }
 
 #[test]
+fn a_server_no_longer_configured_takes_its_drifts_along_but_not_its_pins() {
+    let path = temp_lock("removed");
+    let mut book = PinBook::open(Mode::Block, &path).unwrap();
+    book.observe("docs", &[echo("a")]);
+    book.observe("gone", &[echo("a")]);
+    book.observe("docs", &[echo("b")]);
+    book.observe("gone", &[echo("b")]);
+    book.keep_servers(|server| server == "docs");
+    let left: Vec<&str> = book.drifts().map(|d| d.server.as_str()).collect();
+    assert_eq!(left, ["docs"]);
+    assert!(book.pins().contains_key("gone"));
+    // A reload does not bring it back from what was seen before.
+    assert!(book.reload(Mode::Block, &path).unwrap().new_drifts.is_empty());
+    assert!(book.drift("gone", "echo").is_none());
+}
+
+#[test]
 fn a_corrupt_lock_is_an_error_naming_the_file_never_a_fresh_start() {
     let path = temp_lock("corrupt");
     std::fs::write(&path, "{not json").unwrap();
