@@ -211,7 +211,11 @@ fn main() -> ExitCode {
         Command::Status { config, url, json } => return status(config.as_deref(), url.as_deref(), *json),
         Command::Reload { config, url } => return reload_command(config.as_deref(), url.as_deref()),
         Command::Pins { command, config, url } => {
-            return pins_command(command.as_ref(), config.as_deref(), url.as_deref())
+            let approve = command
+                .as_ref()
+                .map(|PinsCommand::Approve { target }| target.as_str());
+            let status = mcpmux::pins_command::run(approve, config.as_deref(), url.as_deref());
+            return ExitCode::from(status);
         }
         Command::Grants { config, url } => {
             let status = mcpmux::grants_command::grants(vault_at(config, url));
@@ -465,36 +469,6 @@ fn vault_at<'a>(config: &'a Option<PathBuf>, url: &'a Option<String>) -> mcpmux:
         (Some(path), None) => Where::Config(path),
         (None, None) => Where::Url(""),
     }
-}
-
-/// `mcpmux pins [approve SERVER[/TOOL]]`: the gateway's operator address from `--url`, or from
-/// the file it serves.
-fn pins_command(
-    command: Option<&PinsCommand>,
-    config: Option<&std::path::Path>,
-    url: Option<&str>,
-) -> ExitCode {
-    let base = match (url, config) {
-        (Some(url), _) => mcpmux::pins_command::base_of_url(url).map_err(|e| (2, format!("error: {e}"))),
-        (None, Some(path)) => mcpmux::pins_command::base_of_config(path),
-        (None, None) => Err((
-            2,
-            "error: say which gateway: --url http://HOST:PORT (its operator address), or --config FILE \
-             (the configuration it runs with; its admin_listen, else listen, is used)"
-                .to_string(),
-        )),
-    };
-    let base = match base {
-        Ok(base) => base,
-        Err((status, message)) => {
-            eprintln!("{message}");
-            return ExitCode::from(status);
-        }
-    };
-    ExitCode::from(match command {
-        None => mcpmux::pins_command::list(&base),
-        Some(PinsCommand::Approve { target }) => mcpmux::pins_command::approve(&base, target),
-    })
 }
 
 /// `mcpmux reload`: the gateway's reload URL from `--url`, or from the file it serves.

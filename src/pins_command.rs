@@ -9,6 +9,29 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// `mcpmux pins` (`approve` = `None`) or `mcpmux pins approve TARGET`, asking the gateway at
+/// `--url` or the one serving `--config`; returns the exit status.
+pub fn run(approve: Option<&str>, config: Option<&Path>, url: Option<&str>) -> u8 {
+    let base = match (url, config) {
+        (Some(url), _) => base_of_url(url).map_err(|e| (2, format!("error: {e}"))),
+        (None, Some(path)) => base_of_config(path),
+        (None, None) => Err((
+            2,
+            "error: say which gateway: --url http://HOST:PORT (its operator address), or --config FILE \
+             (the configuration it runs with; its admin_listen, else listen, is used)"
+                .to_string(),
+        )),
+    };
+    match (base, approve) {
+        (Err((status, message)), _) => {
+            eprintln!("{message}");
+            status
+        }
+        (Ok(base), None) => list(&base),
+        (Ok(base), Some(target)) => self::approve(&base, target),
+    }
+}
+
 /// The operator address (`http://HOST:PORT`) of the gateway serving the file at `path`, or the
 /// exit status and what to print.
 pub fn base_of_config(path: &Path) -> Result<String, (u8, String)> {
