@@ -128,8 +128,21 @@ impl CatalogStore {
     /// changed. A lock that does not read changes nothing and is the error.
     pub fn reload_pinning(&self, mode: PinMode, path: &Path) -> Result<bool, LockError> {
         let mut parts = self.parts.lock();
+        let blocking = |book: &PinBook| -> Vec<(String, String, String)> {
+            match book.mode() {
+                Mode::Block => (book.drifts())
+                    .map(|d| (d.server.clone(), d.tool.clone(), d.current.sha256.clone()))
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        let was = blocking(&parts.pins.book);
         let observed = parts.pins.book.reload(mode_of(mode), path)?;
         parts.pins.report(observed);
+        if blocking(&parts.pins.book) == was {
+            // Nothing hosts see changed: the snapshot stays.
+            return Ok(false);
+        }
         let before = self.snapshot();
         let after = self.rebuild(&parts, before.epoch + 1);
         Ok(after
@@ -282,5 +295,9 @@ mod tests {
         assert_eq!(*told.lock(), 1, "a known drift is not reported again");
         assert!(store.reload_pinning(PinMode::Off, &path).unwrap());
         assert_eq!(names(&store), ["docs__echo"]);
+        // A reload that changes nothing hosts see keeps the snapshot.
+        let epoch = store.snapshot().epoch;
+        assert!(!store.reload_pinning(PinMode::Off, &path).unwrap());
+        assert_eq!(store.snapshot().epoch, epoch);
     }
 }
