@@ -18,6 +18,8 @@ const LAYERS: &[(&str, u8)] = &[
     // The client of the replicas' shared store (Redis): keys, timeouts, the rate limit script;
     // it takes a URL, not config, and the vault and the rate limits above use it.
     ("shared_store", 1),
+    // Pinned tool definitions: the lock file and the pin book; the catalog's pin stage uses it.
+    ("pinning", 1),
     ("error", 2),
     ("catalog", 2),
     ("policy", 2),
@@ -43,6 +45,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("grants_command", 8),
     ("reload", 8),
     ("reload_command", 8),
+    ("pins_command", 8),
     ("login_command", 8),
 ];
 

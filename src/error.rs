@@ -176,6 +176,10 @@ pub enum RequestError {
     /// `gateway.drain_timeout_secs`, the value given, or earlier on a second signal).
     #[error("mcpmux is shutting down: the call was still running when the drain ended (gateway.drain_timeout_secs = {0})")]
     DrainTimedOut(u64),
+    /// `[pinning] mode = "block"`: the tool's definition changed since it was pinned (the
+    /// message names the server, the tool, the lock, what changed and how to approve).
+    #[error("{0}")]
+    ToolDrifted(String),
 }
 
 impl RequestError {
@@ -195,7 +199,7 @@ impl RequestError {
             RequestError::AlreadyInitialized => codes::INVALID_REQUEST,
             RequestError::SessionBusy(_) => codes::OVERLOADED,
             RequestError::NoSession | RequestError::Refused(_) => codes::INTERNAL_ERROR,
-            RequestError::DrainTimedOut(_) => codes::UPSTREAM_UNAVAILABLE,
+            RequestError::DrainTimedOut(_) | RequestError::ToolDrifted(_) => codes::UPSTREAM_UNAVAILABLE,
             RequestError::Upstream(error) => error.code(),
         }
     }
@@ -466,6 +470,9 @@ pub enum GatewayError {
     /// The vault of upstream grants cannot be opened (its key file, its folder).
     #[error("{0}")]
     Vault(String),
+    /// The pinning lock file (`[pinning]`) cannot be read.
+    #[error("{0}")]
+    Pinning(String),
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@
 //!                names, W3C trace context, the OTLP exporter): a sink anything may call
 //!  credentials   outbound identity: per upstream a provider of the header for a principal's
 //!                next request (OAuth client, token exchange, client credentials), the vault
+//!  pinning       pinned tool definitions: the lock file (RFC 8785 hashes, atomic writes), the
+//!                pin book (first sight, drifts, approvals) the catalog's pin stage keeps
 //!  config        the TOML file, interpolation, upstream ids, validation on typed values
 //!  import        the clients' mcpServers JSON files (Claude Desktop, Claude Code, Cursor, VS Code)
 //!                read into servers, and `mcpmux import` (pure parser; no config types)
@@ -54,6 +56,8 @@ pub mod http;
 pub mod import;
 pub mod login_command;
 pub mod middleware;
+pub mod pinning;
+pub mod pins_command;
 pub mod policy;
 pub mod protocol;
 pub mod reload;
@@ -288,6 +292,31 @@ pub struct StopOutlook {
     pub drain_timeout: Duration,
 }
 
+/// Where the catalog's pin stage reports a drift: `mcpmux_tool_drift_total{server}` and a
+/// `"event": "tool_drift"` audit line.
+fn drift_sink(audit: Option<Arc<audit::AuditLog>>) -> catalog::DriftSink {
+    Arc::new(move |drift: &pinning::Drift| {
+        telemetry::record::tool_drift(&drift.server);
+        if let Some(audit) = &audit {
+            audit.record(audit::record::Event {
+                time: audit::record::now_rfc3339(),
+                event: audit::record::Kind::ToolDrift,
+                trace_id: audit::trace_id::generate(),
+                method: "tools/list".into(),
+                upstream: Some(drift.server.clone()),
+                original: Some(drift.tool.clone()),
+                reason: Some(format!(
+                    "changed since pinned: {} (sha256 {} -> {})",
+                    drift.members(),
+                    drift.pinned.sha256,
+                    drift.current.sha256
+                )),
+                ..Default::default()
+            });
+        }
+    })
+}
+
 /// Bind the endpoint, start every upstream, and return the running gateway.
 pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let config = Arc::new(config);
@@ -305,6 +334,11 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let vault =
         credentials::vault::Vault::open(&config.vault).map_err(|e| GatewayError::Vault(e.to_string()))?;
     let (hub, inputs) = Hub::bound_to(config.clone(), shutdown.clone(), audit, addr, Some(vault));
+    // Before any list arrives: the lock is read (a corrupt one stops the start).
+    let pinning = &config.pinning;
+    (hub.catalog)
+        .install_pinning(pinning.mode, &pinning.path, drift_sink(hub.audit.clone()))
+        .map_err(|e| GatewayError::Pinning(e.to_string()))?;
     match &config.cluster {
         Some(cluster) => tracing::info!(
             key_id = %hub.sealer.key_id(),
@@ -479,7 +513,9 @@ fn routes(
     };
     // What shows the gateway's activity (`/metrics`, the admin page): open on `admin_listen` or
     // without `[auth]`, else for a principal `[[policy]]` allows `mcpmux:admin` (`admin::access`).
-    let watching = admin::metrics::router(hub.clone()).merge(admin::page::router(hub.clone()));
+    let watching = (admin::metrics::router(hub.clone()))
+        .merge(admin::page::router(hub.clone()))
+        .merge(admin::pins::router(hub, &config.gateway.path));
     let watching = admin::access::guard(watching, hub, admin.is_some());
     let grants = admin::grants::router(hub, reloads.1.clone(), &config.gateway.path);
     let operator = (admin::router(hub.clone()))

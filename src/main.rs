@@ -86,6 +86,21 @@ enum Command {
         #[arg(long)]
         url: Option<String>,
     },
+    /// The tools of a running gateway whose definition changed since it was pinned
+    /// (`[pinning]`), each with a readable diff (exit status 0 none, 1 some, 2 not reached);
+    /// `pins approve SERVER[/TOOL]` accepts the new definitions (0 approved, 1 nothing to
+    /// approve, 2 not done). Asks `GET /pins` / `POST /pins/approve` on its operator address.
+    Pins {
+        #[command(subcommand)]
+        command: Option<PinsCommand>,
+        /// The configuration the gateway runs with (its admin_listen, else listen, is used).
+        #[arg(long, conflicts_with = "url", global = true)]
+        config: Option<PathBuf>,
+        /// The gateway's operator address, as `mcpmux reload` takes it (e.g.
+        /// http://127.0.0.1:9090 or http://127.0.0.1:9090/reload).
+        #[arg(long, global = true)]
+        url: Option<String>,
+    },
     /// Per-principal access policy (`[[policy]]`).
     Policy {
         #[command(subcommand)]
@@ -133,6 +148,16 @@ enum Command {
     /// Print a new `[cluster]` key (base64 of 32 bytes from the operating system's random
     /// generator), the same on every replica.
     Keygen,
+}
+
+#[derive(Subcommand)]
+enum PinsCommand {
+    /// Accept the current definition of SERVER's drifted tools, or of SERVER/TOOL alone: the
+    /// lock file is written and hosts are told the tools list changed.
+    Approve {
+        /// SERVER (every drifted tool of it) or SERVER/TOOL (the server's own tool name).
+        target: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -185,6 +210,13 @@ fn main() -> ExitCode {
         Command::Serve { config } | Command::CheckConfig { config } => config,
         Command::Status { config, url, json } => return status(config.as_deref(), url.as_deref(), *json),
         Command::Reload { config, url } => return reload_command(config.as_deref(), url.as_deref()),
+        Command::Pins { command, config, url } => {
+            let approve = command
+                .as_ref()
+                .map(|PinsCommand::Approve { target }| target.as_str());
+            let status = mcpmux::pins_command::run(approve, config.as_deref(), url.as_deref());
+            return ExitCode::from(status);
+        }
         Command::Grants { config, url } => {
             let status = mcpmux::grants_command::grants(vault_at(config, url));
             return ExitCode::from(status);

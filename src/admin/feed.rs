@@ -27,6 +27,8 @@ pub struct Overview {
     pub catalog_epoch: u64,
     /// Sign-ins to `oauth` upstreams waiting for a person, with their links.
     pub signing_in: Vec<super::grants::SigningIn>,
+    /// Tools whose definition changed since it was pinned (`[pinning]`), with their diffs.
+    pub pin_drifts: Vec<super::pins::DriftLine>,
 }
 
 #[derive(Serialize)]
@@ -91,6 +93,7 @@ pub fn overview(hub: &Hub) -> Overview {
         recent_errors: recent_errors(hub),
         catalog_epoch: hub.catalog.snapshot().epoch,
         signing_in: super::grants::signing_in(hub),
+        pin_drifts: super::pins::report(hub).drifts,
     }
 }
 

@@ -69,6 +69,10 @@ pub enum Kind {
     Decision,
     /// A call, get, read, subscribe or completion that was allowed ended.
     Completed,
+    /// An upstream's tool definition differs from its pin (`[pinning]`): `upstream`,
+    /// `original` (its tool name), `reason` (the members that changed and both hashes).
+    #[serde(rename = "tool_drift")]
+    ToolDrift,
 }
 
 /// Who asked: the token's issuer and subject, or the API key's name, and the OAuth client.

@@ -8,6 +8,7 @@ pub mod freshness;
 pub mod names;
 pub mod pages;
 mod personal;
+mod pins;
 pub mod profile;
 pub mod results;
 pub mod search;
@@ -15,6 +16,7 @@ pub mod shape;
 mod store;
 pub mod uri;
 
+pub use pins::{BlockedItem, DriftSink};
 pub use store::CatalogStore;
 
 use crate::config::{IdMap, Shaping, UpstreamId};
@@ -120,6 +122,8 @@ pub struct ItemList {
     index: HashMap<String, usize>,
     /// Items left out because an earlier upstream exposes the same name or URI.
     pub shadowed: Vec<Shadowed>,
+    /// Tools left out because their definition drifted from its pin, by exposed name.
+    blocked: HashMap<String, BlockedItem>,
     pages: pages::PageCache,
 }
 
@@ -127,6 +131,11 @@ impl ItemList {
     /// Find an item by the name or URI hosts see.
     pub fn lookup(&self, exposed: &str) -> Option<&ExposedItem> {
         self.index.get(exposed).map(|&i| &self.items[i])
+    }
+
+    /// A tool left out because its definition drifted from its pin, by the name hosts saw.
+    pub fn blocked(&self, exposed: &str) -> Option<&BlockedItem> {
+        self.blocked.get(exposed)
     }
 
     /// Whether hosts would see a different list in `other` (the items, their order and text).

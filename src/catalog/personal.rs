@@ -105,9 +105,12 @@ impl CatalogStore {
         items: Vec<RawObject>,
         current: &dyn Fn() -> bool,
     ) -> bool {
-        let parts = self.parts.lock();
+        let mut parts = self.parts.lock();
         if !current() || !parts.namings.iter().any(|(id, _)| id == upstream) {
             return false;
+        }
+        if kind == ListKind::Tools {
+            parts.pins.observe(upstream, &items);
         }
         let mut personal = self.personal.lock();
         let count = personal.by_principal.len();

@@ -19,6 +19,8 @@ pub(super) struct Parts {
     pub(super) lists: Vec<Part>,
     /// The longest exposed tool or prompt name (`gateway.max_name_length - name_reserve`).
     pub(super) name_budget: usize,
+    /// The pinned tool definitions and their drifts (`[pinning]`).
+    pub(super) pins: super::pins::PinStage,
 }
 
 /// Owns the per-upstream lists and publishes merged snapshots.
@@ -44,6 +46,7 @@ impl CatalogStore {
             namings,
             lists,
             name_budget,
+            pins: Default::default(),
         };
         let store = CatalogStore {
             current: ArcSwap::from_pointee(Catalog::default()),
@@ -67,6 +70,7 @@ impl CatalogStore {
             .map(|(id, _)| old.remove(id).unwrap_or_default())
             .collect();
         self.personal.lock().keep_upstreams(&namings);
+        (parts.pins).keep_servers(|name| namings.iter().any(|(id, _)| id.as_str() == name));
         parts.namings = namings.into();
         let epoch = self.snapshot().epoch + 1;
         self.rebuild(&parts, epoch);
@@ -113,6 +117,9 @@ impl CatalogStore {
             return false;
         };
         let shaping = parts.namings[position].1.shaping.clone();
+        if arrived && kind == ListKind::Tools {
+            parts.pins.observe(upstream, &items);
+        }
         let Some(slot) = parts.lists.get_mut(position) else {
             return false;
         };
@@ -140,7 +147,7 @@ impl CatalogStore {
 
     /// Merge `parts` into a new snapshot and publish it; a clash of names not seen in the
     /// previous snapshot is logged once, naming both upstreams.
-    fn rebuild(&self, parts: &Parts, epoch: u64) -> Arc<Catalog> {
+    pub(super) fn rebuild(&self, parts: &Parts, epoch: u64) -> Arc<Catalog> {
         let lists = ListKind::ALL.map(|kind| merge(parts, kind, None));
         let before = self.current.load();
         for kind in ListKind::ALL {
@@ -172,7 +179,9 @@ impl CatalogStore {
 /// original's `_meta`, and are listed by server, then exposed name.
 pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawObject>; 4]>>) -> ItemList {
     let mut list = ItemList::default();
-    let mut kept: Vec<(UpstreamId, String, String, RawObject)> = Vec::new();
+    // Each item kept, and whether pins block it (a tool whose definition drifted under `mode =
+    // "block"`: left out until approved, under the name it would have).
+    let mut kept: Vec<(UpstreamId, String, String, RawObject, bool)> = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for ((upstream, naming), part) in parts.namings.iter().zip(&parts.lists) {
         let lists = own.and_then(|own| own.get(upstream)).unwrap_or(&part.lists);
@@ -191,13 +200,14 @@ pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawOb
                 continue;
             }
             seen.insert(exposed.clone(), kept.len());
-            kept.push((upstream.clone(), original, exposed, item.into_owned()));
+            let blocked = kind == ListKind::Tools && parts.pins.blocks(upstream, &original);
+            kept.push((upstream.clone(), original, exposed, item.into_owned(), blocked));
         }
     }
     let named = matches!(kind, ListKind::Tools | ListKind::Prompts);
     let fitted = named.then(|| {
         let candidates: Vec<names::Candidate> = (kept.iter())
-            .map(|(upstream, original, exposed, _)| names::Candidate {
+            .map(|(upstream, original, exposed, _, _)| names::Candidate {
                 server: upstream.as_str(),
                 original,
                 exposed,
@@ -205,11 +215,15 @@ pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawOb
             .collect();
         names::fit(&candidates, parts.name_budget)
     });
-    for (n, (upstream, original, candidate, mut edited)) in kept.into_iter().enumerate() {
+    for (n, (upstream, original, candidate, mut edited, blocked)) in kept.into_iter().enumerate() {
         let exposed = fitted
             .as_ref()
             .and_then(|f| f.get(n).cloned())
             .unwrap_or(candidate);
+        if blocked {
+            list.blocked.insert(exposed, parts.pins.blocked(&upstream, &original));
+            continue;
+        }
         edited.set_str(kind.key_field(), &exposed);
         if named {
             names::mark_original(&mut edited, kind, upstream.as_str(), &original);

@@ -8,8 +8,8 @@ use super::raw::RawConfig;
 use super::spanned::Spanned;
 use super::vault::build_vault;
 use super::{
-    audit, auth, build_gateway, build_server, cluster, policy, problems, profiles, telemetry, Config,
-    ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamAuth, UpstreamId,
+    audit, auth, build_gateway, build_server, cluster, pinning, policy, problems, profiles, telemetry,
+    Config, ConfigError, Ctx, DisabledServer, ServerConfig, UpstreamAuth, UpstreamId,
 };
 
 impl Config {
@@ -211,6 +211,8 @@ impl Config {
         let profiles = profiles::build_profiles(ctx, raw.profiles, &gateway, known, errors);
         let telemetry = (ctx.section(errors, || telemetry::build_telemetry(ctx, raw.telemetry.as_ref())))
             .unwrap_or_default();
+        let pinning =
+            (ctx.section(errors, || pinning::build_pinning(ctx, raw.pinning.as_ref()))).unwrap_or_default();
         let config = Config {
             gateway,
             servers,
@@ -222,6 +224,7 @@ impl Config {
             vault,
             profiles,
             telemetry,
+            pinning,
         };
         // The rules of any configuration, pointed at the line of the server they are about.
         for problem in config.problems() {

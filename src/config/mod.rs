@@ -23,6 +23,7 @@ mod load;
 mod mcp_json;
 mod operator;
 mod paths;
+mod pinning;
 mod policy;
 mod preflight;
 mod problems;
@@ -49,6 +50,7 @@ pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
 pub use load::{Loaded, Report};
 pub use operator::operator_address;
+pub use pinning::{PinMode, PinningConfig, DEFAULT_LOCK_PATH};
 pub use policy::{rule_site, PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
 pub use profiles::{resource_url, Profile, ProfileFace};
@@ -153,6 +155,8 @@ pub struct Config {
     pub profiles: Vec<Profile>,
     /// `[telemetry]` (its defaults when absent): traces, log format, the access log.
     pub telemetry: TelemetryConfig,
+    /// `[pinning]` (its defaults when absent): pinned tool definitions and their lock file.
+    pub pinning: PinningConfig,
 }
 
 /// A `[servers.NAME]` table with `enabled = false`, or one that waits for a variable.

@@ -20,6 +20,7 @@ impl Config {
             *path = join(base, path);
         }
         self.vault.path = join(base, &self.vault.path);
+        self.pinning.path = join(base, &self.pinning.path);
         for server in &mut self.servers {
             if let TransportConfig::Stdio { command, cwd, .. } = &mut server.transport {
                 let dir = match cwd.take() {

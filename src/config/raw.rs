@@ -48,6 +48,8 @@ pub(super) struct RawConfig {
     /// More endpoints, one `[profiles.NAME]` each, each with a subset of the catalog.
     #[serde(default)]
     pub(super) profiles: Ordered<super::profiles::RawProfile>,
+    /// Upstream tool definitions pinned in a lock file on first sight, and what a change does.
+    pub(super) pinning: Option<super::pinning::RawPinning>,
 }
 
 /// One file path or a list of them (`include`, `mcp_json`); the loader takes these keys out of
@@ -342,6 +344,7 @@ pub(super) fn friendly(message: &str) -> String {
         .replace("struct RawCluster", "the [cluster] table")
         .replace("struct RawVault", "the [vault] table")
         .replace("struct RawTelemetry", "the [telemetry] table")
+        .replace("struct RawPinning", "the [pinning] table")
         .replace("struct RawApiKey", "an [[auth.api_keys]] table")
         .replace("struct RawStepUp", "an [[auth.step_up]] table")
 }

@@ -29,7 +29,9 @@
 //! `[cluster]` (the sealer is built once, so a new key, or new `previous_keys`,
 //! needs a (rolling) restart), `[vault]` (opened at start), `telemetry.log_format` (the log subscriber) and
 //! `telemetry.otlp_endpoint`/`service_name` (the tracer); `telemetry.access_log` applies to the
-//! next request. Hosts get one `list_changed` per list that changed, once the
+//! next request. `[pinning]` applies at once, and the lock file is read again (an approval
+//! written by another replica is in force here from this reload on); a lock that does not read
+//! refuses the reload. Hosts get one `list_changed` per list that changed, once the
 //! added and changed servers loaded their lists (or [`LIST_WAIT`] passed); when `[[policy]]` or
 //! `[auth]` changed, each host only of the lists whose view changed for its endpoint and
 //! principal ([`views`]).
@@ -245,6 +247,10 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     let profiles_changed = in_force.profiles != old.profiles;
     let hold = hub.upstreams.hold_lists();
     let before = hub.catalog.snapshot();
+    // `[pinning]` and the lock as it is now (another replica may have approved a drift); a lock
+    // that does not read refuses the reload before anything changed.
+    let pinning = &in_force.pinning;
+    (hub.catalog.reload_pinning(pinning.mode, &pinning.path)).map_err(|err| err.to_string())?;
     // What hosts saw: compared with what they see once the new configuration is in force.
     let (old_config, old_policy) = (hub.config_full(), hub.policy());
     let (servers, started) = hub
@@ -382,6 +388,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         cluster: old.cluster.clone(),
         vault: old.vault.clone(),
         telemetry,
+        pinning: new.pinning,
     };
     (config, needs_restart)
 }

@@ -37,6 +37,9 @@ pub const TRACE_SPANS_DROPPED: &str = "mcpmux_trace_spans_dropped_total";
 /// limit counted by this replica alone.
 pub const SHARED_STORE_FALLBACKS: &str = "mcpmux_shared_store_fallbacks_total";
 
+/// Tool definitions found changed since they were pinned (`[pinning]`), by server.
+pub const TOOL_DRIFT: &str = "mcpmux_tool_drift_total";
+
 /// Labels (OpenTelemetry attribute names with `.` as `_`).
 pub const METHOD: &str = "mcp_method_name";
 pub const TOOL: &str = "gen_ai_tool_name";
@@ -51,6 +54,8 @@ pub const REASON: &str = "reason";
 pub const LIST: &str = "list";
 /// What the shared store was asked for (`rate_limit`).
 pub const USE: &str = "use";
+/// A server's configured name (`[servers.NAME]`) on the pinning metric.
+pub const SERVER: &str = "server";
 
 /// What a label says for a method or name it may not carry (not a known method, not in the
 /// catalog): the conventions' fallback value, so that label values stay few.
@@ -155,6 +160,7 @@ mod tests {
             AUDIT_DROPPED,
             TRACE_SPANS_DROPPED,
             SHARED_STORE_FALLBACKS,
+            TOOL_DRIFT,
         ] {
             assert!(name.starts_with("mcpmux_") && name.ends_with("_total"), "{name}");
         }

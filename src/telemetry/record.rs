@@ -49,6 +49,11 @@ pub fn list_changed_sent(method: &'static str, count: usize) {
     }
 }
 
+/// A tool of `server` was found changed since it was pinned.
+pub fn tool_drift(server: &str) {
+    counter!(TOOL_DRIFT, SERVER => server.to_string()).increment(1);
+}
+
 /// The audit writer's queue was full: a line was dropped.
 pub fn audit_dropped() {
     counter!(AUDIT_DROPPED).increment(1);

@@ -7,6 +7,8 @@
 //   error TEXT...            the recent errors list a line containing TEXT
 //   listed TOOL              the catalog lists the tool (as text: a name that is markup stays text)
 //   schema SERVER TOOL TEXT  unfold the server's catalog and the tool: its schema shows TEXT
+//   drift SERVER TOOL TEXT   the changed tool definitions list SERVER/TOOL with a diff showing TEXT
+//   approve SERVER TOOL      click its approve button: it leaves the list
 //   shot PATH                a screenshot of the page
 //   quit
 // Usage: node admin_page.mjs URL   (env MCPMUX_PLAYWRIGHT: the playwright-core package directory)
@@ -101,6 +103,29 @@ async function run(words) {
       // The next catalog or overview update must keep it unfolded.
       await page.waitForTimeout(1500);
       if (!(await page.isVisible(`details[data-name="${tool}"] pre`))) throw new Error("the schema folded again");
+      return;
+    }
+    case "drift": {
+      const [server, tool, ...text] = args;
+      await page.waitForFunction(
+        ([heading, text]) =>
+          [...document.querySelectorAll("#drifts .drift")].some(
+            (d) => d.querySelector("h3").textContent.startsWith(heading) && d.querySelector("pre").textContent.includes(text),
+          ),
+        [`${server}/${tool}:`, text.join(" ")],
+        WAIT,
+      );
+      if (!(await page.isVisible("#drifts-section"))) throw new Error("the drifts section is hidden");
+      return;
+    }
+    case "approve": {
+      const [server, tool] = args;
+      await page.click(`#drifts button:has-text("approve ${server}/${tool}")`);
+      await page.waitForFunction(
+        (heading) => ![...document.querySelectorAll("#drifts .drift h3")].some((h) => h.textContent.startsWith(heading)),
+        `${server}/${tool}:`,
+        WAIT,
+      );
       return;
     }
     case "shot":

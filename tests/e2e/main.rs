@@ -39,6 +39,7 @@ mod metrics;
 mod modern;
 mod names;
 mod oauth_flows;
+mod pinning;
 mod policy;
 mod policy_explain;
 mod policy_property;

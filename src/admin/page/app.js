@@ -91,6 +91,7 @@ function renderOverview(doc) {
       ),
     ),
   );
+  renderDrifts(doc.pin_drifts ?? []);
   const sessions = doc.session_rows;
   $("no-sessions").hidden = sessions.length > 0;
   $("sessions").hidden = sessions.length === 0;
@@ -178,6 +179,42 @@ function renderCatalog(view) {
       }
       box.open = open.has(key);
       return box;
+    }),
+  );
+}
+
+// Tools whose definition drifted from its pin, each with its diff and an approve button
+// (POST /pins/approve); the next overview shows what is left.
+function renderDrifts(drifts) {
+  $("drifts-section").hidden = drifts.length === 0;
+  $("drifts").replaceChildren(
+    ...drifts.map((d) => {
+      const approve = el("button", { type: "button" }, `approve ${d.server}/${d.tool}`);
+      const outcome = el("span", { class: "error" });
+      approve.addEventListener("click", async () => {
+        approve.disabled = true;
+        try {
+          const res = await fetch("/pins/approve", {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ server: d.server, tool: d.tool }),
+          });
+          const body = await res.json();
+          outcome.textContent = res.ok ? "approved" : body.error ?? `HTTP ${res.status}`;
+        } catch (err) {
+          outcome.textContent = String(err);
+        }
+        approve.disabled = false;
+      });
+      return el(
+        "div",
+        { class: "drift" },
+        el("h3", null, `${d.server}/${d.tool}: ${d.changed.join(", ")} changed`),
+        el("pre", null, d.diff),
+        approve,
+        " ",
+        outcome,
+      );
     }),
   );
 }

@@ -60,6 +60,14 @@ pub async fn serve(
         {
             return done;
         }
+        // A tool left out because its definition drifted from its pin: say why, not "unknown".
+        if let Some(why) = (kind == ListKind::Tools && permitted)
+            .then(|| catalog.list(kind).blocked(&name))
+            .flatten()
+            .filter(|blocked| access.in_view(kind, &blocked.upstream, &name))
+        {
+            return Outcome::refused(id, RequestError::ToolDrifted(why.message.clone()));
+        }
         let what = if kind == ListKind::Tools { "tool" } else { "prompt" };
         return Outcome::refused(id, RequestError::UnknownName { what, name });
     };
