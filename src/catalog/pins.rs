@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(store.drifts().len(), 1);
         let (approved, changed) = store.approve_pins("docs", Some("echo")).unwrap();
         assert_eq!((approved, changed), (vec!["echo".to_string()], true));
-        assert_eq!(names(&store), ["docs__echo", "docs__add"]);
+        assert_eq!(names(&store), ["docs__add", "docs__echo"]);
         assert!(store
             .snapshot()
             .list(ListKind::Tools)

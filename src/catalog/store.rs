@@ -221,7 +221,8 @@ pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawOb
             .and_then(|f| f.get(n).cloned())
             .unwrap_or(candidate);
         if blocked {
-            list.blocked.insert(exposed, parts.pins.blocked(&upstream, &original));
+            list.blocked
+                .insert(exposed, parts.pins.blocked(&upstream, &original));
             continue;
         }
         edited.set_str(kind.key_field(), &exposed);

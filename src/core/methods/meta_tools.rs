@@ -242,9 +242,17 @@ fn describe(catalog: &Catalog, access: &Access, arguments: &Value) -> Value {
             let tool: Value = serde_json::from_str(item.json.get()).unwrap_or(Value::Null);
             tool_result(json!({ "tool": tool }))
         }
-        None => tool_error(format!(
-            "No tool is named {:?} here; find one with {SEARCH}.",
-            crate::util::text::clip(name)
-        )),
+        None => {
+            // A tool pins block: why, as a call of it would say (if the request may see it).
+            let blocked = (catalog.list(ListKind::Tools).blocked(name))
+                .filter(|b| access.in_view(ListKind::Tools, &b.upstream, name) && access.permits(name));
+            match blocked {
+                Some(blocked) => tool_error(blocked.message.clone()),
+                None => tool_error(format!(
+                    "No tool is named {:?} here; find one with {SEARCH}.",
+                    crate::util::text::clip(name)
+                )),
+            }
+        }
     }
 }
