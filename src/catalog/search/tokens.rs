@@ -26,11 +26,7 @@ pub(super) fn for_each_token(text: &str, buf: &mut String, emit: &mut dyn FnMut(
         }
         split_word(&text[start..end], &mut word, &mut parts);
         if parts.len() > 1 {
-            let mut whole = String::with_capacity(word.len());
-            for &(a, b) in &parts {
-                whole.push_str(&word[a..b]);
-            }
-            emit_one(&whole, buf, emit);
+            emit_one(&word, buf, emit);
         }
         for &(a, b) in &parts {
             emit_one(&word[a..b], buf, emit);
@@ -39,7 +35,7 @@ pub(super) fn for_each_token(text: &str, buf: &mut String, emit: &mut dyn FnMut(
 }
 
 /// Folds and lowercases `raw` into `word` and records the byte ranges of its camelCase and
-/// letter/digit parts (in `word`).
+/// letter/digit parts (in `word`; together they cover it).
 fn split_word(raw: &str, word: &mut String, parts: &mut Vec<(usize, usize)>) {
     word.clear();
     parts.clear();
