@@ -337,6 +337,17 @@ def markdown(res):
             out.append(table(["benchmark", "median", "allocations", "bytes allocated"], rows))
         else:
             out.append("```text\n" + res["micro"].strip() + "\n```\n")
+    if "search" in res:
+        out.append("\n## Tool search over 1,000 tools (`cargo bench --bench search`)\n")
+        s = res["search"]
+        if "error" in s:
+            out.append("```text\n" + s["error"].strip() + "\n```\n")
+        else:
+            out.append(f"The recorded corpus replicated to {s['tools']} tools; its {s['queries']} quality-test "
+                       "queries, limit 10, pinned to core 0.\n")
+            out.append(table(["index build", "query p50", "query p99", "half hidden p50", "half hidden p99"],
+                             [[f"{s['build_ms']:.2f} ms", f"{s['query_p50_us']:.1f} µs", f"{s['query_p99_us']:.1f} µs",
+                               f"{s['filtered_p50_us']:.1f} µs", f"{s['filtered_p99_us']:.1f} µs"]]))
     if "peers_error" in res:
         out.append(f"\nPeers could not be installed: {res['peers_error']}\n")
     return "\n".join(out)

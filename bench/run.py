@@ -30,7 +30,7 @@ RAWECHO = ROOT / "bench" / "rawecho.mjs"
 FM_AGG = ROOT / "bench" / "fm_agg.py"
 PEERS = ROOT / "target" / "bench-peers"
 RUN_DIR = ROOT / "target" / "bench-run"
-SCENARIOS = ["overhead", "throughput", "catalog", "memory", "fanout", "peers", "micro"]
+SCENARIOS = ["overhead", "throughput", "catalog", "memory", "fanout", "peers", "micro", "search"]
 PEER_VERSIONS = {"mcp-proxy": "6.7.19", "supergateway": "4.0.0", "fastmcp": "4.1.2"}
 
 
@@ -382,6 +382,20 @@ def micro(cfg, results):
     results["micro"] = out.stdout if out.returncode == 0 else f"failed ({out.returncode}):\n{out.stderr[-2000:]}"
 
 
+def search(results):
+    log("tool search: cargo bench --bench search (1,000 tools)")
+    subprocess.run(["cargo", "bench", "--locked", "--bench", "search", "--no-run"], cwd=ROOT,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = subprocess.run(pinned(0, ["cargo", "bench", "--locked", "--bench", "search"]), cwd=ROOT,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        results["search"] = {"error": f"failed ({out.returncode}): {out.stderr[-2000:]}"}
+        return
+    results["search"] = json.loads(out.stdout.strip().splitlines()[-1])
+    log(f"  build {results['search']['build_ms']:.2f} ms, query p50 {results['search']['query_p50_us']:.1f} µs"
+        f" p99 {results['search']['query_p99_us']:.1f} µs")
+
+
 def settle(limit_s):
     """Let the build and the installs finish with the machine: flush dirty pages (writeback after a
     release build stalls processes for hundreds of ms), then wait until the 1-minute load average is
@@ -465,6 +479,8 @@ def main():
         fanout(cfg, results)
     if "micro" in cfg.run:
         micro(cfg, results)
+    if "search" in cfg.run:
+        search(results)
     results["duration_s"] = round(time.monotonic() - started)
     (RUN_DIR / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
     Path(cfg.out).write_text(report.markdown(results))

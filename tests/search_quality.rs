@@ -74,7 +74,7 @@ fn recall_at_5_on_the_recorded_corpus() {
         if found < expected.len() {
             let missing: Vec<String> = expected
                 .iter()
-                .filter(|e| !rank(e).is_some_and(|r| r < 5))
+                .filter(|e| rank(e).is_none_or(|r| r >= 5))
                 .map(|e| match rank(e) {
                     Some(r) => format!("{e} (rank {})", r + 1),
                     None => format!("{e} (not found)"),

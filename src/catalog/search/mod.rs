@@ -65,11 +65,20 @@ pub struct Hit {
 }
 
 /// The index: for each term, the tools holding it with that term's BM25F score in each.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct SearchIndex {
     terms: HashMap<Box<str>, u32>,
     postings: Vec<Vec<(u32, f32)>>,
     len: usize,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex")
+            .field("tools", &self.len)
+            .field("terms", &self.terms.len())
+            .finish()
+    }
 }
 
 /// One tool's term frequencies per field, and each field's length in tokens.
@@ -206,7 +215,7 @@ impl SearchIndex {
             add(term, 1.0);
         }
         for term in &own {
-            synonyms::for_each_synonym(term, &mut buf, &mut |s| add(s, SYNONYM_WEIGHT));
+            synonyms::for_each_synonym(term, &mut |s| add(s, SYNONYM_WEIGHT));
         }
         weighted
     }
@@ -254,11 +263,12 @@ fn tool_terms(text: &str, terms: &mut HashMap<Box<str>, u32>, buf: &mut String) 
         .get("annotations")
         .and_then(|a| a.get("title"))
         .and_then(Value::as_str);
-    for title in [tool.get("title").and_then(Value::as_str), annotations_title]
-        .into_iter()
-        .flatten()
-    {
+    let title = tool.get("title").and_then(Value::as_str);
+    if let Some(title) = title {
         add(Field::Title, title, &mut doc);
+    }
+    if let Some(other) = annotations_title.filter(|a| Some(*a) != title) {
+        add(Field::Title, other, &mut doc);
     }
     if let Some(description) = tool.get("description").and_then(Value::as_str) {
         add(Field::Description, description, &mut doc);

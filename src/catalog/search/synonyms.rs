@@ -3,6 +3,7 @@
 //! and nouns, nothing specific to one server or product.
 
 use super::tokens::stem;
+use std::sync::OnceLock;
 
 /// Groups of words that mean the same thing in a request for a tool.
 const GROUPS: &[&[&str]] = &[
@@ -30,24 +31,32 @@ const GROUPS: &[&[&str]] = &[
     &["close", "shut"],
 ];
 
-/// Calls `emit` with the stems of the other words of every group `term` (a stem) belongs to.
-pub(super) fn for_each_synonym(term: &str, buf: &mut String, emit: &mut dyn FnMut(&str)) {
-    for group in GROUPS {
-        let member = group.iter().any(|w| {
-            buf.clear();
-            buf.push_str(w);
-            stem(buf);
-            buf == term
-        });
-        if !member {
-            continue;
-        }
-        for w in group.iter() {
-            buf.clear();
-            buf.push_str(w);
-            stem(buf);
-            if buf != term {
-                emit(buf);
+/// The groups with every word stemmed as the index stems it, computed once.
+fn stemmed_groups() -> &'static [Vec<String>] {
+    static STEMMED: OnceLock<Vec<Vec<String>>> = OnceLock::new();
+    STEMMED.get_or_init(|| {
+        GROUPS
+            .iter()
+            .map(|group| {
+                group
+                    .iter()
+                    .map(|w| {
+                        let mut s = (*w).to_owned();
+                        stem(&mut s);
+                        s
+                    })
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+/// Calls `emit` with the other words of every group `term` (a stem) belongs to.
+pub(super) fn for_each_synonym(term: &str, emit: &mut dyn FnMut(&str)) {
+    for group in stemmed_groups() {
+        if group.iter().any(|w| w == term) {
+            for w in group.iter().filter(|w| *w != term) {
+                emit(w);
             }
         }
     }

@@ -181,3 +181,12 @@ fn malformed_tools_keep_their_position() {
     assert_eq!(index.len(), 3);
     assert_eq!(positions(&index.search("read", 5, &all)), [2]);
 }
+
+#[test]
+fn the_index_is_shareable_and_debug_stays_small() {
+    fn shareable<T: Send + Sync + std::fmt::Debug>() {}
+    shareable::<SearchIndex>();
+    let tools = [tool("a__read_file", &"long text ".repeat(1000))];
+    let index = SearchIndex::new(tools.iter().map(String::as_str));
+    assert!(format!("{index:?}").len() < 100);
+}

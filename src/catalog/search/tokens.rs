@@ -26,11 +26,7 @@ pub(super) fn for_each_token(text: &str, buf: &mut String, emit: &mut dyn FnMut(
         }
         split_word(&text[start..end], &mut word, &mut parts);
         if parts.len() > 1 {
-            let mut whole = String::with_capacity(word.len());
-            for &(a, b) in &parts {
-                whole.push_str(&word[a..b]);
-            }
-            emit_one(&whole, buf, emit);
+            emit_one(&word, buf, emit);
         }
         for &(a, b) in &parts {
             emit_one(&word[a..b], buf, emit);
@@ -39,18 +35,20 @@ pub(super) fn for_each_token(text: &str, buf: &mut String, emit: &mut dyn FnMut(
 }
 
 /// Folds and lowercases `raw` into `word` and records the byte ranges of its camelCase and
-/// letter/digit parts (in `word`).
+/// letter/digit parts (in `word`; together they cover it).
 fn split_word(raw: &str, word: &mut String, parts: &mut Vec<(usize, usize)>) {
     word.clear();
     parts.clear();
-    let chars: Vec<char> = raw.chars().collect();
     let mut start = 0;
-    for (i, &c) in chars.iter().enumerate() {
-        if i > 0 && is_boundary(chars[i - 1], c, chars.get(i + 1).copied()) {
+    let mut prev: Option<char> = None;
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        if prev.is_some_and(|p| is_boundary(p, c, chars.peek().copied())) {
             parts.push((start, word.len()));
             start = word.len();
         }
         fold_into(c, word);
+        prev = Some(c);
     }
     if word.len() > start {
         parts.push((start, word.len()));
