@@ -121,6 +121,39 @@ async fn the_example_config_runs_from_any_directory() {
                 .all(|n| n.starts_with("filesystem__") || n.starts_with("time__")),
         "{names:?}"
     );
+    // The agent profile: only the meta-tools, and every tool through them.
+    let agent = RawSession::open(&format!("{base}/mcp/agent"), json!({})).await;
+    let (tools, _) = agent.list_all("tools/list", "tools").await;
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "mcpmux__search_tools",
+            "mcpmux__describe_tool",
+            "mcpmux__call_tool"
+        ]
+    );
+    let found = agent
+        .call(
+            "tools/call",
+            json!({"name": "mcpmux__search_tools", "arguments": {"query": "what time is it in Tokyo"}}),
+        )
+        .await;
+    let hits: Vec<&str> = (found["result"]["structuredContent"]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten())
+    .take(3)
+    .filter_map(|t| t["name"].as_str())
+    .collect();
+    assert!(hits.contains(&"time__get_current_time"), "{found}");
+    let time = agent
+        .tool_text(
+            "mcpmux__call_tool",
+            json!({"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}),
+        )
+        .await;
+    assert!(time.contains("Asia/Tokyo"), "{time}");
     drop(gateway);
 }
 
