@@ -54,7 +54,26 @@ async fn the_page_follows_an_upstream_down_and_back_and_shows_a_tools_schema() {
     let markup = "<img/src=x/onerror=window.__xss=1>";
     let added = host.tool_text("flaky__add_tool", json!({"name": markup})).await;
     assert_eq!(added, "added");
-    page.run(&format!("listed flaky__{markup}")).await;
+    // Listed under a name every model API accepts; its original (the markup) is its title and
+    // `_meta["mcpmux/original"]`, which the page must show as text too.
+    // (The server announces it with list_changed; mcpmux fetches the list again.)
+    let mut exposed = None;
+    for _ in 0..100 {
+        let (tools, _) = host.list_all("tools/list", "tools").await;
+        exposed = (tools.iter())
+            .find(|t| t["_meta"]["mcpmux/original"]["name"] == markup)
+            .and_then(|t| t["name"].as_str().map(str::to_string));
+        if exposed.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let exposed = exposed.expect("the markup tool is listed within 10 s");
+    assert!(
+        exposed.starts_with("flaky__") && !exposed.contains('<'),
+        "{exposed}"
+    );
+    page.run(&format!("listed {exposed}")).await;
 
     page.run("schema everything everything__echo Message to echo")
         .await;
