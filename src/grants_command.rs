@@ -123,12 +123,7 @@ async fn ask(
     url: &reqwest::Url,
 ) -> Result<(u16, serde_json::Value), String> {
     let resp = request.send().await.map_err(|e| {
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            text = format!("{text}: {cause}");
-            source = cause.source();
-        }
+        let text = crate::util::http_client::error_chain(&e);
         format!("cannot reach {url}: {text}; is `mcpmux serve` running there?")
     })?;
     let status = resp.status();

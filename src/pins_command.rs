@@ -178,12 +178,7 @@ fn client() -> Result<reqwest::Client, String> {
 }
 
 fn unreachable(url: &str, e: reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        text = format!("{text}: {cause}");
-        source = cause.source();
-    }
+    let text = crate::util::http_client::error_chain(&e);
     format!("cannot reach {url}: {text}; is `mcpmux serve` running there?")
 }
 

@@ -76,12 +76,7 @@ async fn ask(url: &str) -> Result<Result<String, String>, String> {
         .build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
     let resp = client.post(parsed.clone()).send().await.map_err(|e| {
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            text = format!("{text}: {cause}");
-            source = cause.source();
-        }
+        let text = crate::util::http_client::error_chain(&e);
         format!("cannot reach {parsed}: {text}; is `mcpmux serve` running there?")
     })?;
     let status = resp.status();

@@ -186,6 +186,15 @@ async fn block_then_approve(dir: &Path, gw: &mcpmux::Gateway, server: &str) {
     assert_eq!(status, 1, "nothing left to approve: {err}");
 }
 
+/// The gateway in front of the Python HTTP server (drifting after 2 calls) as `server`.
+async fn boot_http(dir: &Path, server: &str, mode: &str) -> (ChildGuard, mcpmux::Gateway) {
+    let (guard, port) = tokio::task::spawn_blocking(|| http_server(2))
+        .await
+        .expect("the Python server");
+    let servers = format!("[servers.{server}]\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
+    (guard, boot(dir, &servers, mode).await)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_block_leaves_a_drifted_tool_out_until_the_cli_approves_it() {
     let _suite = crate::suite::enter(module_path!());
@@ -199,11 +208,7 @@ async fn stdio_block_leaves_a_drifted_tool_out_until_the_cli_approves_it() {
 async fn http_block_leaves_a_drifted_tool_out_until_the_cli_approves_it() {
     let _suite = crate::suite::enter(module_path!());
     let dir = scratch_dir("pins-block-http");
-    let (_server, port) = tokio::task::spawn_blocking(|| http_server(2))
-        .await
-        .expect("the Python server");
-    let servers = format!("[servers.pyweb]\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
-    let gw = boot(&dir, &servers, "block").await;
+    let (_server, gw) = boot_http(&dir, "pyweb", "block").await;
     block_then_approve(&dir, &gw, "pyweb").await;
     gw.stop().await;
 }
@@ -259,11 +264,7 @@ async fn stdio_warn_lists_the_new_definition_and_counts_and_audits_the_drift() {
 async fn http_warn_lists_the_new_definition_and_counts_and_audits_the_drift() {
     let _suite = crate::suite::enter(module_path!());
     let dir = scratch_dir("pins-warn-http");
-    let (_server, port) = tokio::task::spawn_blocking(|| http_server(2))
-        .await
-        .expect("the Python server");
-    let servers = format!("[servers.pywarned]\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
-    let gw = boot(&dir, &servers, "warn").await;
+    let (_server, gw) = boot_http(&dir, "pywarned", "warn").await;
     warn_lists_counts_and_audits(&dir, &gw, "pywarned").await;
     gw.stop().await;
 }
@@ -295,11 +296,7 @@ async fn off_changes_nothing_through_stdio_and_http() {
     off_changes_nothing(&dir, &gw, "plain").await;
     gw.stop().await;
     let dir = scratch_dir("pins-off-http");
-    let (_server, port) = tokio::task::spawn_blocking(|| http_server(2))
-        .await
-        .expect("the Python server");
-    let servers = format!("[servers.pyplain]\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
-    let gw = boot(&dir, &servers, "off").await;
+    let (_server, gw) = boot_http(&dir, "pyplain", "off").await;
     off_changes_nothing(&dir, &gw, "pyplain").await;
     gw.stop().await;
 }
