@@ -95,18 +95,7 @@ async fn local_list(path: &Path) -> Result<Vec<GrantLine>, String> {
 
 /// The gateway's `/grants` URL from `--url` (a URL without a path gets `/grants`).
 fn grants_url(url: &str) -> Result<reqwest::Url, String> {
-    let mut parsed = reqwest::Url::parse(url).map_err(|e| {
-        format!("--url {url:?} is not a URL ({e}); give the gateway's operator address, e.g. http://127.0.0.1:8080{GRANTS_PATH}")
-    })?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!(
-            "--url {url:?}: an http:// or https:// URL with a host is needed"
-        ));
-    }
-    if parsed.path() == "/" || parsed.path().is_empty() {
-        parsed.set_path(GRANTS_PATH);
-    }
-    Ok(parsed)
+    crate::util::operator_url::operator_url(url, GRANTS_PATH)
 }
 
 fn client() -> Result<reqwest::Client, String> {

@@ -50,14 +50,7 @@ pub fn base_of_config(path: &Path) -> Result<String, (u8, String)> {
 /// The operator address of a `--url` as `mcpmux reload` takes it (a bare address, or one
 /// ending `/reload`; `/pins` is taken too): the URL without that path.
 pub fn base_of_url(url: &str) -> Result<String, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| {
-        format!("--url {url:?} is not a URL ({e}); give the gateway's operator address, e.g. http://127.0.0.1:8080")
-    })?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!(
-            "--url {url:?}: an http:// or https:// URL with a host is needed"
-        ));
-    }
+    let parsed = crate::util::operator_url::operator_url(url, "")?;
     let mut path = parsed.path().trim_end_matches('/');
     for suffix in [APPROVE_PATH, PINS_PATH, crate::admin::reload::RELOAD_PATH] {
         if let Some(prefix) = path.strip_suffix(suffix) {

@@ -29,18 +29,7 @@ pub fn reload_url(path: &Path) -> Result<String, (u8, String)> {
 
 /// A URL given without a path gets `/reload`.
 fn with_path(url: &str) -> Result<reqwest::Url, String> {
-    let mut parsed = reqwest::Url::parse(url).map_err(|e| {
-        format!("--url {url:?} is not a URL ({e}); give the gateway's operator address, e.g. http://127.0.0.1:8080{RELOAD_PATH}")
-    })?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!(
-            "--url {url:?}: an http:// or https:// URL with a host is needed"
-        ));
-    }
-    if parsed.path() == "/" || parsed.path().is_empty() {
-        parsed.set_path(RELOAD_PATH);
-    }
-    Ok(parsed)
+    crate::util::operator_url::operator_url(url, RELOAD_PATH)
 }
 
 /// Ask and print; returns the exit status.

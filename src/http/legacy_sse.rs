@@ -143,18 +143,8 @@ async fn open_stream(
 ) -> Response {
     let message_path = legacy.message_path.clone();
     let who = principal.map(|Extension(p)| p);
-    let profile = matched_profile(&legacy.hub, &headers, who.as_deref());
+    let profile = super::matched_profile(&legacy.hub, &headers, who.as_deref());
     open_link(&legacy, who, profile, message_path)
-}
-
-/// The profile a request to the main legacy endpoints is served as (`core::profile_choice`).
-fn matched_profile(
-    hub: &crate::core::hub::Hub,
-    headers: &HeaderMap,
-    who: Option<&Principal>,
-) -> Option<Arc<str>> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    crate::core::profile_choice::matched(&hub.config(), header, who)
 }
 
 /// `GET {profile path}/sse`: a new link of `profile`, whose messages go to `message_path`.
@@ -293,7 +283,7 @@ async fn message(
         Err(refusal) => return refusal.into_http(),
     };
     let who = principal.map(|Extension(p)| p);
-    let profile = matched_profile(&legacy.hub, &headers, who.as_deref());
+    let profile = super::matched_profile(&legacy.hub, &headers, who.as_deref());
     match accept_message(&legacy, (who.as_deref(), profile.as_ref()), &uri, &headers, body).await {
         Ok(()) => (StatusCode::ACCEPTED, "Accepted").into_response(),
         Err((err, id)) => err.into_http_for(id),

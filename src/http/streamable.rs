@@ -76,8 +76,7 @@ async fn handle(
 ) -> Response {
     let who = principal.map(|Extension(p)| p);
     // A profile whose `match` holds serves this request of the main endpoint.
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let profile = crate::core::profile_choice::matched(&ep.hub.config(), header, who.as_deref());
+    let profile = super::matched_profile(&ep.hub, &headers, who.as_deref());
     serve_endpoint(&ep.hub, (who, profile), method, &headers, body).await
 }
 

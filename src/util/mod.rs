@@ -1,11 +1,12 @@
 //! Small helpers with no knowledge of MCP, shared by every part of the gateway: the backoff of
 //! reconnect and restart loops, globs over exposed names, the lean HTTP client, random hex ids,
-//! scope hierarchies, URLs whose password is never shown, and host text clipped for error messages.
+//! scope hierarchies, the CLI's `--url` of a running gateway, URLs whose password is never shown, and host text clipped for error messages.
 
 pub mod backoff;
 pub mod glob;
 pub mod http_client;
 pub mod ids;
+pub mod operator_url;
 pub mod scope;
 pub mod secret_url;
 pub mod text;
