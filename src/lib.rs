@@ -479,31 +479,38 @@ fn routes(
     use middleware::access::{AccessLayer, RefusalBody};
     let config = hub.config();
     let access = access_in_force(hub, middleware::origin::AccessPolicy::from_config);
-    let mut faces = http::router(hub.clone());
-    if config.cluster.is_some() {
+    let forward = config.cluster.is_some().then(|| {
         let peers = Arc::new(cluster::Peers::new(
             hub.sealer.clone(),
             hub.session_ids.home().url.clone(),
         ));
-        faces = faces.layer(cluster::send::ForwardLayer::new(hub.clone(), peers));
-    }
+        cluster::send::ForwardLayer::new(hub.clone(), peers)
+    });
     // Always in place: `[auth]` is read per request, so a reload may add, change or remove it.
     let profiles = profile_resources(hub);
     let layer = auth::layer::AuthLayer::in_force(hub.auth.clone());
-    faces = faces
-        .layer(layer.with_profiles(profiles.clone(), unserved_paths(hub)))
+    // One `layer` call for the three: each call wraps every route once more (a future and a
+    // service per request and layer).
+    let faces = http::router(hub.clone())
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(layer.with_profiles(profiles.clone(), unserved_paths(hub)))
+                .option_layer(forward)
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    config.gateway.max_body_bytes,
+                )),
+        )
         .merge(auth::metadata::router(&config, &hub.auth, profiles))
         // The redirect URI of upstream sign-ins and mcpmux's client metadata: a browser comes
         // back without a bearer token; the sign-in's single-use state admits it.
         .merge(http::oauth_callback::router(hub.upstreams.credentials.clone()));
-    if config.cluster.is_some() {
-        faces = faces.layer(cluster::receive::PassportLayer::new(hub.clone()));
-    }
+    let passport = (config.cluster.is_some()).then(|| cluster::receive::PassportLayer::new(hub.clone()));
     let faces = faces.layer(
         tower::ServiceBuilder::new()
             .layer(middleware::closing::CloseWhenStopping::new(hub.not_ready.clone()))
             .layer(middleware::trace::layer())
-            .layer(AccessLayer::in_force(access.clone(), RefusalBody::JsonRpc)),
+            .layer(AccessLayer::in_force(access.clone(), RefusalBody::JsonRpc))
+            .option_layer(passport),
     );
     let operator_access = match admin {
         Some(at) => access_in_force(hub, move |gateway| {

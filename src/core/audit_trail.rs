@@ -218,6 +218,9 @@ pub struct Completion {
 impl Completion {
     /// The call's response (its JSON-RPC text) reached the host.
     pub fn complete(self, response: &str) {
+        if self.inner.is_none() {
+            return;
+        }
         self.complete_with(record::outcome_of(response));
     }
 

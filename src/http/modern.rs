@@ -59,11 +59,10 @@ pub fn is_modern_request(headers: &HeaderMap, method: &str, params: Option<&RawO
     if modern::is_modern(params) {
         return true;
     }
-    let header_version = headers
-        .get(modern::HEADER_PROTOCOL_VERSION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim);
-    !headers.contains_key("mcp-session-id") && header_version.is_some_and(|v| !version::is_supported(v))
+    const VERSION: http::HeaderName = http::HeaderName::from_static(modern::HEADER_PROTOCOL_VERSION);
+    const SESSION: http::HeaderName = http::HeaderName::from_static("mcp-session-id");
+    let header_version = headers.get(&VERSION).and_then(|v| v.to_str().ok()).map(str::trim);
+    !headers.contains_key(&SESSION) && header_version.is_some_and(|v| !version::is_supported(v))
 }
 
 fn json_response(status: StatusCode, msg: &Message) -> Response {

@@ -108,26 +108,46 @@ pub enum Reply {
     Stream(BoxStream<'static, Bytes>),
 }
 
+/// A call's frames while its POST waits for the first. Dropped meanwhile (the host went away),
+/// the call still runs to its end in a task of its own, so its outcome is recorded; no host can
+/// resume it (it was given no event id yet), so nothing keeps its frames.
+struct Waiting(Option<BoxStream<'static, Frame>>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let Some(mut frames) = self.0.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { while frames.next().await.is_some() {} });
+        }
+    }
+}
+
 /// Run `call` to its end whatever happens to the host's connection: its response if it came
-/// first and within [`JSON_REPLY_WINDOW`], else a stream of its frames.
-pub async fn start(call: ForwardedCall, session: Arc<Session>) -> Reply {
-    let stream = session.streams.open(Some(call.client_id.clone()));
+/// first and within [`JSON_REPLY_WINDOW`], else a stream of its frames (kept for a resuming host
+/// from then on: a call answered at once never opens one).
+pub async fn start(call: Box<ForwardedCall>, session: Arc<Session>) -> Reply {
+    let client_id = call.client_id.clone();
+    let mut waiting = Waiting(Some((*call).into_frames().boxed()));
+    let first = match waiting.0.as_mut() {
+        Some(frames) => first_frame(frames, &session).await,
+        None => None,
+    };
+    let frames = waiting.0.take();
+    let first = match first {
+        // Nothing follows a response: the call is over (dropping its frames clears its
+        // in-flight entry before the host can send its next request).
+        Some(Some(Frame::Response(json))) => return Reply::Json(json),
+        first => first,
+    };
+    let stream = session.streams.open(Some(client_id));
     let mut driver = Driver {
-        frames: Some(call.into_frames().boxed()),
+        frames,
         stream: stream.clone(),
     };
-    if let Some(frames) = driver.frames.as_mut() {
-        match first_frame(frames, &session).await {
-            Some(Some(Frame::Response(json))) => {
-                // Nothing follows a response: the call is over (ending it clears its in-flight
-                // entry before the host can send its next request).
-                driver.frames = None;
-                session.streams.remove(stream.id);
-                return Reply::Json(json);
-            }
-            Some(frame) => driver.record(frame),
-            None => {}
-        }
+    if let Some(frame) = first {
+        driver.record(frame);
     }
     let priming = may_poll(&session.protocol_version);
     Reply::Stream(frames_after(stream, 0, priming, Some(driver), session))

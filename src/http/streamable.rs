@@ -24,19 +24,19 @@ use crate::session::host_tokens::EventPosition;
 use crate::util::ids::session_digest;
 use axum::body::Body as HttpBody;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use axum::Extension;
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
-use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
+// Header names as values: a lookup by `&str` parses and checks the name at every request.
+const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 /// The most messages one JSON-RPC batch (2025-03-26) may hold.
 pub const MAX_BATCH_LEN: usize = 256;
@@ -50,12 +50,11 @@ struct Endpoint {
     legacy: Option<Arc<super::legacy_sse::Legacy>>,
 }
 
-/// The host faces: the configured MCP path and the legacy SSE endpoints next to it, with the
-/// body limit; any other path is looked up among the `[profiles]` in force (so a reload may add
-/// or remove one). Access checks and tracing are layers the composition root puts around it.
+/// The host faces: the configured MCP path and the legacy SSE endpoints next to it; any other
+/// path is looked up among the `[profiles]` in force (so a reload may add or remove one). The
+/// body limit, access checks and tracing are layers the composition root puts around it.
 pub fn router(hub: Arc<Hub>) -> axum::Router {
     let path = hub.config().gateway.path.clone();
-    let limit = hub.config().gateway.max_body_bytes;
     let legacy = super::legacy_sse::state(hub.clone());
     let legacy_routes = legacy.clone().map(super::legacy_sse::routes).unwrap_or_default();
     let endpoint = Arc::new(Endpoint { hub, legacy });
@@ -64,34 +63,41 @@ pub fn router(hub: Arc<Hub>) -> axum::Router {
         .fallback(profile_face)
         .with_state(endpoint)
         .merge(legacy_routes)
-        .layer(DefaultBodyLimit::max(limit))
 }
 
-async fn handle(
-    State(ep): State<Arc<Endpoint>>,
-    principal: Option<Extension<Arc<Principal>>>,
-    method: Method,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let who = principal.map(|Extension(p)| p);
+async fn handle(State(ep): State<Arc<Endpoint>>, request: axum::extract::Request) -> Response {
+    let (who, method, headers, body) = take_apart(request).await;
     // A profile whose `match` holds serves this request of the main endpoint.
     let profile = super::matched_profile(&ep.hub, &headers, who.as_deref());
-    serve_endpoint(&ep.hub, (who, profile), method, &headers, body).await
+    // Boxed: the layers around the handler move its future, which is small then (the pipeline's
+    // state machine is kilobytes: copied at every move, it cost more than some of its work).
+    Box::pin(serve_endpoint(&ep.hub, (who, profile), method, &headers, body)).await
+}
+
+/// A request's principal, method, headers and body (within `gateway.max_body_bytes`), the
+/// headers moved out rather than copied as axum's `HeaderMap` extractor does.
+async fn take_apart(
+    mut request: axum::extract::Request,
+) -> (
+    Option<Arc<Principal>>,
+    Method,
+    HeaderMap,
+    Result<Bytes, BytesRejection>,
+) {
+    use axum::extract::FromRequest;
+    let who = request.extensions().get::<Arc<Principal>>().cloned();
+    let method = request.method().clone();
+    let headers = std::mem::take(request.headers_mut());
+    let body = Bytes::from_request(request, &()).await;
+    (who, method, headers, body)
 }
 
 /// A path that is no route of the main endpoint: a profile's endpoint or legacy SSE endpoint
 /// when a profile in force is served there, else 404.
-async fn profile_face(
-    State(ep): State<Arc<Endpoint>>,
-    principal: Option<Extension<Arc<Principal>>>,
-    uri: http::Uri,
-    method: Method,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+async fn profile_face(State(ep): State<Arc<Endpoint>>, request: axum::extract::Request) -> Response {
     use crate::config::ProfileFace;
-    let who = principal.map(|Extension(p)| p);
+    let uri = request.uri().clone();
+    let (who, method, headers, body) = take_apart(request).await;
     if ep.hub.auth.is_on() && who.is_none() {
         // Passed on unauthenticated as a path no face served (a reload may have added the
         // profile since): nothing is served here without a credential.
@@ -111,7 +117,7 @@ async fn profile_face(
     let legacy = ep.legacy.as_ref();
     match (face, legacy, method) {
         (ProfileFace::Endpoint, _, method) => {
-            serve_endpoint(&ep.hub, (who, Some(name)), method, &headers, body).await
+            Box::pin(serve_endpoint(&ep.hub, (who, Some(name)), method, &headers, body)).await
         }
         (ProfileFace::LegacyStream, Some(legacy), Method::GET) => {
             super::legacy_sse::open_profile_stream(legacy, who, name, message_path)
@@ -160,9 +166,9 @@ pub(super) fn read_body(hub: &Hub, body: Result<Bytes, BytesRejection>) -> Resul
 /// A request without a session that speaks a revision after the session era: it has no
 /// standalone stream or session to end (GET and DELETE are 405 for it).
 fn modern_only(headers: &HeaderMap) -> bool {
-    !headers.contains_key(SESSION_HEADER)
+    !headers.contains_key(&SESSION_HEADER)
         && headers
-            .get(VERSION_HEADER)
+            .get(&VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| !version::is_supported(v.trim()))
 }
@@ -181,9 +187,20 @@ fn accepts(headers: &HeaderMap, media: &str) -> bool {
         })
 }
 
+/// What a POST must accept: JSON and SSE (the header every SDK sends is told at a glance).
+fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    let mut values = headers.get_all(header::ACCEPT).iter();
+    if let (Some(only), None) = (values.next(), values.next()) {
+        if only.as_bytes() == b"application/json, text/event-stream" {
+            return true;
+        }
+    }
+    accepts(headers, "application/json") && accepts(headers, "text/event-stream")
+}
+
 fn session_id(headers: &HeaderMap) -> Result<&str, DownstreamError> {
     let value = headers
-        .get(SESSION_HEADER)
+        .get(&SESSION_HEADER)
         .ok_or(DownstreamError::MissingSession)?;
     value
         .to_str()
@@ -214,7 +231,7 @@ fn find_session(
 
 /// The negotiated version the request claims; absent means 2025-03-26.
 fn claimed_version(headers: &HeaderMap) -> Result<String, DownstreamError> {
-    let Some(value) = headers.get(VERSION_HEADER) else {
+    let Some(value) = headers.get(&VERSION_HEADER) else {
         return Ok(version::DEFAULT_NEGOTIATED.to_string());
     };
     let v = value.to_str().unwrap_or_default().trim();
@@ -298,7 +315,7 @@ async fn post(
     (who, profile): (Option<Arc<Principal>>, Option<Arc<str>>),
     body: Bytes,
 ) -> Result<Response, DownstreamError> {
-    if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
+    if !accepts_json_and_sse(headers) {
         return Err(DownstreamError::NotAcceptable(
             "Accept must list application/json and text/event-stream",
         ));
@@ -354,12 +371,21 @@ async fn post(
             }
             let object = params.as_ref().ok().and_then(Option::as_ref);
             if modern::is_modern_request(headers, &method, object) {
-                return Ok(modern::serve(hub, headers, (who, profile), id, method, params).await);
+                return Ok(Box::pin(modern::serve(hub, headers, (who, profile), id, method, params)).await);
             }
             claimed_version(headers)?;
             let ctx = RequestCtx::on(find_session(hub, headers, (who.as_ref(), profile.as_ref()))?).by(who);
             let outcome = match params {
-                Ok(params) => methods::request(hub, &ctx, id, method, params.unwrap_or_default()).await,
+                Ok(params) => {
+                    Box::pin(methods::request(
+                        hub,
+                        &ctx,
+                        id,
+                        method,
+                        params.unwrap_or_default(),
+                    ))
+                    .await
+                }
                 Err(()) => Outcome::Reply(invalid_params_object(id)),
             };
             Ok(answer(outcome).await)
@@ -372,7 +398,7 @@ async fn post(
         Body::Single(msg) => {
             claimed_version(headers)?;
             let ctx = RequestCtx::on(find_session(hub, headers, (who.as_ref(), profile.as_ref()))?).by(who);
-            let outcome = methods::dispatch(hub, &ctx, msg).await;
+            let outcome = Box::pin(methods::dispatch(hub, &ctx, msg)).await;
             Ok(answer(outcome).await)
         }
         Body::Batch(items) => {
@@ -389,7 +415,7 @@ async fn post(
                     items.len()
                 )));
             }
-            Ok(batch(hub, &session, who, items).await)
+            Ok(Box::pin(batch(hub, &session, who, items)).await)
         }
     }
 }
@@ -404,7 +430,7 @@ async fn answer(outcome: Outcome) -> Response {
         Outcome::Reply(reply) => json_reply(&reply, None),
         Outcome::Forward(call) => {
             let session = call.session.clone();
-            match resume::start(*call, session).await {
+            match resume::start(call, session).await {
                 resume::Reply::Json(json) => json_text(StatusCode::OK, json.to_string()),
                 resume::Reply::Stream(frames) => sse_response(frames),
             }
@@ -544,6 +570,16 @@ mod tests {
             HeaderValue::from_static("application/json, text/event-stream;q=0.9"),
         );
         assert!(accepts(&h, "application/json") && accepts(&h, "text/event-stream"));
+        assert!(accepts_json_and_sse(&h));
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        assert!(accepts_json_and_sse(&h));
+        h.append(header::ACCEPT, HeaderValue::from_static("text/plain"));
+        assert!(accepts_json_and_sse(&h));
+        h.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+        assert!(!accepts_json_and_sse(&h));
         h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         assert!(!accepts(&h, "text/event-stream"));
         h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));

@@ -20,6 +20,14 @@ fn is_loopback_name(host: &str) -> bool {
 }
 
 /// Split `host[:port]` (with IPv6 brackets) into the host name.
+/// `text` in ASCII lower case, copied only when it has an upper-case letter (most do not).
+fn lowercase(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.bytes().any(|b| b.is_ascii_uppercase()) {
+        true => std::borrow::Cow::Owned(text.to_ascii_lowercase()),
+        false => std::borrow::Cow::Borrowed(text),
+    }
+}
+
 fn host_name(authority: &str) -> &str {
     if let Some(rest) = authority.strip_prefix('[') {
         return rest.split(']').next().unwrap_or(rest);
@@ -68,7 +76,7 @@ impl AccessPolicy {
             let host = host
                 .to_str()
                 .map_err(|_| DownstreamError::Forbidden("invalid Host header"))?;
-            if !self.host_allowed(&host.to_ascii_lowercase()) {
+            if !self.host_allowed(&lowercase(host)) {
                 return Err(DownstreamError::Forbidden(
                     "Host not allowed; to admit it, list it in gateway.allowed_hosts",
                 ));
@@ -78,7 +86,7 @@ impl AccessPolicy {
             let origin = origin
                 .to_str()
                 .map_err(|_| DownstreamError::Forbidden("invalid Origin header"))?;
-            if !self.origin_allowed(&origin.trim_end_matches('/').to_ascii_lowercase()) {
+            if !self.origin_allowed(&lowercase(origin.trim_end_matches('/'))) {
                 return Err(DownstreamError::Forbidden(
                     "Origin not allowed; to admit it, list it in gateway.allowed_origins",
                 ));

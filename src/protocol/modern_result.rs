@@ -91,8 +91,11 @@ const MODERN_ENVELOPE: &[&str] = &["resultType", "ttlMs", "cacheScope"];
 /// with none of them is returned untouched.
 pub fn session_era_result(result: Box<RawValue>, from_modern: bool) -> Box<RawValue> {
     let text = result.get();
+    // Searched for with a finder made once: `str::contains` sets one up at every call.
+    static SERVER_INFO: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(super::modern::META_SERVER_INFO));
     let has_envelope = from_modern && MODERN_ENVELOPE.iter().any(|k| text.contains(k));
-    if !has_envelope && !text.contains(super::modern::META_SERVER_INFO) {
+    if !has_envelope && SERVER_INFO.find(text.as_bytes()).is_none() {
         return result;
     }
     let Ok(mut obj) = RawObject::parse(text) else {

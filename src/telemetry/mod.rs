@@ -15,6 +15,7 @@ pub mod outcome;
 pub mod peer;
 pub mod recent;
 pub mod record;
+pub mod series;
 pub mod spans;
 pub mod trace_context;
 pub mod trace_names;
@@ -56,6 +57,11 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             Some(handle)
         })
         .as_ref()
+}
+
+/// Whether mcpmux's recorder is the process's (then metric handles may be kept: `series`).
+pub fn installed() -> bool {
+    HANDLE.get().is_some_and(Option::is_some)
 }
 
 /// Fold recorded samples every [`UPKEEP_EVERY`] until `stop` fires (one task per gateway).

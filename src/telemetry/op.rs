@@ -7,10 +7,25 @@ use super::access::{self, AccessFacts};
 use super::names::{self, *};
 use super::outcome::{ErrorType, CANCELLED};
 use super::recent::{FailedRequest, RecentErrors};
-use metrics::{gauge, histogram, Gauge, Label};
+use super::series::{Durations, InFlight, Labels};
+use metrics::{gauge, histogram, Gauge};
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Instant, SystemTime};
+
+/// The series of host requests, upstream legs and legs in flight, resolved once each.
+static HOST_SERIES: LazyLock<Durations> = LazyLock::new(|| Durations::new(HOST_DURATION));
+static UPSTREAM_SERIES: LazyLock<Durations> = LazyLock::new(|| Durations::new(UPSTREAM_DURATION));
+static IN_FLIGHT_SERIES: LazyLock<InFlight> = LazyLock::new(|| InFlight::new(UPSTREAM_IN_FLIGHT));
+
+/// Record `seconds` in the series `labels` name: through its kept handle when mcpmux's recorder
+/// is the process's, else (a test's local recorder) looked up as it is recorded.
+fn record_duration(series: &Durations, labels: Labels<'_>, seconds: f64) {
+    match super::installed() {
+        true => series.record(labels, seconds),
+        false => histogram!(series.name(), labels.to_vec()).record(seconds),
+    }
+}
 
 /// One host request in progress.
 pub struct HostOp {
@@ -87,18 +102,13 @@ impl HostOp {
     fn record(&mut self, error: ErrorType) {
         self.done = true;
         let took = self.started.elapsed();
-        let mut labels = Vec::with_capacity(4);
-        labels.push(Label::new(METHOD, self.method));
-        if let Some((key, name)) = &self.target {
-            labels.push(Label::new(*key, name.clone()));
-        }
-        if let Some(upstream) = &self.upstream {
-            labels.push(Label::new(UPSTREAM, upstream.clone()));
-        }
-        if let Some(error) = &error {
-            labels.push(Label::new(ERROR_TYPE, error.clone()));
-        }
-        histogram!(HOST_DURATION, labels).record(took.as_secs_f64());
+        let labels = Labels {
+            method: self.method,
+            target: (self.target.as_ref()).map(|(key, name)| (*key, name.as_str())),
+            upstream: self.upstream.as_deref(),
+            error: error.as_deref(),
+        };
+        record_duration(&HOST_SERIES, labels, took.as_secs_f64());
         if let Some(facts) = &self.access {
             let upstream = self.upstream.as_deref();
             access::log(self.method, upstream, took, error.as_deref(), facts);
@@ -141,7 +151,10 @@ impl UpstreamLeg {
     /// `upstream` was sent a `method` request naming `target`, a tool or prompt of the catalog
     /// (as the upstream knows it; only a `tools/call` or `prompts/get` label carries it).
     pub fn start(upstream: &str, method: &str, target: Option<String>) -> UpstreamLeg {
-        let in_flight = gauge!(UPSTREAM_IN_FLIGHT, UPSTREAM => upstream.to_string());
+        let in_flight = match super::installed() {
+            true => IN_FLIGHT_SERIES.of(upstream),
+            false => gauge!(UPSTREAM_IN_FLIGHT, UPSTREAM => upstream.to_string()),
+        };
         in_flight.increment(1.0);
         let method = names::method(method);
         let key = match method {
@@ -180,16 +193,13 @@ impl UpstreamLeg {
     fn record(&mut self, error: ErrorType) {
         self.done = true;
         self.in_flight.decrement(1.0);
-        let mut labels = Vec::with_capacity(4);
-        labels.push(Label::new(METHOD, self.method));
-        if let Some((key, name)) = self.target.take() {
-            labels.push(Label::new(key, name));
-        }
-        labels.push(Label::new(UPSTREAM, std::mem::take(&mut self.upstream)));
-        if let Some(error) = error {
-            labels.push(Label::new(ERROR_TYPE, error));
-        }
-        histogram!(UPSTREAM_DURATION, labels).record(self.started.elapsed().as_secs_f64());
+        let labels = Labels {
+            method: self.method,
+            target: (self.target.as_ref()).map(|(key, name)| (*key, name.as_str())),
+            upstream: Some(&self.upstream),
+            error: error.as_deref(),
+        };
+        record_duration(&UPSTREAM_SERIES, labels, self.started.elapsed().as_secs_f64());
     }
 }
 
@@ -204,38 +214,38 @@ impl Drop for UpstreamLeg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
-    /// What `work` records, rendered.
+    /// What `work` records into the process's recorder (the one `/metrics` renders), rendered.
+    /// The label values are this module's own, so other tests recording meanwhile do not count.
     fn recorded(work: impl FnOnce()) -> String {
-        let builder = PrometheusBuilder::new()
-            .set_buckets_for_metric(Matcher::Suffix(DURATION_SUFFIX.into()), DURATION_BUCKETS)
-            .unwrap();
-        let recorder = builder.build_recorder();
-        let handle = recorder.handle();
-        metrics::with_local_recorder(&recorder, work);
-        handle.render()
+        assert!(super::super::install().is_some());
+        work();
+        super::super::render()
     }
 
     #[test]
     fn a_finished_op_has_its_labels_and_a_dropped_one_is_cancelled() {
         let text = recorded(|| {
-            let mut op = HostOp::start("tools/call");
-            op.naming(true, Some("fs__read"));
-            op.to_upstream("fs");
-            op.finish(None);
+            for _ in 0..2 {
+                let mut op = HostOp::start("tools/call");
+                op.naming(true, Some("optest__read"));
+                op.to_upstream("optest");
+                op.finish(None);
+            }
             let mut op = HostOp::start("tools/call");
             op.naming(true, None);
+            op.to_upstream("optest");
             drop(op);
-            HostOp::start("x/made-up").finish(super::super::outcome::of_code(-32601));
+            HostOp::start("x/made-up").finish(super::super::outcome::of_code(-32077));
         });
-        let count = |labels: &str| format!("{HOST_DURATION}_count{{{labels}}} 1");
-        let ok = "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"fs__read\",upstream=\"fs\"";
-        assert!(text.contains(&count(ok)), "{text}");
-        let cancelled = "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"_OTHER\",error_type=\"cancelled\"";
-        assert!(text.contains(&count(cancelled)), "{text}");
+        let count = |labels: &str, n: u32| format!("{HOST_DURATION}_count{{{labels}}} {n}");
+        let ok = "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"optest__read\",upstream=\"optest\"";
+        assert!(text.contains(&count(ok, 2)), "{text}");
+        let cancelled =
+            "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"_OTHER\",upstream=\"optest\",error_type=\"cancelled\"";
+        assert!(text.contains(&count(cancelled, 1)), "{text}");
         assert!(
-            text.contains(&count("mcp_method_name=\"_OTHER\",error_type=\"-32601\"")),
+            text.contains(&count("mcp_method_name=\"_OTHER\",error_type=\"-32077\"", 1)),
             "{text}"
         );
     }
@@ -243,24 +253,24 @@ mod tests {
     #[test]
     fn a_leg_is_in_flight_until_it_ends_however_it_ends() {
         let text = recorded(|| {
-            let answered = UpstreamLeg::start("fs", "tools/call", Some("read".into()));
-            let failed = UpstreamLeg::start("fs", "tools/call", Some("read".into()));
-            let dropped = UpstreamLeg::start("fs", "ping", Some("ignored".into()));
-            UpstreamLeg::start("fs", "prompts/get", Some("greet".into())).finish(None);
+            let answered = UpstreamLeg::start("optest-legs", "tools/call", Some("read".into()));
+            let failed = UpstreamLeg::start("optest-legs", "tools/call", Some("read".into()));
+            let dropped = UpstreamLeg::start("optest-legs", "ping", Some("ignored".into()));
+            UpstreamLeg::start("optest-legs", "prompts/get", Some("greet".into())).finish(None);
             answered.finish(super::super::outcome::of_result(r#"{"isError":true}"#, true));
             UpstreamLeg::failed(Some(failed), -32001);
             drop(dropped);
         });
         assert!(
-            text.contains(&format!("{UPSTREAM_IN_FLIGHT}{{upstream=\"fs\"}} 0")),
+            text.contains(&format!("{UPSTREAM_IN_FLIGHT}{{upstream=\"optest-legs\"}} 0")),
             "{text}"
         );
         let count = |labels: &str| format!("{UPSTREAM_DURATION}_count{{{labels}}} 1");
         for labels in [
-            "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"read\",upstream=\"fs\",error_type=\"tool_error\"",
-            "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"read\",upstream=\"fs\",error_type=\"timeout\"",
-            "mcp_method_name=\"ping\",upstream=\"fs\",error_type=\"cancelled\"",
-            "mcp_method_name=\"prompts/get\",gen_ai_prompt_name=\"greet\",upstream=\"fs\"",
+            "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"read\",upstream=\"optest-legs\",error_type=\"tool_error\"",
+            "mcp_method_name=\"tools/call\",gen_ai_tool_name=\"read\",upstream=\"optest-legs\",error_type=\"timeout\"",
+            "mcp_method_name=\"ping\",upstream=\"optest-legs\",error_type=\"cancelled\"",
+            "mcp_method_name=\"prompts/get\",gen_ai_prompt_name=\"greet\",upstream=\"optest-legs\"",
         ] {
             assert!(text.contains(&count(labels)), "{labels}: {text}");
         }

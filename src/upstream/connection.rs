@@ -231,6 +231,9 @@ impl Actor {
             _ = stop.cancelled() => Some("stopped".to_string()),
         };
         let handle = self.handle.clone();
+        // Waiting on `stop` once for the connection's life, not again at every wake-up.
+        let stopped = stop.cancelled();
+        tokio::pin!(stopped);
         let reason = match reason {
             Some(reason) => reason,
             None => loop {
@@ -255,7 +258,7 @@ impl Actor {
                         Some(item) => self.on_inbound(&mut transport, item),
                         None => break "transport ended".to_string(),
                     },
-                    _ = stop.cancelled() => break "stopped".to_string(),
+                    _ = &mut stopped => break "stopped".to_string(),
                 }
             },
         };

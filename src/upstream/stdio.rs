@@ -205,22 +205,36 @@ fn group_alive(pgid: Pid) -> bool {
     killpg(pgid, None).is_ok()
 }
 
+/// Frames queued together leave in one write of at most about this many bytes (one wake-up of
+/// the child and one system call for what several sessions sent meanwhile).
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
 async fn write_frames(
     name: Arc<str>,
     mut stdin: tokio::process::ChildStdin,
     mut frames: mpsc::Receiver<String>,
 ) {
-    while let Some(mut frame) = frames.recv().await {
-        frame.push('\n');
-        if let Err(err) = stdin.write_all(frame.as_bytes()).await {
+    let mut batch = Vec::with_capacity(4096);
+    while let Some(frame) = frames.recv().await {
+        batch.clear();
+        batch.extend_from_slice(frame.as_bytes());
+        batch.push(b'\n');
+        while batch.len() < WRITE_BATCH_BYTES {
+            let Ok(frame) = frames.try_recv() else { break };
+            batch.extend_from_slice(frame.as_bytes());
+            batch.push(b'\n');
+        }
+        if let Err(err) = stdin.write_all(&batch).await {
             tracing::warn!(upstream = %name, %err, "writing to stdin failed");
             return;
         }
-        if frames.is_empty() {
-            if let Err(err) = stdin.flush().await {
-                tracing::warn!(upstream = %name, %err, "flushing stdin failed");
-                return;
-            }
+        if let Err(err) = stdin.flush().await {
+            tracing::warn!(upstream = %name, %err, "flushing stdin failed");
+            return;
+        }
+        if batch.capacity() > 4 * WRITE_BATCH_BYTES {
+            // One huge frame does not keep its buffer for the connection's life.
+            batch = Vec::with_capacity(4096);
         }
     }
 }

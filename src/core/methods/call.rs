@@ -47,7 +47,9 @@ pub async fn serve(
             .then(|| super::owner_by_prefix(hub, &access, kind, &name))
             .flatten()
         {
-            if sign_in::signed_in_and_loading(hub, &slot, ctx).await {
+            // Boxed, as `consent` below: rare branches, whose state would else make every
+            // call's future (moved whole at each layer) kilobytes larger.
+            if Box::pin(sign_in::signed_in_and_loading(hub, &slot, ctx)).await {
                 return Box::pin(serve(hub, ctx, id, method, params, (kind, shape), trail)).await;
             }
         }
@@ -82,7 +84,7 @@ pub async fn serve(
     if let Some(slot) = &oauth {
         let authorize = sign_in::is_authorize_call(slot, &item.original, ctx);
         if authorize || sign_in::needs_step_up(hub, slot, ctx) || sign_in::grant_lost(hub, slot, ctx) {
-            match sign_in::consent(hub, ctx, id.clone(), slot, &mut params).await {
+            match Box::pin(sign_in::consent(hub, ctx, id.clone(), slot, &mut params)).await {
                 sign_in::Consent::Asked(outcome) => return outcome,
                 sign_in::Consent::Proceed if authorize => return Outcome::Reply(sign_in::done(id, slot)),
                 sign_in::Consent::Proceed => {}
@@ -134,7 +136,7 @@ pub async fn serve(
             match refused {
                 Some(_) => {
                     let (mut params, method, target) = retry;
-                    match sign_in::consent(hub, ctx, id.clone(), &slot, &mut params).await {
+                    match Box::pin(sign_in::consent(hub, ctx, id.clone(), &slot, &mut params)).await {
                         sign_in::Consent::Asked(outcome) => outcome,
                         // Signed in within the call (the host was asked on its stream): once more.
                         sign_in::Consent::Proceed => start_call(hub, ctx, id, method, params, target).await,
@@ -180,9 +182,9 @@ pub fn annotated_arguments(
     tool_json: &str,
     params: &RawObject,
 ) -> Option<(Vec<modern_params::ParamHeader>, serde_json::Value)> {
-    if !tool_json.contains("x-mcp-header") {
-        return None;
-    }
+    static ANNOTATION: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("x-mcp-header"));
+    ANNOTATION.find(tool_json.as_bytes())?;
     let tool = serde_json::from_str::<serde_json::Value>(tool_json).ok()?;
     let annotations = modern_params::param_headers(tool.get("inputSchema")?);
     if annotations.is_empty() {
