@@ -102,12 +102,10 @@ where
     }
 
     fn call(&mut self, mut request: Request<Body>) -> Self::Future {
-        // The service that was polled ready serves this request; a fresh clone waits for the next.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
         let Some(auth) = self.auth.current() else {
-            // No `[auth]` in force: nobody is authenticated.
-            return Box::pin(inner.call(request));
+            // No `[auth]` in force: nobody is authenticated (the service polled ready serves
+            // the request at once: nothing to clone).
+            return Box::pin(self.inner.call(request));
         };
         let unserved = self
             .unserved
@@ -116,8 +114,12 @@ where
         if unserved || request.extensions().get::<Arc<Principal>>().is_some() {
             // Another replica authenticated the host and forwarded the request with the
             // principal in its passport (`cluster::receive`, the layer outside this one).
-            return Box::pin(inner.call(request));
+            return Box::pin(self.inner.call(request));
         }
+        // The service that was polled ready serves this request after authentication; a fresh
+        // clone waits for the next.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
         // A profile's paths: its resource is an audience there, and challenges name its metadata.
         let resource = (self.profiles.as_ref()).and_then(|resource_of| resource_of(request.uri().path()));
         let credential = bearer_token(&request);

@@ -82,11 +82,13 @@ where
     }
 
     fn call(&mut self, mut request: Request<Body>) -> Self::Future {
+        let Some(value) = request.headers_mut().remove(PASSPORT_HEADER) else {
+            // Not forwarded: the service polled ready serves it at once.
+            return Box::pin(self.inner.call(request));
+        };
+        // The service polled ready serves it once the passport is open; a fresh clone waits.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let Some(value) = request.headers_mut().remove(PASSPORT_HEADER) else {
-            return Box::pin(inner.call(request));
-        };
         let hub = self.hub.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();

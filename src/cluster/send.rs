@@ -96,69 +96,85 @@ where
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        // The service polled ready serves the request; where it must wait in a future of its
+        // own (forwarding), it is taken and a fresh clone waits for the next request.
         let forwarded = request.extensions().get::<Forwarded>().is_some();
         let on_endpoint = request.uri().path() == self.hub.config().gateway.path;
         let id = (request.headers().get(SESSION_HEADER))
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         if !on_endpoint || forwarded {
-            return Box::pin(inner.call(request));
+            return Box::pin(self.inner.call(request));
         }
         let Some(id) = id else {
             if request.method() != Method::POST {
-                return Box::pin(inner.call(request));
+                return Box::pin(self.inner.call(request));
             }
             let (hub, peers) = (self.hub.clone(), self.peers.clone());
-            return Box::pin(retry_where_parked(hub, peers, inner, request));
+            return Box::pin(retry_where_parked(hub, peers, self.take_ready(), request));
         };
         let principal = request.extensions().get::<Arc<Principal>>().cloned();
         let owner = principal.as_ref().map(|p| p.owner());
         let (hub, peers) = (self.hub.clone(), self.peers.clone());
         match route(&hub, &peers, &id, owner.as_deref()) {
-            Route::Here if request.method() == Method::DELETE => {
-                Box::pin(delete_everywhere(hub, peers, inner, request, id, principal))
-            }
-            Route::Here => Box::pin(inner.call(request)),
-            Route::Home(home) => Box::pin(async move {
-                let (parts, body) = request.into_parts();
-                let body = match whole(&hub, body).await {
-                    Ok(body) => body,
-                    Err(refusal) => return Ok(refusal),
-                };
-                let call = call_id(&parts.method, &body);
-                match peers
-                    .forward(&home, &parts, body.clone(), principal.as_deref())
-                    .await
-                {
-                    Ok(answer) if !answer.headers().contains_key(DECLINED_HEADER) => {
-                        Ok(relayed(&hub, &parts.method, call, answer))
-                    }
-                    Ok(declined) => {
-                        let why = declined
-                            .headers()
-                            .get(DECLINED_HEADER)
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("");
-                        tracing::info!(session = %crate::util::ids::session_digest(&id), %home, %why, "the session's home declined the request; serving it here");
-                        if why == "stopping" {
-                            // Every session homed there is served here from now on.
-                            peers.leaving(&home);
+            Route::Here if request.method() == Method::DELETE => Box::pin(delete_everywhere(
+                hub,
+                peers,
+                self.take_ready(),
+                request,
+                id,
+                principal,
+            )),
+            Route::Here => Box::pin(self.inner.call(request)),
+            Route::Home(home) => {
+                let mut inner = self.take_ready();
+                Box::pin(async move {
+                    let (parts, body) = request.into_parts();
+                    let body = match whole(&hub, body).await {
+                        Ok(body) => body,
+                        Err(refusal) => return Ok(refusal),
+                    };
+                    let call = call_id(&parts.method, &body);
+                    match peers
+                        .forward(&home, &parts, body.clone(), principal.as_deref())
+                        .await
+                    {
+                        Ok(answer) if !answer.headers().contains_key(DECLINED_HEADER) => {
+                            Ok(relayed(&hub, &parts.method, call, answer))
                         }
-                        inner.call(Request::from_parts(parts, Body::from(body))).await
+                        Ok(declined) => {
+                            let why = declined
+                                .headers()
+                                .get(DECLINED_HEADER)
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("");
+                            tracing::info!(session = %crate::util::ids::session_digest(&id), %home, %why, "the session's home declined the request; serving it here");
+                            if why == "stopping" {
+                                // Every session homed there is served here from now on.
+                                peers.leaving(&home);
+                            }
+                            inner.call(Request::from_parts(parts, Body::from(body))).await
+                        }
+                        Err(PeerError::Unreachable(why)) => {
+                            tracing::info!(session = %crate::util::ids::session_digest(&id), %home, %why, "the session's home is gone; serving it here");
+                            inner.call(Request::from_parts(parts, Body::from(body))).await
+                        }
+                        Err(err) => {
+                            tracing::warn!(session = %crate::util::ids::session_digest(&id), %home, %err, "forwarding to the session's home failed");
+                            Ok(failed(err))
+                        }
                     }
-                    Err(PeerError::Unreachable(why)) => {
-                        tracing::info!(session = %crate::util::ids::session_digest(&id), %home, %why, "the session's home is gone; serving it here");
-                        inner.call(Request::from_parts(parts, Body::from(body))).await
-                    }
-                    Err(err) => {
-                        tracing::warn!(session = %crate::util::ids::session_digest(&id), %home, %err, "forwarding to the session's home failed");
-                        Ok(failed(err))
-                    }
-                }
-            }),
+                })
+            }
         }
+    }
+}
+
+impl<S: Clone> Forward<S> {
+    /// The service polled ready, for a future of its own; a fresh clone waits for the next.
+    fn take_ready(&mut self) -> S {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
     }
 }
 
