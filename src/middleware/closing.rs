@@ -44,26 +44,46 @@ pub struct Closing<S> {
 impl<S, B, R> Service<Request<B>> for Closing<S>
 where
     S: Service<Request<B>, Response = Response<R>>,
-    S::Future: Send + 'static,
 {
     type Response = Response<R>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<R>, S::Error>> + Send>>;
+    type Future = Answering<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let answer = self.inner.call(request);
-        let stopping = self.stopping.clone();
-        Box::pin(async move {
-            let mut response = answer.await?;
-            if stopping.is_cancelled() {
-                (response.headers_mut()).insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            Ok(response)
-        })
+        Answering {
+            answer: self.inner.call(request),
+            stopping: self.stopping.clone(),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The inner service's answer, marked `Connection: close` if a stop began meanwhile (a
+    /// future of its own rather than a boxed one: no allocation per request).
+    pub struct Answering<F> {
+        #[pin]
+        answer: F,
+        stopping: CancellationToken,
+    }
+}
+
+impl<F, R, E> Future for Answering<F>
+where
+    F: Future<Output = Result<Response<R>, E>>,
+{
+    type Output = Result<Response<R>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut response = std::task::ready!(this.answer.poll(cx))?;
+        if this.stopping.is_cancelled() {
+            (response.headers_mut()).insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        Poll::Ready(Ok(response))
     }
 }
 
