@@ -78,9 +78,12 @@ class Started:
     """A running system: its processes, the URL and tool the driver calls, the bearer it sends and
     the processes whose CPU is the gateway's (empty: no gateway, the direct path)."""
 
-    def __init__(self, suts, url, tool, gateway=(), tree=False, bearer=None):
+    def __init__(self, suts, url, tool, gateway=(), tree=False, bearer=None, flush=0.0):
         self.suts, self.url, self.tool, self.bearer = suts, url, tool, bearer
         self.gateway, self.tree = list(gateway), tree
+        # Seconds to wait around a measured run so the spans of its calls (batched every
+        # second) leave inside its CPU window, and those of the run before outside it.
+        self.flush = flush
 
     def gateway_cpu(self):
         if not self.gateway:
@@ -203,7 +206,7 @@ def mcpmux_starter(tag, transport, features):
                 s.stop()
             raise
         return Started(suts, f"http://127.0.0.1:{port}/mcp", "e__echo", [mux],
-                       bearer=API_KEY if "key" in features else None)
+                       bearer=API_KEY if "key" in features else None, flush=1.2 if "otlp" in features else 0.0)
     return start
 
 
@@ -272,10 +275,12 @@ def measure(started, k, calls, warmup, label):
     """One driver run; adds the gateway's CPU (and all of core 0's) per relayed call. The calls
     relayed in the window are the measured and the warm-up ones (the K initialize and DELETE
     exchanges are not counted: under 1% of the calls here)."""
+    time.sleep(started.flush)
     gw0, all0 = started.gateway_cpu(), started.core0_cpu()
     bearer = ["--bearer", started.bearer] if started.bearer else []
     r = drive(started.url, "--sessions", k, "--calls", calls, "--warmup", warmup, "--tool", started.tool,
               "--wait-secs", 30, "--label", label, *bearer, suts=started.suts)
+    time.sleep(started.flush)
     gw1, all1 = started.gateway_cpu(), started.core0_cpu()
     relayed = k * (calls + warmup)
     r["relayed"] = relayed
