@@ -195,7 +195,9 @@ def mcpmux_starter(tag, transport, features):
             port = free_port()
             config = RUN_DIR / f"{tag}.toml"
             config.write_text(mux_toml(port, upstream, features, ctx))
-            # The access log is on by default and written at INFO; warn leaves it out.
+            # The access log is on by default and written at INFO; warn leaves it out. Its lines
+            # (one a call) are kept for the last repetition only.
+            (RUN_DIR / f"{tag}.log").unlink(missing_ok=True)
             mux = Sut(tag, [str(MCPMUX), "serve", "--config", str(config)],
                       {"RUST_LOG": "info" if "log" in features else "warn"})
             suts.insert(0, mux)
