@@ -119,17 +119,21 @@ def rawecho_http(tag, core=0):
     return sut, port
 
 
-def proc_cpu(pid):
-    """User + system CPU seconds of one live process, from /proc/PID/stat."""
+def proc_cpu(pid, reaped=False):
+    """User + system CPU seconds of one live process, from /proc/PID/stat; with `reaped`, plus
+    those of its children that ended and were waited for (cutime + cstime)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        ticks = sum(int(v) for v in fields[11:15 if reaped else 13])
+        return ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
 
 
-def tree_cpu(roots):
-    """CPU seconds of the live processes under `roots` (the roots included): {pid: seconds}."""
+def tree_cpu(roots, reaped=False):
+    """CPU seconds of the live processes under `roots` (the roots included): {pid: seconds}.
+    With `reaped`, each adds its ended children's: a child that ends between two readings moves
+    its time into its parent's, so the sum over the tree stays whole."""
     parent = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -143,7 +147,7 @@ def tree_cpu(roots):
         kids = [p for p, pp in parent.items() if pp == pid and p not in tree]
         tree.update(kids)
         frontier += kids
-    return {pid: cpu for pid in tree if (cpu := proc_cpu(pid)) is not None}
+    return {pid: cpu for pid in tree if (cpu := proc_cpu(pid, reaped)) is not None}
 
 
 def drive(url, *args, suts=(), timeout=900):

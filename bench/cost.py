@@ -36,7 +36,7 @@ FEATURES = {"api key": {"key"}, "api key + 3 policy rules": {"key", "policy"}, "
             "telemetry (OTLP)": {"otlp"}, "cluster": {"cluster"}}
 TEAM = {"key", "policy", "log", "otlp", "cluster"}
 
-# agentgateway v1.4.1's configuration, the equivalent of mcpmux's: one MCP route, one target
+# agentgateway's configuration (v1.3 and v1.4), the equivalent of mcpmux's: one MCP route, one target
 # (tool names unprefixed), its admin, stats and readiness listeners off, logging at warn (no
 # per-request access log, as mcpmux's plain set-up).
 AGW_YAML = """config:
@@ -94,8 +94,8 @@ class Started:
         return None if None in vals else sum(vals)
 
     def core0_cpu(self):
-        """Every live process of the system (the upstream and stdio children included)."""
-        return sum(tree_cpu([s.pid for s in self.suts]).values()) if self.suts else None
+        """Every process of the system: the upstream, stdio children, those that ended too."""
+        return sum(tree_cpu([s.pid for s in self.suts], reaped=True).values()) if self.suts else None
 
     def stop(self):
         for s in self.suts:
@@ -341,8 +341,12 @@ def versions():
         out["nginx"] = (v.stderr or v.stdout).strip().replace("nginx version: ", "")
     exe = os.environ.get("AGENTGATEWAY_BIN")
     if exe and Path(exe).is_file():
-        v = subprocess.run([exe, "-V"], capture_output=True, text=True)
-        out["agentgateway"] = (v.stdout or v.stderr).strip().splitlines()[0] if (v.stdout or v.stderr) else "?"
+        v = subprocess.run([exe, "--version"], capture_output=True, text=True)
+        try:
+            meta = json.loads(v.stdout)
+            out["agentgateway"] = f"agentgateway {meta.get('version')} ({str(meta.get('git_revision', '?'))[:9]})"
+        except ValueError:
+            out["agentgateway"] = (v.stdout or v.stderr or "?").strip().splitlines()[0]
     return out
 
 
