@@ -111,7 +111,9 @@ def method(res):
 - **Gateway CPU** is utime + stime from `/proc/PID/stat` of the gateway's own processes over one
   driver run, divided by the calls relayed in it (measured + warm-up; the K initialize and DELETE
   exchanges are under 1% of them): nginx's master and worker; mcpmux's and agentgateway's own
-  process, not their stdio child nor the HTTP upstream. "All of core 0" adds the upstream. The
+  process, not their stdio child nor the HTTP upstream. "All of core 0" adds the upstream and
+  every stdio child, those that ended during the run too (their time moves to the parent's
+  cutime + cstime, which is counted). The
   tick is 10 ms; a K=8/32 run relays ≥ 16,000 calls in the full run (far fewer with `--quick`).
 - Systems: `direct` is the driver talking to `bench/rawecho.mjs` itself (over HTTP, or its stdio
   child for the K=1 latency baseline of the stdio paths). `nginx → HTTP`: {v.get('nginx', 'nginx: not installed')},
@@ -131,8 +133,9 @@ def method(res):
   rules: from `api key`), median over the repetitions; the dearest feature of each path is in bold.
   Runs with telemetry wait 1.2 s before and after each measured run, so the spans of its calls
   (sent in batches every second) are exported inside its CPU window and the previous run's outside.
-- agentgateway keeps a stdio upstream per session (it starts one `node` child for each session it
-  opens); mcpmux shares one child among all sessions.
+- agentgateway keeps a stdio upstream per session (it starts a `node` child for each session it
+  opens and ends it with the session: 8 sessions, 8 children); mcpmux shares one child among all
+  sessions. Those start-ups are in agentgateway's "all of core 0", not in its own CPU.
 """
 
 
