@@ -6,6 +6,11 @@
 #                                         [[policy]] rules (the last one applies), to see their cost
 #   BENCH_RUST_LOG=info bench/callgrind.sh ...   mcpmux's RUST_LOG (default warn; info writes the
 #                                         access log, one line per call, to target/callgrind/*.log)
+#   TEAM=1 bench/callgrind.sh ...         what a team runs (bench/cost.py's "team" set-up): an API
+#                                         key, 3 [[policy]] rules (the last one applies), the access
+#                                         log at info, OTLP traces to bench/otlp_sink.py (on core 1,
+#                                         accepts and drops; the spans it got are printed) and a
+#                                         [cluster] key; profile in target/callgrind/<transport>-team.out
 # Builds the `profiling` binaries (the release build with line tables: Cargo.toml's
 # [profile.profiling]; plain release builds carry no debug info), starts bench/rawecho.mjs (over
 # HTTP on core 1, or as mcpmux's stdio child), runs mcpmux under valgrind, warms up, then counts
@@ -39,7 +44,26 @@ case "$transport" in
   *) echo "usage: $0 [http|stdio] [CALLS] [SESSIONS]" >&2; exit 2 ;;
 esac
 bearer=()
-if [ -n "${AUTH_RULES:-}" ]; then
+if [ -n "${TEAM:-}" ]; then
+  # The same configuration as bench/cost.py's mux_toml with every feature.
+  otlp_port=$(free_port)
+  taskset -c 1 python3 bench/otlp_sink.py "$otlp_port" 2>/dev/null &
+  pids+=($!)
+  printf '\n[auth]\n[[auth.api_keys]]\nname = "bench"\nkey = "bench-key-0123456789abcdef"\ngroups = ["bench"]\n' >> "$config"
+  for i in 1 2; do
+    printf '\n[[policy]]\ngroups = ["team-%s"]\nallow = ["e__*", "other%s__*"]\ndeny = ["e__secret-*"]\n' "$i" "$i" >> "$config"
+  done
+  printf '\n[[policy]]\ngroups = ["bench"]\nallow = ["e__*", "mcpmux://e/*"]\ndeny = ["e__trigger-*", "*admin*"]\n' >> "$config"
+  printf '\n[telemetry]\notlp_endpoint = "http://127.0.0.1:%s"\nservice_name = "mcpmux-bench"\n' "$otlp_port" >> "$config"
+  printf '\n[cluster]\nkey = "%s"\nadvertise = "http://127.0.0.1:%s"\n' "$("$bin/mcpmux" keygen)" "$port" >> "$config"
+  name="$transport-team"
+  mv "$config" "$dir/$name.toml"
+  config="$dir/$name.toml"
+  "$bin/mcpmux" check-config --config "$config" >&2
+  bearer=(--bearer bench-key-0123456789abcdef)
+  BENCH_RUST_LOG=${BENCH_RUST_LOG:-info}
+  transport_label="$transport+team"
+elif [ -n "${AUTH_RULES:-}" ]; then
   printf '\n[auth]\n[[auth.api_keys]]\nname = "bench"\nkey = "bench-key-0123456789"\ngroups = ["bench"]\n' >> "$config"
   for i in $(seq "$AUTH_RULES"); do
     if [ "$i" -lt "$AUTH_RULES" ]; then
@@ -53,13 +77,14 @@ if [ -n "${AUTH_RULES:-}" ]; then
 else
   transport_label="$transport"
 fi
-out="$dir/$transport.out"
+name=${name:-$transport}
+out="$dir/$name.out"
 # valgrind writes its dumps (and, at exit, the whole run) beside `raw`; only the dump of the
 # measured calls becomes `out`, so the exit cannot overwrite it.
-raw="$dir/$transport.raw"
+raw="$dir/$name.raw"
 rm -f "$out" "$raw" "$raw".*
 RUST_LOG=${BENCH_RUST_LOG:-warn} valgrind --tool=callgrind --callgrind-out-file="$raw" \
-  "$bin/mcpmux" serve --config "$config" 2>"$dir/$transport.log" &
+  "$bin/mcpmux" serve --config "$config" 2>"$dir/$name.log" &
 vg=$!
 pids+=($vg)
 for _ in $(seq 240); do
@@ -76,9 +101,17 @@ dump=$(ls -t "$raw".* | head -1)
 mv "$dump" "$out"
 total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 n=$((calls * sessions))
-python3 - "$transport_label" "$total" "$n" "$result" <<'EOF'
+spans=""
+if [ -n "${TEAM:-}" ]; then
+  sleep 1.5  # spans leave in batches at least every second
+  spans=$(curl -sf "http://127.0.0.1:$otlp_port/stats" || true)
+fi
+python3 - "$transport_label" "$total" "$n" "$result" "$spans" <<'EOF'
 import json, sys
 transport, total, n, result = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 print(f"mcpmux -> {transport}: {total / n:,.0f} instructions per call "
       f"({total:,} for {n} calls; {result['ok']} ok, {result['errors']} errors)")
+if sys.argv[5]:
+    s = json.loads(sys.argv[5])
+    print(f"OTLP receiver: {s['requests']} requests, {s['bytes']:,} bytes, {s['spans']} spans")
 EOF

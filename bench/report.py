@@ -8,6 +8,8 @@ import statistics
 import subprocess
 from pathlib import Path
 
+import cost_report
+
 ROOT = Path(__file__).resolve().parent.parent
 DIRECT, DIRECT_STDIO = "direct HTTP", "direct stdio"
 MUX_HTTP, MUX_STDIO = "mcpmux → HTTP", "mcpmux → stdio"
@@ -170,7 +172,7 @@ def method(res):
   sent that call (3 rounds per repetition). mcpmux re-lists at once on the first change of a burst.
 - Peers are installed with pinned versions under `target/bench-peers`; they are driven at most at
   K={c['peer_max_sessions']} (supergateway `--stateful` starts one child process per session).
-"""
+""" + ("\n" + cost_report.method(res["cost"]) if "cost" in res else "")
 
 
 def micro_rows(text):
@@ -328,6 +330,8 @@ def markdown(res):
         out.append("\n## Goals (issue 6)\n")
         out.append(table(["goal", "measured", "met"],
                          [[g, val, "yes" if ok else "**no**"] for g, val, ok in goals if not val.startswith("–")]))
+    if "cost" in res:
+        out.append(cost_report.markdown(res["cost"]))
     if "micro" in res:
         out.append("\n## Microbenchmarks: envelope parse and rewrite (`cargo bench --bench envelope`)\n")
         rows = micro_rows(res["micro"])

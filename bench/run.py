@@ -11,8 +11,6 @@ Scenarios run REPS times, the order of the systems alternating (ABC CBA ABC); ta
 import argparse
 import json
 import os
-import resource
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,132 +19,14 @@ from pathlib import Path
 
 sys.dont_write_bytecode = True  # no __pycache__ in bench/
 import report  # noqa: E402
-from common import PIN, free_port, pinned, wait_port, wait_ready  # noqa: E402
+import cost  # noqa: E402
+from common import (DRIVER, MCPMUX, PIN, RAWECHO, ROOT, RUN_DIR, TEST_SERVER, Sut, drive, free_port,  # noqa: E402
+                    log, pinned, rawecho_http, settle, toml_str, wait_port, wait_ready)
 
-ROOT = Path(__file__).resolve().parent.parent
-RELEASE = ROOT / "target" / "release"
-MCPMUX, DRIVER, TEST_SERVER = (RELEASE / n for n in ("mcpmux", "mcpmux-bench", "mcpmux-test-server"))
-RAWECHO = ROOT / "bench" / "rawecho.mjs"
 FM_AGG = ROOT / "bench" / "fm_agg.py"
 PEERS = ROOT / "target" / "bench-peers"
-RUN_DIR = ROOT / "target" / "bench-run"
-SCENARIOS = ["overhead", "throughput", "catalog", "memory", "fanout", "peers", "micro", "search"]
+SCENARIOS = ["overhead", "throughput", "catalog", "memory", "fanout", "peers", "micro", "search", "cost"]
 PEER_VERSIONS = {"mcp-proxy": "6.7.19", "supergateway": "4.0.0", "fastmcp": "4.1.2"}
-
-
-def log(msg):
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
-
-
-
-
-def toml_str(s):
-    return json.dumps(str(s)).replace("$", "$$")
-
-
-class Sut:
-    """A process group started on `core`; stopped by its own id (SIGTERM, then SIGKILL)."""
-
-    def __init__(self, name, cmd, env=None, core=0):
-        self.name = name
-        logfile = open(RUN_DIR / f"{name}.log", "ab")
-        self.started_ns = time.time_ns()
-        self.proc = subprocess.Popen(pinned(core, cmd), cwd=ROOT, env={**os.environ, **(env or {})},
-                                     stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile,
-                                     start_new_session=True)
-        logfile.close()
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def cpu_seconds(self):
-        """User + system CPU time of the main process so far (not of its children)."""
-        return proc_cpu(self.pid)
-
-    def peak_rss(self):
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        except (OSError, ValueError):
-            pass
-        return None
-
-    def stop(self, grace=15.0):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        try:  # whatever is left of the group this run created (children of a peer)
-            os.killpg(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
-def proc_cpu(pid):
-    """User + system CPU seconds of one live process, from /proc/PID/stat."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def tree_cpu(roots):
-    """CPU seconds of the live processes under `roots` (the roots included): {pid: seconds}."""
-    parent = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    tree, frontier = set(roots), list(roots)
-    while frontier:
-        pid = frontier.pop()
-        kids = [p for p, pp in parent.items() if pp == pid and p not in tree]
-        tree.update(kids)
-        frontier += kids
-    return {pid: cpu for pid in tree if (cpu := proc_cpu(pid)) is not None}
-
-
-def drive(url, *args, suts=(), timeout=900):
-    """Run the driver on core 1; its JSON line, or {"fatal": why}. Adds the CPU share (of one core)
-    the driver, the system's main process and all of the system's processes (its upstreams too)
-    used while the driver ran."""
-    cmd = pinned(1, [str(DRIVER), url, "--json", *map(str, args)])
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    sut = suts[0] if suts else None
-    sut_before = sut.cpu_seconds() if sut else None
-    tree_before = tree_cpu([s.pid for s in suts])
-    t0 = time.monotonic()
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"fatal": f"driver timed out after {timeout} s"}
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    for line in reversed(out.stdout.strip().splitlines()):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if not url.startswith("stdio:"):  # a stdio driver's children count as its own
-            used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-            r["driver_cpu"] = round(used / wall, 3)
-        sut_after = sut.cpu_seconds() if sut else None
-        if sut_before is not None and sut_after is not None:
-            r["sut_cpu"] = round((sut_after - sut_before) / wall, 3)
-        tree_after = tree_cpu([s.pid for s in suts])
-        if tree_after:
-            used = sum(cpu - tree_before.get(pid, 0.0) for pid, cpu in tree_after.items())
-            r["sut_tree_cpu"] = round(used / wall, 3)
-        return r
-    return {"fatal": (out.stderr.strip() or f"driver exited {out.returncode}")[-400:]}
 
 
 def mcpmux_config(servers, page_size=None):
@@ -174,14 +54,6 @@ def start_mcpmux(name, servers, page_size=None):
 
 # ------------------------------------------------------------------------------------------------
 # Systems under test for the call scenarios: name -> start() returning (suts, url, tool)
-
-def rawecho_http(tag, core=0):
-    port = free_port()
-    sut = Sut(f"{tag}-rawecho", ["node", str(RAWECHO), "http"], {"PORT": str(port)}, core)
-    if not wait_port(port):
-        raise RuntimeError("rawecho did not start")
-    return sut, port
-
 
 def start_direct():
     sut, port = rawecho_http("direct")
@@ -396,19 +268,6 @@ def search(results):
         f" p99 {results['search']['query_p99_us']:.1f} µs")
 
 
-def settle(limit_s):
-    """Let the build and the installs finish with the machine: flush dirty pages (writeback after a
-    release build stalls processes for hundreds of ms), then wait until the 1-minute load average is
-    under 1 or `limit_s` passed. Returns the seconds waited."""
-    started = time.monotonic()
-    os.sync()
-    while os.getloadavg()[0] >= 1.0 and time.monotonic() - started < limit_s:
-        time.sleep(2)
-    waited = round(time.monotonic() - started)
-    log(f"settled for {waited} s (load average {os.getloadavg()[0]:.2f})")
-    return waited
-
-
 # ------------------------------------------------------------------------------------------------
 
 def parse_args():
@@ -481,9 +340,13 @@ def main():
         micro(cfg, results)
     if "search" in cfg.run:
         search(results)
+    if "cost" in cfg.run:
+        results["cost"] = cost.run(cfg)
     results["duration_s"] = round(time.monotonic() - started)
     (RUN_DIR / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
     Path(cfg.out).write_text(report.markdown(results))
+    if "cost" in results:  # its tables on stdout too
+        print(cost.names.method(results["cost"]) + cost.names.markdown(results["cost"]))
     log(f"wrote {cfg.out} and {RUN_DIR / 'results.json'} in {results['duration_s']} s")
 
 
