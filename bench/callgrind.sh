@@ -11,6 +11,9 @@
 #                                         log at info, OTLP traces to bench/otlp_sink.py (on core 1,
 #                                         accepts and drops; the spans it got are printed) and a
 #                                         [cluster] key; profile in target/callgrind/<transport>-team.out
+#   BIN_DIR=DIR bench/callgrind.sh ...    measure DIR/mcpmux (another build: a checkout's release
+#                                         binary, to compare builds) instead of building; the driver
+#                                         is still target/release/mcpmux-bench
 # Builds the `profiling` binaries (the release build with line tables: Cargo.toml's
 # [profile.profiling]; plain release builds carry no debug info), starts bench/rawecho.mjs (over
 # HTTP on core 1, or as mcpmux's stdio child), runs mcpmux under valgrind, warms up, then counts
@@ -22,8 +25,14 @@ transport=${1:-http}
 calls=${2:-500}
 sessions=${3:-4}
 command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
-cargo build --profile profiling --locked --bins >&2
-bin=target/profiling
+if [ -n "${BIN_DIR:-}" ]; then
+  bin=$BIN_DIR
+  driver_bin=target/release
+else
+  cargo build --profile profiling --locked --bins >&2
+  bin=target/profiling
+  driver_bin=$bin
+fi
 dir=target/callgrind
 mkdir -p "$dir"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -91,7 +100,7 @@ for _ in $(seq 240); do
   curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && break
   sleep 0.5
 done
-driver=(taskset -c 1 "$bin/mcpmux-bench" "http://127.0.0.1:$port/mcp" --tool e__echo --json "${bearer[@]}")
+driver=(taskset -c 1 "$driver_bin/mcpmux-bench" "http://127.0.0.1:$port/mcp" --tool e__echo --json "${bearer[@]}")
 "${driver[@]}" --sessions 1 --calls 50 --warmup 0 >/dev/null
 callgrind_control -z "$vg" >/dev/null
 result=$("${driver[@]}" --sessions "$sessions" --calls "$calls" --warmup 0 | tail -1)
