@@ -13,6 +13,7 @@ worker; mcpmux and agentgateway: their own process, not a stdio child), divided 
 relayed in that run. The report is bench/cost_report.py.
 """
 import argparse
+import contextlib
 import json
 import os
 import pwd
@@ -184,10 +185,22 @@ def mux_toml(port, path, features, ctx):
     return "\n".join(lines) + "\n"
 
 
+@contextlib.contextmanager
+def stopped_on_failure():
+    """The processes a system's start-up launches (appended to the list it yields): all stopped
+    if the start-up fails, left running for the measurement if it succeeds."""
+    suts = []
+    try:
+        yield suts
+    except Exception:
+        for s in suts:
+            s.stop()
+        raise
+
+
 def mcpmux_starter(tag, transport, features):
     def start(ctx):
-        suts = []
-        try:
+        with stopped_on_failure() as suts:
             upstream = "stdio"
             if transport == "http":
                 echo, upstream = rawecho_http(tag)
@@ -203,10 +216,6 @@ def mcpmux_starter(tag, transport, features):
             suts.insert(0, mux)
             if not wait_ready(port, 60):
                 raise RuntimeError(f"mcpmux did not become ready; see {RUN_DIR / (tag + '.log')}")
-        except Exception:
-            for s in suts:
-                s.stop()
-            raise
         return Started(suts, f"http://127.0.0.1:{port}/mcp", "e__echo", [mux],
                        bearer=API_KEY if "key" in features else None, flush=1.2 if "otlp" in features else 0.0)
     return start
@@ -219,8 +228,7 @@ def agentgateway_starter(transport):
             raise Unavailable("AGENTGATEWAY_BIN unset")
         if not Path(exe).is_file():
             raise Unavailable(f"AGENTGATEWAY_BIN={exe} is not a file")
-        suts = []
-        try:
+        with stopped_on_failure() as suts:
             port = free_port()
             if transport == "http":
                 echo, upstream = rawecho_http(f"cost-agw-{transport}")
@@ -234,10 +242,6 @@ def agentgateway_starter(transport):
             suts.insert(0, agw)
             if not wait_port(port, 60):
                 raise RuntimeError(f"agentgateway did not start; see {RUN_DIR / f'cost-agw-{transport}.log'}")
-        except Exception:
-            for s in suts:
-                s.stop()
-            raise
         return Started(suts, f"http://127.0.0.1:{port}/mcp", "echo", [agw])
     return start
 

@@ -251,27 +251,21 @@ def goals(v):
 
     for label, http, stdio in (("", MUX_HTTP, MUX_STDIO), ("team set-up: ", TEAM_HTTP, TEAM_STDIO)):
         cpu, rate = v.cpu, v.rate
-        for goal, fig, limit, better, needs_agw in (
-            (f"{label}CPU per call, mcpmux → HTTP ≤ 1.5× nginx's",
-             lambda k: ratio(cpu(http, k), cpu(NGINX_HTTP, k)), 1.5, "le", False),
-            (f"{label}CPU per call, mcpmux → stdio ≤ 0.8× nginx's",
-             lambda k: ratio(cpu(stdio, k), cpu(NGINX_HTTP, k)), 0.8, "le", False),
-            (f"{label}CPU per call, mcpmux → HTTP ≤ 0.2× agentgateway → HTTP",
-             lambda k: ratio(cpu(http, k), cpu(AGW_HTTP, k)), 0.2, "le", True),
-            (f"{label}CPU per call, mcpmux → stdio ≤ 0.2× agentgateway → stdio",
-             lambda k: ratio(cpu(stdio, k), cpu(AGW_STDIO, k)), 0.2, "le", True),
-            (f"{label}calls/s, mcpmux → HTTP ≥ 5× agentgateway → HTTP",
-             lambda k: ratio(rate(http, k), rate(AGW_HTTP, k)), 5, "ge", True),
-            (f"{label}calls/s, mcpmux → stdio ≥ 5× agentgateway → stdio",
-             lambda k: ratio(rate(stdio, k), rate(AGW_STDIO, k)), 5, "ge", True),
-            (f"{label}calls/s, mcpmux → HTTP ≥ 0.6× the direct path's",
-             lambda k: ratio(rate(http, k), rate(DIRECT, k)), 0.6, "ge", False),
+        # (goal, figure, mcpmux's system, the system it is compared with, limit, better)
+        for goal, metric, mine, base, limit, better in (
+            ("CPU per call, mcpmux → HTTP ≤ 1.5× nginx's", cpu, http, NGINX_HTTP, 1.5, "le"),
+            ("CPU per call, mcpmux → stdio ≤ 0.8× nginx's", cpu, stdio, NGINX_HTTP, 0.8, "le"),
+            ("CPU per call, mcpmux → HTTP ≤ 0.2× agentgateway → HTTP", cpu, http, AGW_HTTP, 0.2, "le"),
+            ("CPU per call, mcpmux → stdio ≤ 0.2× agentgateway → stdio", cpu, stdio, AGW_STDIO, 0.2, "le"),
+            ("calls/s, mcpmux → HTTP ≥ 5× agentgateway → HTTP", rate, http, AGW_HTTP, 5, "ge"),
+            ("calls/s, mcpmux → stdio ≥ 5× agentgateway → stdio", rate, stdio, AGW_STDIO, 5, "ge"),
+            ("calls/s, mcpmux → HTTP ≥ 0.6× the direct path's", rate, http, DIRECT, 0.6, "ge"),
         ):
-            if needs_agw and agw_missing:
-                rows.append([goal, agw_note, "–"])
+            if base in (AGW_HTTP, AGW_STDIO) and agw_missing:
+                rows.append([label + goal, agw_note, "–"])
                 continue
-            text, met = both(fig, limit, better)
-            rows.append([goal, text, met])
+            text, met = both(lambda k: ratio(metric(mine, k), metric(base, k)), limit, better)
+            rows.append([label + goal, text, met])
         for name, base in ((http, DIRECT), (stdio, DIRECT_STDIO)):
             p50, b = v.p50(name), v.p50(base)
             added = None if p50 is None or b is None else p50 - b

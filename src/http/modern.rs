@@ -19,7 +19,7 @@ use crate::protocol::message::{error_object, to_raw};
 use crate::protocol::modern::{self, RequestMeta, MODERN_VERSION};
 use crate::protocol::modern_params;
 use crate::protocol::ClientCaps;
-use crate::protocol::{version, Message, RawObject, RequestId, ResponsePayload};
+use crate::protocol::{Message, RawObject, RequestId, ResponsePayload};
 use crate::session::host::Session;
 use crate::session::SessionState;
 use axum::response::Response;
@@ -59,10 +59,8 @@ pub fn is_modern_request(headers: &HeaderMap, method: &str, params: Option<&RawO
     if modern::is_modern(params) {
         return true;
     }
-    const VERSION: http::HeaderName = http::HeaderName::from_static(modern::HEADER_PROTOCOL_VERSION);
-    const SESSION: http::HeaderName = http::HeaderName::from_static("mcp-session-id");
-    let header_version = headers.get(&VERSION).and_then(|v| v.to_str().ok()).map(str::trim);
-    !headers.contains_key(&SESSION) && header_version.is_some_and(|v| !version::is_supported(v))
+    // Else its headers tell: no session, and a version after the session era.
+    super::modern_only(headers)
 }
 
 fn json_response(status: StatusCode, msg: &Message) -> Response {

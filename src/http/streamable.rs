@@ -6,7 +6,7 @@
 use super::modern;
 use super::resume;
 use super::standalone;
-use super::SHUTTING_DOWN;
+use super::{modern_only, SESSION_HEADER, SHUTTING_DOWN, VERSION_HEADER};
 use crate::auth::Principal;
 use crate::core::context::RequestCtx;
 use crate::core::hub::Hub;
@@ -29,14 +29,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream, StreamExt};
-use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-// Header names as values: a lookup by `&str` parses and checks the name at every request.
-const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
-const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 /// The most messages one JSON-RPC batch (2025-03-26) may hold.
 pub const MAX_BATCH_LEN: usize = 256;
@@ -161,16 +158,6 @@ pub(super) fn read_body(hub: &Hub, body: Result<Bytes, BytesRejection>) -> Resul
         }
         _ => DownstreamError::BadRequest(format!("cannot read the body: {}", rejection.body_text())),
     })
-}
-
-/// A request without a session that speaks a revision after the session era: it has no
-/// standalone stream or session to end (GET and DELETE are 405 for it).
-fn modern_only(headers: &HeaderMap) -> bool {
-    !headers.contains_key(&SESSION_HEADER)
-        && headers
-            .get(&VERSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| !version::is_supported(v.trim()))
 }
 
 fn accepts(headers: &HeaderMap, media: &str) -> bool {
