@@ -21,10 +21,10 @@ pub use store::CatalogStore;
 
 use crate::config::{IdMap, Shaping, UpstreamId};
 use crate::protocol::RawObject;
+use crate::util::fast_map::FastMap;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The four paginated lists an MCP server may offer.
@@ -119,11 +119,11 @@ pub struct ExposedItem {
 #[derive(Debug, Default)]
 pub struct ItemList {
     pub items: Vec<ExposedItem>,
-    index: HashMap<String, usize>,
+    index: FastMap<String, usize>,
     /// Items left out because an earlier upstream exposes the same name or URI.
     pub shadowed: Vec<Shadowed>,
     /// Tools left out because their definition drifted from its pin, by exposed name.
-    blocked: HashMap<String, BlockedItem>,
+    blocked: FastMap<String, BlockedItem>,
     pages: pages::PageCache,
 }
 

@@ -182,7 +182,7 @@ pub(super) fn merge(parts: &Parts, kind: ListKind, own: Option<&IdMap<[Vec<RawOb
     // Each item kept, and whether pins block it (a tool whose definition drifted under `mode =
     // "block"`: left out until approved, under the name it would have).
     let mut kept: Vec<(UpstreamId, String, String, RawObject, bool)> = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for ((upstream, naming), part) in parts.namings.iter().zip(&parts.lists) {
         let lists = own.and_then(|own| own.get(upstream)).unwrap_or(&part.lists);
         let shaped = shape::shape(&naming.shaping, kind, &lists[kind as usize]);

@@ -15,9 +15,10 @@ use crate::upstream::host::{HostKey, HostLink};
 use crate::upstream::server_requests::{AnswerTo, Route, RoutesFull};
 use crate::upstream::ties::HostTies;
 use crate::upstream::UpstreamHandle;
+use crate::util::fast_map::FastMap;
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -50,7 +51,7 @@ pub struct Session {
     pub closed: CancellationToken,
     log_level: Mutex<Option<usize>>,
     get_stream: Mutex<Option<mpsc::Sender<Arc<str>>>>,
-    inflight: Mutex<HashMap<RequestId, InflightCall>>,
+    inflight: Mutex<FastMap<RequestId, InflightCall>>,
     subscriptions: Mutex<HashSet<String>>,
     last_active: Mutex<Instant>,
     opened: Instant,
@@ -109,7 +110,7 @@ impl Session {
             closed: CancellationToken::new(),
             log_level: Mutex::new(state.log_level),
             get_stream: Mutex::new(None),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(FastMap::default()),
             subscriptions: Mutex::new(HashSet::new()),
             last_active: Mutex::new(Instant::now()),
             opened: Instant::now(),

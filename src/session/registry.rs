@@ -10,6 +10,7 @@ use crate::catalog::ListKind;
 use crate::policy::Viewer;
 use crate::protocol::Message;
 use crate::upstream::host::{HostEvent, HostEvents};
+use crate::util::fast_map::FastState;
 use dashmap::DashMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use std::time::Duration;
 /// Live sessions by id, and the modern hosts' listen streams.
 #[derive(Default)]
 pub struct SessionRegistry {
-    map: DashMap<String, Arc<Session>>,
+    map: DashMap<String, Arc<Session>, FastState>,
     pub listeners: Listeners,
     /// Sessions taken over from another home that ended here: not taken over again.
     pub ended: EndedIds,

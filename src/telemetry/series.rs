@@ -4,9 +4,9 @@
 //! every series for the life of the process, so a kept handle never goes stale. The set of
 //! label values is bounded as the series themselves are (names the catalog has, else `_OTHER`).
 
+use crate::util::fast_map::FastMap;
 use metrics::{Gauge, Histogram, Label};
 use parking_lot::RwLock;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 
 /// The label values of one duration series (`mcp.method.name`, the tool or prompt, the
@@ -70,7 +70,7 @@ pub struct Durations {
     name: &'static str,
     hasher: foldhash::fast::FixedState,
     /// Series by the hash of their labels (a hash shared by two label sets keeps both).
-    series: RwLock<HashMap<u64, Vec<(OwnedLabels, Histogram)>>>,
+    series: RwLock<FastMap<u64, Vec<(OwnedLabels, Histogram)>>>,
 }
 
 impl Durations {
@@ -79,7 +79,7 @@ impl Durations {
         Durations {
             name,
             hasher: foldhash::fast::FixedState::default(),
-            series: RwLock::new(HashMap::new()),
+            series: RwLock::new(FastMap::default()),
         }
     }
 
@@ -111,7 +111,7 @@ impl Durations {
 #[derive(Debug)]
 pub struct InFlight {
     name: &'static str,
-    series: RwLock<HashMap<Box<str>, Gauge>>,
+    series: RwLock<FastMap<Box<str>, Gauge>>,
 }
 
 impl InFlight {
@@ -119,7 +119,7 @@ impl InFlight {
     pub fn new(name: &'static str) -> InFlight {
         InFlight {
             name,
-            series: RwLock::new(HashMap::new()),
+            series: RwLock::new(FastMap::default()),
         }
     }
 

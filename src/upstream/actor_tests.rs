@@ -13,7 +13,7 @@ use crate::catalog::Naming;
 use crate::config::{Config, UpstreamId};
 use crate::protocol::message::{parse_message, raw};
 use crate::protocol::{Message, RequestId};
-use std::collections::HashMap;
+use crate::util::fast_map::FastMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -62,7 +62,7 @@ impl Harness {
         let actor = Actor {
             ctx,
             handle: handle.clone(),
-            pending: HashMap::new(),
+            pending: FastMap::default(),
             status,
             modern: false,
         };

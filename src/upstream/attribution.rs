@@ -15,8 +15,8 @@ use std::sync::Arc;
 pub(super) type Attributed = (Arc<dyn HostLink>, Option<CallSink>);
 
 /// Apply the rule to the calls `pending` on a connection.
-pub(super) fn attribute(
-    pending: &HashMap<u64, Pending>,
+pub(super) fn attribute<S: std::hash::BuildHasher>(
+    pending: &HashMap<u64, Pending, S>,
     via: Option<u64>,
     owner: Option<Arc<dyn HostLink>>,
 ) -> Option<Attributed> {

@@ -18,7 +18,7 @@ use crate::error::UpstreamError;
 use crate::protocol::message::cancelled_notification;
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::{ClientCaps, Message, RequestId, ResponsePayload};
-use std::collections::HashMap;
+use crate::util::fast_map::FastMap;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 use tokio::sync::{mpsc, watch};
@@ -153,7 +153,7 @@ pub fn spawn_connection(ctx: ConnectionContext) -> UpstreamHandle {
     let actor = Actor {
         ctx,
         handle: handle.clone(),
-        pending: HashMap::new(),
+        pending: FastMap::default(),
         status: status_tx,
         modern: false,
     };
@@ -164,7 +164,7 @@ pub fn spawn_connection(ctx: ConnectionContext) -> UpstreamHandle {
 pub(super) struct Actor {
     pub(super) ctx: ConnectionContext,
     pub(super) handle: UpstreamHandle,
-    pub(super) pending: HashMap<u64, Pending>,
+    pub(super) pending: FastMap<u64, Pending>,
     pub(super) status: watch::Sender<Status>,
     /// The upstream speaks 2026-07-28: requests carry the envelope, nothing is sessioned.
     pub(super) modern: bool,

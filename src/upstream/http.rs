@@ -17,9 +17,9 @@ use crate::credentials::bearer::Bearer;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
+use crate::util::fast_map::FastMap;
 use parking_lot::Mutex;
 use reqwest::StatusCode;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -44,7 +44,7 @@ pub struct HttpTransport {
     get_stream: Option<CancellationToken>,
     /// Requests whose POST is still open, by upstream id (closing one cancels it upstream in
     /// 2026-07-28).
-    open_posts: Arc<Mutex<HashMap<u64, CancellationToken>>>,
+    open_posts: Arc<Mutex<FastMap<u64, CancellationToken>>>,
     stop: CancellationToken,
 }
 
@@ -343,7 +343,7 @@ struct Post {
     max_event_bytes: usize,
     /// Cancelled when the transport stops or the request is aborted.
     cancel: CancellationToken,
-    open_posts: Arc<Mutex<HashMap<u64, CancellationToken>>>,
+    open_posts: Arc<Mutex<FastMap<u64, CancellationToken>>>,
 }
 
 impl Post {

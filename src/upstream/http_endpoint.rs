@@ -2,13 +2,15 @@
 //! and protocol version of the current upstream session; request builders for POST, the GET
 //! stream (optionally resuming after an event id) and DELETE.
 //!
-//! POSTs (every call) go through a lean hyper client when no proxy is configured in the
+//! POSTs (every call) go through hyper directly when no proxy is configured in the
 //! environment: reqwest, used for everything else, parses the URL twice per request for its
 //! redirect handling, a fifth of what relaying a call to an HTTP upstream cost (measured with
-//! callgrind, docs/benchmarks.md). Both keep connections alive and set `TCP_NODELAY`, and there
-//! is one of each per process, made on first use and shared by every upstream connection
-//! (configured headers ride each request; no per-server setting changes the clients). Redirects
-//! are followed within the upstream's origin only; the opening adopts the URL that answered.
+//! callgrind, docs/benchmarks.md). A plain-HTTP origin's POSTs use its own pool of HTTP/1.1
+//! connections ([`Http1Pool`], found once per endpoint); HTTPS ones the lean pooled client (ALPN
+//! picks HTTP/2 where offered). All keep connections alive and set `TCP_NODELAY`; the clients
+//! are made on first use and shared by every upstream connection (configured headers ride each
+//! request; no per-server setting changes them). Redirects are followed within the upstream's
+//! origin only; the opening adopts the URL that answered.
 
 use super::http_reply::Reply;
 use crate::config::Secret;
@@ -38,6 +40,7 @@ const PROXY_VARIABLES: [&str; 6] = [
     "all_proxy",
 ];
 
+use crate::util::http1_pool::Http1Pool;
 use crate::util::http_client::LeanClient;
 
 /// The clients of this process: reqwest for everything, the lean one for POSTs (none when a
@@ -47,11 +50,20 @@ struct Clients {
     lean: Option<LeanClient>,
 }
 
-/// The lean POST client and the URL as it wants it.
+/// How POSTs reach the upstream, and the URL as that client wants it.
 #[derive(Clone)]
-struct Lean {
-    client: &'static LeanClient,
-    uri: http::Uri,
+enum Lean {
+    /// A plain-HTTP origin: its connection pool, the origin-form target and the `Host` header.
+    Pooled {
+        pool: Arc<Http1Pool>,
+        target: http::Uri,
+        host: HeaderValue,
+    },
+    /// HTTPS: the shared pooled client with the absolute URL.
+    Shared {
+        client: &'static LeanClient,
+        uri: http::Uri,
+    },
 }
 
 /// One upstream URL with the headers every request to it carries.
@@ -175,7 +187,8 @@ impl Endpoint {
 
     /// The same client and headers at another URL (the POST endpoint a legacy SSE server names).
     pub fn at(&self, url: reqwest::Url) -> Self {
-        let lean = self.lean.as_ref().and_then(|l| Lean::at(l.client, &url));
+        let client = shared_clients().ok().and_then(|c| c.lean.as_ref());
+        let lean = client.and_then(|client| Lean::at(client, &url));
         Endpoint {
             url,
             lean,
@@ -279,9 +292,15 @@ impl Endpoint {
         };
         let mut req = http::Request::new(Full::new(frame));
         *req.method_mut() = http::Method::POST;
-        *req.uri_mut() = lean.uri.clone();
+        *req.uri_mut() = match lean {
+            Lean::Pooled { target, .. } => target.clone(),
+            Lean::Shared { uri, .. } => uri.clone(),
+        };
         let headers = req.headers_mut();
-        headers.reserve(self.headers.len() + extra.len() + 3);
+        headers.reserve(self.headers.len() + extra.len() + 4);
+        if let Lean::Pooled { host, .. } = lean {
+            headers.insert(http::header::HOST, host.clone());
+        }
         for (name, value) in &self.headers {
             headers.append(name.clone(), value.clone());
         }
@@ -295,9 +314,15 @@ impl Endpoint {
             let value = HeaderValue::from_str(value).map_err(|_| format!("header {name}: invalid value"))?;
             headers.append(name, value);
         }
-        match lean.client.request(req).await {
-            Ok(resp) => Ok(Reply::from_hyper(resp)),
-            Err(err) => Err(Failure::of(&err)),
+        match lean {
+            Lean::Pooled { pool, .. } => match pool.send(req).await {
+                Ok(resp) => Ok(Reply::from_hyper(resp)),
+                Err(err) => Err(Failure::of(&err)),
+            },
+            Lean::Shared { client, .. } => match client.request(req).await {
+                Ok(resp) => Ok(Reply::from_hyper(resp)),
+                Err(err) => Err(Failure::of(&err)),
+            },
         }
     }
 
@@ -338,10 +363,22 @@ impl Endpoint {
 }
 
 impl Lean {
-    /// The lean client at `url`, unless hyper cannot take the URL as it is.
+    /// How POSTs reach `url` (a plain-HTTP one through its origin's pool, others through
+    /// `client`), unless hyper cannot take the URL as it is.
     fn at(client: &'static LeanClient, url: &reqwest::Url) -> Option<Lean> {
         let uri = url.as_str().parse::<http::Uri>().ok()?;
-        Some(Lean { client, uri })
+        if url.scheme() != "http" {
+            return Some(Lean::Shared { client, uri });
+        }
+        let port = url.port_or_known_default()?;
+        // An IPv6 literal comes bracketed; the socket address wants it bare.
+        let host = url.host_str()?.trim_start_matches('[').trim_end_matches(']');
+        let authority = uri.authority()?;
+        Some(Lean::Pooled {
+            pool: Http1Pool::of(host, port, CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT),
+            target: uri.path_and_query()?.as_str().parse().ok()?,
+            host: HeaderValue::from_str(authority.as_str()).ok()?,
+        })
     }
 }
 

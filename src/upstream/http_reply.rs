@@ -23,8 +23,12 @@ pub(super) struct Reply {
 }
 
 impl Reply {
-    /// A reply the lean client received.
-    pub fn from_hyper(resp: http::Response<hyper::body::Incoming>) -> Self {
+    /// A reply hyper received (through the lean client or an origin's pool).
+    pub fn from_hyper<B>(resp: http::Response<B>) -> Self
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::error::Error,
+    {
         let (parts, body) = resp.into_parts();
         let body = body
             .into_data_stream()

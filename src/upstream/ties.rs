@@ -14,7 +14,7 @@ pub struct HostTies {
     /// Server-to-client requests on their way to hosts.
     pub routes: ServerRequests,
     /// Per-session connections, by host and upstream.
-    connections: DashMap<HostKey, IdMap<UpstreamHandle>>,
+    connections: DashMap<HostKey, IdMap<UpstreamHandle>, crate::util::fast_map::FastState>,
 }
 
 impl HostTies {

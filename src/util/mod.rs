@@ -1,9 +1,11 @@
 //! Small helpers with no knowledge of MCP, shared by every part of the gateway: the backoff of
-//! reconnect and restart loops, globs over exposed names, the lean HTTP client, random hex ids,
+//! reconnect and restart loops, the hash maps of the request path, globs over exposed names, the lean HTTP client and the HTTP/1.1 pools of plain-HTTP origins, random hex ids,
 //! scope hierarchies, the CLI's `--url` of a running gateway, URLs whose password is never shown, and host text clipped for error messages.
 
 pub mod backoff;
+pub mod fast_map;
 pub mod glob;
+pub mod http1_pool;
 pub mod http_client;
 pub mod ids;
 pub mod operator_url;
