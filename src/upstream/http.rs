@@ -348,9 +348,12 @@ struct Post {
 
 impl Post {
     async fn run(self, frame: String) {
+        // The exchange's state (the request's and the reply's futures) is kilobytes: boxed, the
+        // task is small to spawn (tokio moves a task's future several times on the way in).
+        let exchange = Box::pin(self.exchange(frame));
         tokio::select! {
             _ = self.cancel.cancelled() => {}
-            _ = self.exchange(frame) => {}
+            _ = exchange => {}
         }
         if let Some(id) = self.upstream_id {
             self.open_posts.lock().remove(&id);
