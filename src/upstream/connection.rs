@@ -116,6 +116,19 @@ impl Transport {
         }
     }
 
+    /// Whether an HTTP upstream has POSTs in flight, for the actor to drive.
+    fn has_posts(&self) -> bool {
+        matches!(self, Transport::Http(t) if t.has_posts())
+    }
+
+    /// Drive an HTTP upstream's POSTs until one ends (pending for other transports).
+    async fn advance_posts(&mut self) {
+        match self {
+            Transport::Http(t) => t.advance_posts().await,
+            _ => std::future::pending().await,
+        }
+    }
+
     /// When a stdio child first wrote on stdout (`None` for other transports).
     fn first_output(&self) -> Option<super::startup::FirstOutput> {
         match self {
@@ -259,6 +272,9 @@ impl Actor {
                         None => break "transport ended".to_string(),
                     },
                     _ = &mut stopped => break "stopped".to_string(),
+                    // An HTTP upstream's POSTs run on this task: their replies come back on
+                    // `inbound` (the next turn of the loop takes them).
+                    _ = transport.advance_posts(), if transport.has_posts() => {}
                 }
             },
         };

@@ -1,7 +1,5 @@
-//! Streamable HTTP upstreams: the session handshake, each POST in its own task (JSON or SSE
-//! replies; an SSE reply that ends before its response is resumed), the GET stream for
-//! server-initiated messages, session-expiry detection for a transparent re-initialize, and
-//! DELETE on stop.
+//! Streamable HTTP upstreams: the session handshake, the POSTs (driven by the connection's
+//! actor: `http_post.rs`), the GET stream for server-initiated messages, and DELETE on stop.
 
 use super::connection::Inbound;
 use super::handshake::{
@@ -9,6 +7,7 @@ use super::handshake::{
     read_initialize_result,
 };
 use super::http_endpoint::{error_chain, read_limited, Endpoint};
+use super::http_post::{json_messages, Post, Posts, RequestHeaders};
 use super::http_reply::Reply;
 use super::http_sse::{GetStream, SseMessages};
 use super::ServerFacts;
@@ -16,9 +15,7 @@ use crate::config::Secret;
 use crate::credentials::bearer::Bearer;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
-use crate::protocol::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
-use crate::util::fast_map::FastMap;
-use parking_lot::Mutex;
+use crate::protocol::{Message, ResponsePayload};
 use reqwest::StatusCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,14 +39,10 @@ pub struct HttpTransport {
     inbound: mpsc::Sender<Inbound>,
     max_event_bytes: usize,
     get_stream: Option<CancellationToken>,
-    /// Requests whose POST is still open, by upstream id (closing one cancels it upstream in
-    /// 2026-07-28).
-    open_posts: Arc<Mutex<FastMap<u64, CancellationToken>>>,
+    /// The POSTs in flight.
+    posts: Posts,
     stop: CancellationToken,
 }
-
-/// Extra headers of one request (the 2026-07-28 request metadata).
-type RequestHeaders = Vec<(String, String)>;
 
 /// Why an upstream session could not be opened.
 #[derive(Debug)]
@@ -100,7 +93,7 @@ impl HttpTransport {
             inbound,
             max_event_bytes,
             get_stream: None,
-            open_posts: Arc::default(),
+            posts: Posts::default(),
             stop: CancellationToken::new(),
         })
     }
@@ -243,7 +236,8 @@ impl HttpTransport {
         Ok(resp)
     }
 
-    /// POST one frame; replies flow back to the actor as [`Inbound`] items.
+    /// POST one frame; replies flow back to the actor as [`Inbound`] items as it drives the
+    /// POSTs ([`HttpTransport::advance_posts`]).
     pub fn send(&mut self, frame: String, upstream_id: Option<u64>) -> Result<(), UpstreamError> {
         self.send_with(frame, upstream_id, Vec::new())
     }
@@ -255,10 +249,6 @@ impl HttpTransport {
         upstream_id: Option<u64>,
         headers: RequestHeaders,
     ) -> Result<(), UpstreamError> {
-        let cancel = self.stop.child_token();
-        if let Some(id) = upstream_id {
-            self.open_posts.lock().insert(id, cancel.clone());
-        }
         let post = Post {
             name: self.name.clone(),
             endpoint: self.endpoint.clone(),
@@ -267,18 +257,25 @@ impl HttpTransport {
             headers,
             generation: self.generation,
             max_event_bytes: self.max_event_bytes,
-            cancel,
-            open_posts: self.open_posts.clone(),
         };
-        tokio::spawn(post.run(frame));
+        self.posts.start(post, frame);
         Ok(())
     }
 
     /// Close the POST of request `upstream_id` (how 2026-07-28 cancels a request).
     pub fn abort(&mut self, upstream_id: u64) {
-        if let Some(cancel) = self.open_posts.lock().remove(&upstream_id) {
-            cancel.cancel();
-        }
+        self.posts.abort(upstream_id);
+    }
+
+    /// Whether any POST is in flight.
+    pub fn has_posts(&self) -> bool {
+        !self.posts.is_empty()
+    }
+
+    /// Drive the POSTs in flight until one ends (the actor's loop awaits this beside its
+    /// channels; dropped between wake-ups, the POSTs keep their state).
+    pub async fn advance_posts(&mut self) {
+        self.posts.advance().await
     }
 
     /// Open the standalone GET stream for server-initiated messages; returns once the server
@@ -333,205 +330,6 @@ impl HttpTransport {
     }
 }
 
-struct Post {
-    name: Arc<str>,
-    endpoint: Arc<Endpoint>,
-    inbound: mpsc::Sender<Inbound>,
-    upstream_id: Option<u64>,
-    headers: RequestHeaders,
-    generation: u64,
-    max_event_bytes: usize,
-    /// Cancelled when the transport stops or the request is aborted.
-    cancel: CancellationToken,
-    open_posts: Arc<Mutex<FastMap<u64, CancellationToken>>>,
-}
-
-impl Post {
-    async fn run(self, frame: String) {
-        // The exchange's state (the request's and the reply's futures) is kilobytes: boxed, the
-        // task is small to spawn (tokio moves a task's future several times on the way in).
-        let exchange = Box::pin(self.exchange(frame));
-        tokio::select! {
-            _ = self.cancel.cancelled() => {}
-            _ = exchange => {}
-        }
-        if let Some(id) = self.upstream_id {
-            self.open_posts.lock().remove(&id);
-        }
-    }
-
-    fn fail(&self, error: UpstreamError) -> Option<Inbound> {
-        match self.upstream_id {
-            Some(upstream_id) => Some(Inbound::PostFailed { upstream_id, error }),
-            None => {
-                tracing::warn!(upstream = %self.name, %error, "upstream refused a notification or response");
-                None
-            }
-        }
-    }
-
-    async fn emit(&self, item: Option<Inbound>) -> bool {
-        match item {
-            Some(item) => self.inbound.send(item).await.is_ok(),
-            None => true,
-        }
-    }
-
-    async fn exchange(&self, frame: String) {
-        let resp = match self.endpoint.send_post(frame.clone(), &self.headers).await {
-            Ok(resp) => resp,
-            Err(failure) if self.endpoint.is_gone(failure.gone).await => {
-                // Nothing serves the upstream any more: the whole connection is down, not
-                // just this request (its pending calls fail and its supervisor restarts it).
-                let reason = format!("the upstream cannot be reached: {failure}");
-                self.emit(Some(Inbound::Closed(reason))).await;
-                return;
-            }
-            Err(failure) => {
-                let reason = format!("request failed: {failure}");
-                let error = UpstreamError::unavailable(self.name.to_string(), reason);
-                self.emit(self.fail(error)).await;
-                return;
-            }
-        };
-        let status = resp.status;
-        let content_type = resp.content_type();
-        if !status.is_success() {
-            let body = resp.read_limited(4096).await;
-            if self.endpoint.has_session() && session_expired(status, &body) {
-                let item = Inbound::SessionExpired {
-                    frame,
-                    upstream_id: self.upstream_id,
-                    generation: self.generation,
-                };
-                self.emit(Some(item)).await;
-                return;
-            }
-            if let Some(msg) = self.rpc_error(&body) {
-                // A refusal with a JSON-RPC answer (a 2026-07-28 server's 400 or 404): the
-                // answer is the response.
-                self.emit(Some(Inbound::Message {
-                    msg,
-                    via: self.upstream_id,
-                }))
-                .await;
-                return;
-            }
-            let detail: String = String::from_utf8_lossy(&body).chars().take(500).collect();
-            let error = UpstreamError::Http {
-                name: self.name.to_string(),
-                status: status.as_u16(),
-                detail,
-            };
-            self.emit(self.fail(error)).await;
-            return;
-        }
-        if status == StatusCode::ACCEPTED {
-            // Accepted with nothing to say (some servers still label the empty body JSON); a
-            // request answered this way gets its response on the GET stream.
-        } else if content_type.starts_with("text/event-stream") {
-            self.read_sse(resp).await;
-        } else if content_type.starts_with("application/json") {
-            match json_messages(resp, self.max_event_bytes).await {
-                Ok(messages) => {
-                    for msg in messages {
-                        let via = self.upstream_id;
-                        if !self.emit(Some(Inbound::Message { msg, via })).await {
-                            return;
-                        }
-                    }
-                }
-                Err(err) => {
-                    let detail = format!("unreadable JSON reply: {err}");
-                    let error = UpstreamError::Protocol {
-                        name: self.name.to_string(),
-                        detail,
-                    };
-                    self.emit(self.fail(error)).await;
-                }
-            }
-        } else if self.upstream_id.is_some() {
-            let detail = format!("reply with unexpected content type {content_type:?}");
-            self.emit(self.fail(UpstreamError::Protocol {
-                name: self.name.to_string(),
-                detail,
-            }))
-            .await;
-        }
-    }
-
-    /// The error response to this request that a refused POST's body carries, if any. A POST
-    /// carries one request, so an error answers it whatever id it names (the TypeScript SDK's
-    /// -32700 has a null id, the Python SDK's refusals the id "server-error"): the host gets the
-    /// upstream's code as it is, not a gateway -32000 for the HTTP status.
-    fn rpc_error(&self, body: &[u8]) -> Option<Message> {
-        let upstream_id = self.upstream_id?;
-        match parse_body(&String::from_utf8_lossy(body)) {
-            Ok(Body::Single(Message::Response { id, payload })) => {
-                let ours = id.as_ref().and_then(RequestId::as_u64) == Some(upstream_id);
-                (ours || matches!(payload, ResponsePayload::Error(_))).then(|| Message::Response {
-                    id: Some(RequestId::number(upstream_id)),
-                    payload,
-                })
-            }
-            _ => None,
-        }
-    }
-
-    /// Read an SSE reply until the response to this request arrives, resuming the stream (GET
-    /// with `Last-Event-ID`) if the server ends it before that.
-    async fn read_sse(&self, resp: Reply) {
-        let mut messages = SseMessages::new(self.name.clone(), resp, self.max_event_bytes);
-        let Some(upstream_id) = self.upstream_id else {
-            // A notification or a response to the server: nothing is owed on this stream.
-            while let Some(msg) = messages.next().await {
-                if !self.emit(Some(Inbound::Message { msg, via: None })).await {
-                    return;
-                }
-            }
-            return;
-        };
-        loop {
-            while let Some(msg) = messages.next().await {
-                let answered = matches!(&msg, Message::Response { id: Some(id), .. } if id.as_u64() == Some(upstream_id));
-                if !self
-                    .emit(Some(Inbound::Message {
-                        msg,
-                        via: Some(upstream_id),
-                    }))
-                    .await
-                    || answered
-                {
-                    return;
-                }
-            }
-            let resumed = if messages.resumes_exhausted() {
-                Err("resuming brought no new events".to_string())
-            } else {
-                if messages.server_polls() {
-                    let retry_ms = messages.retry_ms();
-                    if !self
-                        .emit(Some(Inbound::Paused {
-                            upstream_id,
-                            retry_ms,
-                        }))
-                        .await
-                    {
-                        return;
-                    }
-                }
-                messages.resume(&self.endpoint).await
-            };
-            if let Err(why) = resumed {
-                let reason = format!("the reply stream ended before the response ({why})");
-                self.emit(self.fail(UpstreamError::unavailable(self.name.to_string(), reason)))
-                    .await;
-                return;
-            }
-        }
-    }
-}
-
 /// The `Location` of a redirect the client did not follow (it leads to another origin).
 fn moved_elsewhere(resp: &reqwest::Response) -> Option<String> {
     if !resp.status().is_redirection() {
@@ -573,21 +371,4 @@ async fn read_reply(
         }
     }
     Err("reply stream ended before the response".into())
-}
-
-/// The JSON-RPC messages of a JSON body: one message, or the valid entries of a batch.
-async fn json_messages(resp: Reply, limit: usize) -> Result<Vec<Message>, ParseError> {
-    let body = resp.read_limited(limit).await;
-    Ok(match parse_body(&String::from_utf8_lossy(&body))? {
-        Body::Single(msg) => vec![msg],
-        Body::Batch(items) => items.into_iter().flatten().collect(),
-    })
-}
-
-fn session_expired(status: StatusCode, body: &[u8]) -> bool {
-    status == StatusCode::NOT_FOUND
-        || (status == StatusCode::BAD_REQUEST
-            && String::from_utf8_lossy(body)
-                .to_ascii_lowercase()
-                .contains("session"))
 }

@@ -18,6 +18,7 @@ mod health;
 pub mod host;
 mod http;
 mod http_endpoint;
+mod http_post;
 mod http_reply;
 mod http_sse;
 mod inbound;
