@@ -1,27 +1,15 @@
 //! The trace id of a host request: the W3C `traceparent` trace-id the request carried, else one
-//! made for it. The tracing layer puts it in a task-local for the request's handling; the
-//! pipeline reads it for the audit log (and the request's span).
+//! made for it. The tracing layer puts it in the request's scope
+//! ([`trace_context::with_request`]); the pipeline reads it for the audit log (and the request's
+//! span).
 
 use crate::telemetry::trace_context;
-use std::future::Future;
 use std::sync::Arc;
-use tokio::task::futures::TaskLocalFuture;
-
-tokio::task_local! {
-    static TRACE_ID: Arc<str>;
-}
-
-/// Run `future` (a request's handling) with `id` as its trace id.
-pub fn scope<F: Future>(id: Arc<str>, future: F) -> TaskLocalFuture<Arc<str>, F> {
-    TRACE_ID.scope(id, future)
-}
 
 /// The trace id of the request being handled; a fresh one outside a request's scope (a legacy
 /// SSE message is served by its link's worker, after its POST was answered).
 pub fn current() -> Arc<str> {
-    TRACE_ID
-        .try_with(Arc::clone)
-        .unwrap_or_else(|_| generate().into())
+    trace_context::request_trace_id().unwrap_or_else(|| generate().into())
 }
 
 /// The trace-id of a `traceparent` header (`00-<32 hex>-<16 hex>-<2 hex>`), when it is valid;
@@ -71,7 +59,11 @@ mod tests {
     #[tokio::test]
     async fn the_scope_sets_the_current_trace_id() {
         let id: Arc<str> = "4bf92f3577b34da6a3ce929d0e0e4736".into();
-        let seen = scope(id.clone(), async { current() }).await;
+        let request = trace_context::RequestTrace {
+            id: id.clone(),
+            parent: None,
+        };
+        let seen = trace_context::with_request(request, async { current() }).await;
         assert_eq!(seen, id);
         assert_ne!(current(), id);
     }

@@ -4,9 +4,8 @@
 //! trace-id when the request carries a valid one, else a fresh one; the audit log records it.
 
 use crate::audit::trace_id;
-use crate::telemetry::trace_context::{self, SpanContext};
+use crate::telemetry::trace_context::{self, RequestTrace, SpanContext};
 use http::Request;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower::{Layer, Service};
 use tracing::Instrument;
@@ -53,13 +52,8 @@ where
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = tokio::task::futures::TaskLocalFuture<
-        Arc<str>,
-        tokio::task::futures::TaskLocalFuture<
-            Option<SpanContext>,
-            tracing::instrument::Instrumented<S::Future>,
-        >,
-    >;
+    type Future =
+        tokio::task::futures::TaskLocalFuture<RequestTrace, tracing::instrument::Instrumented<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -75,7 +69,8 @@ where
         };
         let span = request_span(&request, &trace_id);
         let handled = self.inner.call(request).instrument(span);
-        trace_id::scope(trace_id, trace_context::with_http_parent(parent, handled))
+        let trace = RequestTrace { id: trace_id, parent };
+        trace_context::with_request(trace, handled)
     }
 }
 

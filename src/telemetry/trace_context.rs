@@ -1,6 +1,7 @@
 //! W3C trace context: `traceparent`/`tracestate` read and written, span ids made, and the two
-//! contexts a request's handling can see: the remote parent its HTTP headers named (set by the
-//! tracing layer) and the SERVER span being served (its CLIENT spans' parent).
+//! contexts a request's handling can see: its trace id and the remote parent its HTTP headers
+//! named (one scope, set by the tracing layer) and the SERVER span being served (its CLIENT
+//! spans' parent).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -81,24 +82,36 @@ pub fn new_span_id() -> String {
     random_hex::<8>()
 }
 
+/// What the tracing layer knows of the HTTP request being handled. One task-local for both:
+/// each is entered and left at every poll of the request's future.
+#[derive(Debug)]
+pub struct RequestTrace {
+    /// Its trace id: the `traceparent` header's, else a fresh one.
+    pub id: Arc<str>,
+    /// The remote parent its `traceparent` header named.
+    pub parent: Option<SpanContext>,
+}
+
 tokio::task_local! {
-    /// The remote parent of the HTTP request being handled (its `traceparent` header).
-    static HTTP_PARENT: Option<SpanContext>;
+    /// The HTTP request being handled.
+    static REQUEST: RequestTrace;
     /// The SERVER span whose request is being served.
     static SERVING: SpanContext;
 }
 
-/// Run `future` (an HTTP request's handling) with `parent` as its headers' remote parent.
-pub fn with_http_parent<F: Future>(
-    parent: Option<SpanContext>,
-    future: F,
-) -> TaskLocalFuture<Option<SpanContext>, F> {
-    HTTP_PARENT.scope(parent, future)
+/// Run `future` (an HTTP request's handling) with `trace` as its request's.
+pub fn with_request<F: Future>(trace: RequestTrace, future: F) -> TaskLocalFuture<RequestTrace, F> {
+    REQUEST.scope(trace, future)
 }
 
 /// The remote parent the HTTP request being handled named, if any.
 pub fn http_parent() -> Option<SpanContext> {
-    HTTP_PARENT.try_with(Clone::clone).ok().flatten()
+    REQUEST.try_with(|request| request.parent.clone()).ok().flatten()
+}
+
+/// The trace id of the HTTP request being handled (`None` outside one).
+pub fn request_trace_id() -> Option<Arc<str>> {
+    REQUEST.try_with(|request| request.id.clone()).ok()
 }
 
 /// Run `future` (one host request's serving) inside the SERVER span `span`.
@@ -141,9 +154,17 @@ mod tests {
     #[tokio::test]
     async fn the_scopes_are_seen_inside_only() {
         let ctx = SpanContext::from_headers("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None);
-        let seen = with_http_parent(ctx.clone(), async { http_parent() }).await;
-        assert_eq!(seen, ctx);
+        let request = RequestTrace {
+            id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+            parent: ctx.clone(),
+        };
+        let seen = with_request(request, async { (http_parent(), request_trace_id()) }).await;
+        assert_eq!(
+            seen,
+            (ctx.clone(), Some("4bf92f3577b34da6a3ce929d0e0e4736".into()))
+        );
         assert_eq!(http_parent(), None);
+        assert_eq!(request_trace_id(), None);
         let span = ctx.unwrap();
         assert_eq!(
             serving(span.clone(), async { current_server() }).await,
