@@ -7,6 +7,8 @@
 //!  lib.rs        composition root: start/run/stop, the listeners (main, `admin_listen`), the
 //!                tower layer stack; reload (SIGHUP)
 //!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
+//!  edge          the listeners: binding (a taken port names a free one), TCP_NODELAY, each
+//!                connection's peer, the graceful close
 //!  cluster       several replicas as one: forwarding a request to the replica holding its
 //!                session or parked call, replica passports (tower layers around the faces)
 //!  middleware    tower layers: Host/Origin access check, request tracing
@@ -50,6 +52,7 @@ pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod credentials;
+pub mod edge;
 pub mod error;
 pub mod grants_command;
 pub mod http;
@@ -320,9 +323,9 @@ fn drift_sink(audit: Option<Arc<audit::AuditLog>>) -> catalog::DriftSink {
 /// Bind the endpoint, start every upstream, and return the running gateway.
 pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let config = Arc::new(config);
-    let (listener, addr) = bind(config.gateway.listen, "listen").await?;
+    let (listener, addr) = edge::bind(config.gateway.listen, "listen").await?;
     let admin = match config.gateway.admin_listen {
-        Some(at) => Some(bind(at, "admin_listen").await?),
+        Some(at) => Some(edge::bind(at, "admin_listen").await?),
         None => None,
     };
     let shutdown = CancellationToken::new();
@@ -382,15 +385,15 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
                 );
             }
             tracing::info!(url = %format!("http://{admin_addr}{}", admin::status::STATUS_PATH), "operator endpoints listening");
-            let admin_server = serve(admin, operator, &close_listener);
+            let admin_server = edge::serve(admin, operator, &close_listener);
             (
-                serve(listener, faces, &close_listener),
+                edge::serve(listener, faces, &close_listener),
                 Some(admin_server),
                 Some(admin_addr),
             )
         }
         None => (
-            serve(listener, faces.merge(operator), &close_listener),
+            edge::serve(listener, faces.merge(operator), &close_listener),
             None,
             None,
         ),
@@ -405,57 +408,6 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         close_listener,
         tasks,
         reloads: Some(reloads),
-    })
-}
-
-/// A listener on `at` (the address of `gateway.{key}`), and the address it got (port 0: one the
-/// system picked). When `at` is taken, the error names a port that is free on the same address.
-async fn bind(
-    at: SocketAddr,
-    key: &'static str,
-) -> Result<(tokio::net::TcpListener, SocketAddr), GatewayError> {
-    let listener = (tokio::net::TcpListener::bind(at).await).map_err(|source| {
-        let free = (source.kind() == std::io::ErrorKind::AddrInUse)
-            .then(|| std::net::TcpListener::bind(SocketAddr::new(at.ip(), 0)).and_then(|l| l.local_addr()))
-            .and_then(Result::ok)
-            .map(|free| free.port());
-        GatewayError::Bind {
-            addr: at,
-            hint: config::bind_hint(at, key, &source, free),
-            source,
-        }
-    })?;
-    let addr = listener.local_addr().map_err(GatewayError::Serve)?;
-    Ok((listener, addr))
-}
-
-/// Serve `app` on `listener` until `close` fires (then open connections finish their response).
-fn serve(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    close: &CancellationToken,
-) -> JoinHandle<std::io::Result<()>> {
-    // Replies are written in pieces (SSE headers first, events as the upstream answers); without
-    // TCP_NODELAY, Nagle plus the client's delayed ACK adds ~40 ms to every streamed reply.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!(%err, "cannot set TCP_NODELAY");
-        }
-    });
-    let graceful = close.clone().cancelled_owned();
-    // Each connection's requests know their peer (for the log lines that name it).
-    let per_connection = tower::service_fn(
-        move |incoming: axum::serve::IncomingStream<'_, axum::serve::TapIo<tokio::net::TcpListener, _>>| {
-            let peer = *incoming.remote_addr();
-            std::future::ready(Ok::<_, std::convert::Infallible>(
-                middleware::peer::FromPeer::new(app.clone(), peer),
-            ))
-        },
-    );
-    tokio::spawn(async move {
-        axum::serve(listener, per_connection)
-            .with_graceful_shutdown(graceful)
-            .await
     })
 }
 

@@ -282,6 +282,9 @@ impl Authenticator {
 }
 
 #[cfg(test)]
+#[path = "jwt_tests.rs"]
+mod jwt_tests;
+#[cfg(test)]
 #[path = "key_scopes_tests.rs"]
 mod key_scopes_tests;
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub mod send;
 pub use peer::{PeerError, Peers};
 
 /// The session-era session header (a passport is bound to it).
-pub const SESSION_HEADER: &str = "mcp-session-id";
+pub const SESSION_HEADER: &str = crate::protocol::HEADER_SESSION_ID;
 /// The header a replica puts its sealed passport in when it forwards a request.
 pub const PASSPORT_HEADER: &str = "mcpmux-passport";
 /// On a replica's answer to a forwarded request it did not serve, and why: `stopping` (a 503

@@ -28,7 +28,7 @@ const NOT_READY: &str = "this replica is starting: its upstreams are not ready";
 /// upstreams are not ready by `gateway.ready_when`: how many are. The replica that forwarded it
 /// holds or takes the session over instead of this one failing its calls.
 fn not_ready_for(hub: &Hub, request: &Request<Body>) -> Option<String> {
-    let id = (request.headers().get("mcp-session-id")).and_then(|v| v.to_str().ok())?;
+    let id = (request.headers().get(SESSION_HEADER)).and_then(|v| v.to_str().ok())?;
     if hub.sessions.get(id).is_some() || hub.sessions.ended.contains(id) {
         return None;
     }

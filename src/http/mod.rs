@@ -16,7 +16,7 @@ const SHUTTING_DOWN: &str = "mcpmux is shutting down";
 
 // The session and protocol-version headers as names: a lookup by `&str` parses and checks the
 // name at every request.
-const SESSION_HEADER: http::HeaderName = http::HeaderName::from_static("mcp-session-id");
+const SESSION_HEADER: http::HeaderName = http::HeaderName::from_static(crate::protocol::HEADER_SESSION_ID);
 const VERSION_HEADER: http::HeaderName =
     http::HeaderName::from_static(crate::protocol::modern::HEADER_PROTOCOL_VERSION);
 

@@ -32,7 +32,7 @@ fn request_span<B>(request: &Request<B>, trace_id: &str) -> tracing::Span {
     if !tracing::enabled!(tracing::Level::DEBUG) {
         return tracing::Span::none();
     }
-    let session = (request.headers().get("mcp-session-id"))
+    let session = (request.headers().get(crate::protocol::HEADER_SESSION_ID))
         .and_then(|v| v.to_str().ok())
         .map(crate::util::ids::session_digest)
         .unwrap_or_default();

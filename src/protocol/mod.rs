@@ -16,3 +16,6 @@ pub mod version;
 pub use client_caps::ClientCaps;
 pub use message::{parse_body, Body, Message, ParseError, RequestId, ResponsePayload};
 pub use raw_object::RawObject;
+
+/// The header of the session era's session id (`Mcp-Session-Id`), on both faces.
+pub const HEADER_SESSION_ID: &str = "mcp-session-id";

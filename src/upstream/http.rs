@@ -15,6 +15,7 @@ use crate::config::Secret;
 use crate::credentials::bearer::Bearer;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
+use crate::protocol::HEADER_SESSION_ID as SESSION_HEADER;
 use crate::protocol::{Message, ResponsePayload};
 use reqwest::StatusCode;
 use std::sync::Arc;
@@ -22,7 +23,6 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-const SESSION_HEADER: &str = "mcp-session-id";
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Bound on each step of opening a session (initialize, GET stream, initialized).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);

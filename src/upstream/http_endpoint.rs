@@ -16,14 +16,14 @@ use super::http_reply::Reply;
 use crate::config::Secret;
 use crate::credentials::bearer::{Bearer, Refusal};
 use crate::error::UpstreamError;
+use crate::protocol::modern::HEADER_PROTOCOL_VERSION as VERSION_HEADER;
+use crate::protocol::HEADER_SESSION_ID as SESSION_HEADER;
 use bytes::Bytes;
 use http_body_util::Full;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 const POST_ACCEPT: &str = "application/json, text/event-stream";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
