@@ -74,16 +74,23 @@ fn jwt_auth(issuer: &str) -> Arc<Authenticator> {
     Authenticator::from_config(&c).unwrap()
 }
 
+/// A local authorization server publishing key `k1`, that key's private half, and an
+/// authenticator trusting the server.
+async fn signing_idp() -> (Idp, Vec<u8>, Arc<Authenticator>) {
+    let idp = idp().await;
+    let (pkcs8, jwk) = key_pair("k1");
+    idp.keys.lock().push(jwk);
+    let auth = jwt_auth(&idp.issuer);
+    (idp, pkcs8, auth)
+}
+
 async fn verdict(auth: &Authenticator, token: &str) -> Result<Arc<Principal>, Failure> {
     auth.verify(token).await
 }
 
 #[tokio::test]
 async fn only_a_valid_jwt_passes_the_audience_checks() {
-    let idp = idp().await;
-    let (pkcs8, jwk) = key_pair("k1");
-    idp.keys.lock().push(jwk);
-    let auth = jwt_auth(&idp.issuer);
+    let (idp, pkcs8, auth) = signing_idp().await;
     let base = |aud: serde_json::Value, exp: u64| {
         serde_json::json!({ "iss": idp.issuer, "sub": "alice", "aud": aud, "exp": exp, "scope": "mcp:tools mcp:write",
                             "groups": ["eng"], "client_id": "cli" })
@@ -182,10 +189,7 @@ async fn an_unreachable_authorization_server_is_503_not_invalid_token() {
 
 #[tokio::test]
 async fn none_and_symmetric_algorithms_are_refused() {
-    let idp = idp().await;
-    let (_, jwk) = key_pair("k1");
-    idp.keys.lock().push(jwk);
-    let auth = jwt_auth(&idp.issuer);
+    let (idp, _, auth) = signing_idp().await;
     let b64 = |v: serde_json::Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
     let claims = serde_json::json!({ "iss": idp.issuer, "sub": "eve", "aud": "other", "exp": now() + 300 });
     let none = format!(
@@ -267,10 +271,7 @@ async fn a_rotated_key_is_fetched_once_per_interval() {
 
 #[tokio::test]
 async fn a_token_for_a_profiles_resource_passes_on_that_profile_only() {
-    let idp = idp().await;
-    let (pkcs8, jwk) = key_pair("k1");
-    idp.keys.lock().push(jwk);
-    let auth = jwt_auth(&idp.issuer);
+    let (idp, pkcs8, auth) = signing_idp().await;
     let review = "https://mcp.example.com/mcp/review";
     let claims = serde_json::json!({ "iss": idp.issuer, "sub": "alice", "aud": review, "exp": now() + 300 });
     let token = sign(&pkcs8, "k1", &claims);
