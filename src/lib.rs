@@ -375,6 +375,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         (reload_tx, reload_allowed),
     );
     let close_listener = CancellationToken::new();
+    let http2 = hub.config().gateway.http2;
     let (server, admin_server, admin_addr) = match admin {
         Some((admin, admin_addr)) => {
             if !admin_addr.ip().is_loopback() {
@@ -385,15 +386,15 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
                 );
             }
             tracing::info!(url = %format!("http://{admin_addr}{}", admin::status::STATUS_PATH), "operator endpoints listening");
-            let admin_server = edge::serve(admin, operator, &close_listener);
+            let admin_server = edge::serve(admin, operator, &close_listener, http2);
             (
-                edge::serve(listener, faces, &close_listener),
+                edge::serve(listener, faces, &close_listener, http2),
                 Some(admin_server),
                 Some(admin_addr),
             )
         }
         None => (
-            edge::serve(listener, faces.merge(operator), &close_listener),
+            edge::serve(listener, faces.merge(operator), &close_listener, http2),
             None,
             None,
         ),

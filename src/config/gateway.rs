@@ -119,6 +119,9 @@ pub(super) fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayCo
     if let Some(v) = &raw.allow_unauthenticated {
         gw.allow_unauthenticated = *v.get_ref();
     }
+    if let Some(v) = &raw.http2 {
+        gw.http2 = *v.get_ref();
+    }
     Ok(gw)
 }
 

@@ -207,6 +207,8 @@ pub struct GatewayConfig {
     pub public_url: String,
     /// Serve a non-loopback `listen` without `[auth]`.
     pub allow_unauthenticated: bool,
+    /// Serve HTTP/2 (h2c with prior knowledge) besides HTTP/1.1 (`http2`).
+    pub http2: bool,
 }
 
 impl GatewayConfig {
@@ -265,6 +267,7 @@ impl Default for GatewayConfig {
             ready_when: ReadyWhen::All,
             public_url: "http://127.0.0.1:8080/mcp".to_string(),
             allow_unauthenticated: false,
+            http2: true,
         }
     }
 }

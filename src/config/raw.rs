@@ -125,6 +125,9 @@ pub(super) struct RawGateway {
     /// Serve a non-loopback `listen` without `[auth]` (e.g. behind an authenticating proxy).
     /// Default false.
     pub(super) allow_unauthenticated: Option<Spanned<bool>>,
+    /// Serve HTTP/2 besides HTTP/1.1 on `listen` and `admin_listen`: with prior knowledge (h2c)
+    /// on plain TCP, for a balancer or a host that speaks it. false: HTTP/1.1 only. Default true.
+    pub(super) http2: Option<Spanned<bool>>,
 }
 
 /// `[servers.NAME]`: one upstream MCP server, stdio (`command`) or HTTP (`url`).

@@ -25,7 +25,8 @@
 //! restart and listed in the reload's outcome (`/status`, `last_reload.needs_restart`):
 //! `gateway.listen`, `admin_listen`, `path`, `separator`, `max_name_length` and `name_reserve`
 //! (every exposed name),
-//! `max_body_bytes` (the body limit of the host faces' router), `[audit]` (its writer),
+//! `max_body_bytes` (the body limit of the host faces' router), `http2` (the listeners'),
+//! `[audit]` (its writer),
 //! `[cluster]` (the sealer is built once, so a new key, or new `previous_keys`,
 //! needs a (rolling) restart), `[vault]` (opened at start), `telemetry.log_format` (the log subscriber) and
 //! `telemetry.otlp_endpoint`/`service_name` (the tracer); `telemetry.access_log` applies to the
@@ -338,7 +339,8 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         separator,
         max_name_length,
         name_reserve,
-        max_body_bytes
+        max_body_bytes,
+        http2
     );
     let mut auth = new.auth;
     if gateway.public_url == defaulted {

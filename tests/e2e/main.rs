@@ -23,6 +23,7 @@ mod compose;
 mod config_hygiene;
 mod conformance_auth;
 mod drain;
+mod edge;
 mod example_config;
 mod faults;
 mod forwarding;
