@@ -7,8 +7,8 @@
 //!  lib.rs        composition root: start/run/stop, the listeners (main, `admin_listen`), the
 //!                tower layer stack; reload (SIGHUP)
 //!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
-//!  edge          the listeners: binding (a taken port names a free one), TCP_NODELAY, each
-//!                connection's peer, the graceful close
+//!  edge          the listeners: binding (a taken port names a free one), HTTP/1.1 and HTTP/2,
+//!                TCP_NODELAY, each connection's peer, the graceful close
 //!  cluster       several replicas as one: forwarding a request to the replica holding its
 //!                session or parked call, replica passports (tower layers around the faces)
 //!  middleware    tower layers: Host/Origin access check, request tracing
