@@ -375,7 +375,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
         (reload_tx, reload_allowed),
     );
     let close_listener = CancellationToken::new();
-    let http2 = hub.config().gateway.http2;
+    let http2 = config.gateway.http2;
     let (server, admin_server, admin_addr) = match admin {
         Some((admin, admin_addr)) => {
             if !admin_addr.ip().is_loopback() {

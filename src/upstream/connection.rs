@@ -116,12 +116,8 @@ impl Transport {
         }
     }
 
-    /// Whether an HTTP upstream has POSTs in flight, for the actor to drive.
-    fn has_posts(&self) -> bool {
-        matches!(self, Transport::Http(t) if t.has_posts())
-    }
-
-    /// Drive an HTTP upstream's POSTs until one ends (pending for other transports).
+    /// Drive an HTTP upstream's POSTs until one ends (pending while none runs, and for other
+    /// transports).
     async fn advance_posts(&mut self) {
         match self {
             Transport::Http(t) => t.advance_posts().await,
@@ -274,7 +270,7 @@ impl Actor {
                     _ = &mut stopped => break "stopped".to_string(),
                     // An HTTP upstream's POSTs run on this task: their replies come back on
                     // `inbound` (the next turn of the loop takes them).
-                    _ = transport.advance_posts(), if transport.has_posts() => {}
+                    _ = transport.advance_posts() => {}
                 }
             },
         };

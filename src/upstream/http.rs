@@ -267,13 +267,8 @@ impl HttpTransport {
         self.posts.abort(upstream_id);
     }
 
-    /// Whether any POST is in flight.
-    pub fn has_posts(&self) -> bool {
-        !self.posts.is_empty()
-    }
-
-    /// Drive the POSTs in flight until one ends (the actor's loop awaits this beside its
-    /// channels; dropped between wake-ups, the POSTs keep their state).
+    /// Drive the POSTs in flight until one ends, pending while none runs (the actor's loop
+    /// awaits this beside its channels; dropped between wake-ups, the POSTs keep their state).
     pub async fn advance_posts(&mut self) {
         self.posts.advance().await
     }

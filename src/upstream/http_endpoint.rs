@@ -18,6 +18,8 @@ use crate::credentials::bearer::{Bearer, Refusal};
 use crate::error::UpstreamError;
 use crate::protocol::modern::HEADER_PROTOCOL_VERSION as VERSION_HEADER;
 use crate::protocol::HEADER_SESSION_ID as SESSION_HEADER;
+use crate::util::http1_pool::Http1Pool;
+use crate::util::http_client::LeanClient;
 use bytes::Bytes;
 use http_body_util::Full;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
@@ -39,9 +41,6 @@ const PROXY_VARIABLES: [&str; 6] = [
     "https_proxy",
     "all_proxy",
 ];
-
-use crate::util::http1_pool::Http1Pool;
-use crate::util::http_client::LeanClient;
 
 /// The clients of this process: reqwest for everything, the lean one for POSTs (none when a
 /// proxy is configured).

@@ -15,7 +15,6 @@ use crate::util::fast_map::FastMap;
 use futures_util::future::{AbortHandle, Abortable, BoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
-use parking_lot::Mutex;
 use reqwest::StatusCode;
 use std::sync::Arc;
 use sync_wrapper::SyncWrapper;
@@ -27,12 +26,11 @@ pub(super) type RequestHeaders = Vec<(String, String)>;
 /// The POSTs of a connection still running, and how to abort the one of a request.
 #[derive(Default)]
 pub(super) struct Posts {
-    /// Only ever reached through `&mut` (the transport is shared across the actor's awaits).
-    running: SyncWrapper<FuturesUnordered<Abortable<BoxFuture<'static, ()>>>>,
-    /// How many run.
-    count: usize,
-    /// By upstream request id: closing one cancels it upstream in 2026-07-28.
-    open: Arc<Mutex<FastMap<u64, AbortHandle>>>,
+    /// Each ends with the upstream id of its request, if it had one. Only ever reached through
+    /// `&mut` (the transport is shared across the actor's awaits).
+    running: SyncWrapper<FuturesUnordered<Abortable<BoxFuture<'static, Option<u64>>>>>,
+    /// By upstream request id, while its POST runs: closing one cancels it upstream in 2026-07-28.
+    open: FastMap<u64, AbortHandle>,
 }
 
 impl Posts {
@@ -41,39 +39,41 @@ impl Posts {
     pub fn start(&mut self, post: Post, frame: String) {
         let (abort, registration) = AbortHandle::new_pair();
         if let Some(id) = post.upstream_id {
-            self.open.lock().insert(id, abort);
+            self.open.insert(id, abort);
         }
-        let open = self.open.clone();
         let run = async move {
-            let upstream_id = post.upstream_id;
             post.exchange(frame).await;
-            if let Some(id) = upstream_id {
-                open.lock().remove(&id);
-            }
+            post.upstream_id
         };
         self.running
             .get_mut()
             .push(Abortable::new(run.boxed(), registration));
-        self.count += 1;
     }
 
     /// Close the POST of request `upstream_id` (how 2026-07-28 cancels a request).
     pub fn abort(&mut self, upstream_id: u64) {
-        if let Some(abort) = self.open.lock().remove(&upstream_id) {
+        if let Some(abort) = self.open.remove(&upstream_id) {
             abort.abort();
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// Drive the running POSTs until one of them ends (pending for ever when none runs).
+    /// Drive the running POSTs until one of them ends (pending for ever when none runs: a
+    /// POST started later is driven by the next call).
     pub async fn advance(&mut self) {
         match self.running.get_mut().next().await {
-            Some(_) => self.count -= 1,
+            // Ended by itself: its request can no longer be aborted (an aborted one was
+            // forgotten by `abort`).
+            Some(Ok(Some(id))) => {
+                self.open.remove(&id);
+            }
+            Some(_) => {}
             None => std::future::pending::<()>().await,
         }
+    }
+
+    #[cfg(test)]
+    fn is_empty(&mut self) -> bool {
+        self.running.get_mut().is_empty()
     }
 }
 
@@ -334,7 +334,7 @@ mod tests {
         while !posts.is_empty() {
             posts.advance().await;
         }
-        assert!(posts.open.lock().is_empty(), "ended POSTs are forgotten");
+        assert!(posts.open.is_empty(), "ended POSTs are forgotten");
     }
 
     #[tokio::test]

@@ -181,11 +181,16 @@ pub struct PooledBody {
 }
 
 impl PooledBody {
+    /// Hand the connection back (once).
+    fn hand_back(&mut self) {
+        if let Some((pool, sender)) = self.back.take() {
+            pool.check_in(sender);
+        }
+    }
+
     fn hand_back_if_done(&mut self) {
         if self.body.is_end_stream() {
-            if let Some((pool, sender)) = self.back.take() {
-                pool.check_in(sender);
-            }
+            self.hand_back();
         }
     }
 }
@@ -200,11 +205,7 @@ impl Body for PooledBody {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         match &polled {
-            Poll::Ready(None) => {
-                if let Some((pool, sender)) = self.back.take() {
-                    pool.check_in(sender);
-                }
-            }
+            Poll::Ready(None) => self.hand_back(),
             Poll::Ready(Some(Ok(_))) => self.hand_back_if_done(),
             // An error or a pending read: the connection is not handed back (yet).
             _ => {}
