@@ -32,6 +32,7 @@ FILESYSTEM_VERSION="2026.8.31"     # @modelcontextprotocol/server-filesystem
 TS_SDK_VERSION="1.32.2"            # @modelcontextprotocol/sdk
 PY_MCP_VERSION="2.3.0"             # mcp (PyPI)
 PY_TIME_VERSION="2026.10.19"       # mcp-server-time (PyPI)
+PY_H2_VERSION="4.4.1"              # h2 (PyPI): HTTP/2 for the SDK's httpx2 (the TLS tests' http2=True)
 NODE22_VERSION="22"                # node (npm registry package), major only
 CONFORMANCE_VERSION="0.1.16"       # @modelcontextprotocol/conformance
 INSPECTOR_VERSION="2.12.0"         # @modelcontextprotocol/inspector
@@ -68,6 +69,7 @@ STAMP_CONTENT="format=$STAMP_FORMAT
 @modelcontextprotocol/sdk=$TS_SDK_VERSION
 mcp=$PY_MCP_VERSION
 mcp-server-time=$PY_TIME_VERSION
+h2=$PY_H2_VERSION
 node=$NODE22_VERSION
 @modelcontextprotocol/conformance=$CONFORMANCE_VERSION
 @modelcontextprotocol/inspector=$INSPECTOR_VERSION
@@ -237,16 +239,17 @@ if [ ! -x "$DIR/venv/bin/python" ]; then
     log "python: creating venv $DIR/venv"
     python3 -m venv "$DIR/venv" || die "python3 -m venv failed (is python3-venv installed?)"
 fi
-log "python: installing mcp==$PY_MCP_VERSION mcp-server-time==$PY_TIME_VERSION"
+log "python: installing mcp==$PY_MCP_VERSION mcp-server-time==$PY_TIME_VERSION h2==$PY_H2_VERSION"
 "$DIR/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "mcp==$PY_MCP_VERSION" "mcp-server-time==$PY_TIME_VERSION" >&2 \
+    "mcp==$PY_MCP_VERSION" "mcp-server-time==$PY_TIME_VERSION" "h2==$PY_H2_VERSION" >&2 \
     || die "pip install failed"
-"$DIR/venv/bin/python" - "$PY_MCP_VERSION" "$PY_TIME_VERSION" <<'PY' || die "python peer check failed"
+"$DIR/venv/bin/python" - "$PY_MCP_VERSION" "$PY_TIME_VERSION" "$PY_H2_VERSION" <<'PY' || die "python peer check failed"
 import sys
 from importlib.metadata import version
 assert version("mcp") == sys.argv[1], ("mcp", version("mcp"))
 assert version("mcp-server-time") == sys.argv[2], ("mcp-server-time", version("mcp-server-time"))
-import mcp, mcp_server_time  # noqa: F401  (import check)
+assert version("h2") == sys.argv[3], ("h2", version("h2"))
+import mcp, mcp_server_time, h2  # noqa: F401  (import check)
 PY
 
 printf '%s' "$STAMP_CONTENT" > "$DIR/.stamp.tmp"

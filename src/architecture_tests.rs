@@ -14,6 +14,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("seal", 0),
     // Pure (a client's JSON text in, servers out); config will read `mcp_json` files with it.
     ("import", 0),
+    // Certificates and keys from files, rustls configurations; config checks the files with it.
+    ("tls", 0),
     ("config", 1),
     // The client of the replicas' shared store (Redis): keys, timeouts, the rate limit script;
     // it takes a URL, not config, and the vault and the rate limits above use it.

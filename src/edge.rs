@@ -1,16 +1,22 @@
 //! The listeners: binding an address (a taken port names a free one on the same address) and
-//! serving a router on it over HTTP/1.1 and, unless `gateway.http2 = false`, HTTP/2 with prior
-//! knowledge (h2c), each connection's socket with `TCP_NODELAY` and its requests knowing their
-//! peer, until the close token fires (open connections then finish their response).
+//! serving a router on it over HTTP/1.1 and, unless `gateway.http2 = false`, HTTP/2 (with prior
+//! knowledge on plain TCP, by ALPN over TLS), with `gateway.tls` over TLS (the handshake on the
+//! connection's own task, bounded in time; a verified client certificate travels with each of
+//! the connection's requests), each connection's socket with `TCP_NODELAY` and its requests
+//! knowing their peer, until the close token fires (open connections then finish their response).
 
 use crate::config;
 use crate::error::GatewayError;
 use crate::middleware::peer::FromPeer;
+use crate::tls::identity::ClientCertificate;
+use crate::tls::ServerTls;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -38,12 +44,14 @@ pub async fn bind(
 
 /// Serve `app` on `listener` until `close` fires: then no connection is accepted, each open one
 /// is told to finish (HTTP/1.1: after its response in flight; HTTP/2: GOAWAY) and the task ends
-/// when all have. HTTP/2 with prior knowledge is served beside HTTP/1.1 unless `http2` is off.
+/// when all have. HTTP/2 is served beside HTTP/1.1 unless `http2` is off; with `tls`, every
+/// connection is TLS.
 pub fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     close: &CancellationToken,
     http2: bool,
+    tls: Option<Arc<ServerTls>>,
 ) -> JoinHandle<std::io::Result<()>> {
     let close = close.clone();
     tokio::spawn(async move {
@@ -69,13 +77,37 @@ pub fn serve(
             if let Err(err) = tcp.set_nodelay(true) {
                 tracing::debug!(%err, "cannot set TCP_NODELAY");
             }
-            // Each connection's requests know their peer (for the log lines that name it).
-            let service = FromPeer::new(app.clone(), peer).map_request(into_axum as fn(_) -> _);
-            // (No HTTP upgrades: mcpmux serves none, and `http1_only` holds only without them.)
-            let connection = builder.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(service));
-            let connection = connections.watch(connection.into_owned());
+            let Some(tls) = &tls else {
+                // Each connection's requests know their peer (for the log lines that name it).
+                let service = FromPeer::new(app.clone(), peer).map_request(into_axum as fn(_) -> _);
+                // (No HTTP upgrades: mcpmux serves none, and `http1_only` holds only without them.)
+                let connection =
+                    builder.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(service));
+                let connection = connections.watch(connection.into_owned());
+                tokio::spawn(async move {
+                    if let Err(err) = connection.await {
+                        tracing::trace!(%peer, err = %err, "connection ended with an error");
+                    }
+                });
+                continue;
+            };
+            let (acceptor, builder, app) = (tls.acceptor(), builder.clone(), app.clone());
+            let watcher = connections.watcher();
             tokio::spawn(async move {
-                if let Err(err) = connection.await {
+                let Some(stream) = handshake(acceptor, tcp, peer).await else {
+                    return;
+                };
+                let client = client_certificate(stream.get_ref().1);
+                let service = FromPeer::new(app, peer).map_request(move |request| {
+                    let mut request = into_axum(request);
+                    if let Some(client) = &client {
+                        request.extensions_mut().insert(client.clone());
+                    }
+                    request
+                });
+                let connection =
+                    builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+                if let Err(err) = watcher.watch(connection.into_owned()).await {
                     tracing::trace!(%peer, err = %err, "connection ended with an error");
                 }
             });
@@ -84,6 +116,48 @@ pub fn serve(
         connections.shutdown().await;
         Ok(())
     })
+}
+
+/// How long a client may take over its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS handshake of the connection from `peer`, or `None` (logged) when it failed or took
+/// too long: a client refused for its certificate is told so by the alert, and the log says
+/// why (unknown issuer, expired, no certificate).
+async fn handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(err)) => {
+            let refused_certificate = err
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                .is_some_and(|e| {
+                    matches!(
+                        e,
+                        rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+                    )
+                });
+            match refused_certificate {
+                true => tracing::warn!(%peer, reason = %err, "TLS: client certificate refused"),
+                false => tracing::debug!(%peer, reason = %err, "TLS handshake failed"),
+            }
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake took longer than {HANDSHAKE_TIMEOUT:?}; connection closed");
+            None
+        }
+    }
+}
+
+/// What the connection's verified client certificate says of its holder, if it sent one.
+fn client_certificate(connection: &rustls::ServerConnection) -> Option<ClientCertificate> {
+    let leaf = connection.peer_certificates()?.first()?;
+    Some(ClientCertificate::from_leaf(leaf.as_ref()))
 }
 
 fn into_axum(request: http::Request<hyper::body::Incoming>) -> axum::extract::Request {

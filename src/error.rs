@@ -473,6 +473,9 @@ pub enum GatewayError {
     /// The pinning lock file (`[pinning]`) cannot be read.
     #[error("{0}")]
     Pinning(String),
+    /// A file of `gateway.tls` cannot be used (the message names it and says why).
+    #[error("{0}")]
+    Tls(String),
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 //!  lib.rs        composition root: start/run/stop, the listeners (main, `admin_listen`), the
 //!                tower layer stack; reload (SIGHUP)
 //!  http, admin   host faces (Streamable HTTP both eras, legacy SSE, listen) | operator endpoints
-//!  edge          the listeners: binding (a taken port names a free one), HTTP/1.1 and HTTP/2,
-//!                TCP_NODELAY, each connection's peer, the graceful close
+//!  edge          the listeners: binding (a taken port names a free one), TLS, HTTP/1.1 and
+//!                HTTP/2, TCP_NODELAY, each connection's peer, the graceful close
 //!  cluster       several replicas as one: forwarding a request to the replica holding its
 //!                session or parked call, replica passports (tower layers around the faces)
 //!  middleware    tower layers: Host/Origin access check, request tracing
@@ -34,6 +34,9 @@
 //!  import        the clients' mcpServers JSON files (Claude Desktop, Claude Code, Cursor, VS Code)
 //!                read into servers, and `mcpmux import` (pure parser; no config types)
 //!  protocol      the pure codec and MCP vocabulary (no I/O)
+//!  tls           certificates and keys from PEM files (problems name the file), the
+//!                listeners' rustls configuration kept current as its files rotate, the name a
+//!                client certificate gives its holder
 //!  seal          cluster keys and the sealer: what hosts carry (session ids, cursors,
 //!                requestState, event ids, server request ids) and replica passports, encrypted
 //!                and authenticated so any replica with the key opens it (no I/O)
@@ -71,6 +74,7 @@ pub mod shared_store;
 pub mod status_command;
 pub mod status_doc;
 pub mod telemetry;
+pub mod tls;
 pub mod upstream;
 pub mod util;
 
@@ -130,7 +134,9 @@ impl Gateway {
 
     /// The endpoint URL.
     pub fn url(&self) -> String {
-        format!("http://{}{}", self.addr, self.hub.config().gateway.path)
+        let gateway = &self.hub.config().gateway;
+        let scheme = if gateway.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.addr, gateway.path)
     }
 
     /// Put a re-read configuration in force (see [`reload`]); `/status` shows the outcome.
@@ -320,9 +326,40 @@ fn drift_sink(audit: Option<Arc<audit::AuditLog>>) -> catalog::DriftSink {
     })
 }
 
+/// The listeners' TLS (`gateway.tls`), every file read and checked now (a problem stops the
+/// start: never plain HTTP instead): the main listener's, and the admin listener's (the same
+/// certificate; client certificates are never asked for there, like `[auth]`).
+type ListenerTls = (Option<Arc<tls::ServerTls>>, Option<Arc<tls::ServerTls>>);
+
+fn listener_tls(config: &Config) -> Result<ListenerTls, GatewayError> {
+    let Some(files) = &config.gateway.tls else {
+        return Ok((None, None));
+    };
+    let refused = |problem: tls::FileProblem| {
+        GatewayError::Tls(format!("gateway.tls.{}: {problem}", problem.role.key()))
+    };
+    let main = tls::ServerTls::load(files.clone(), config.listener_tls_options()).map_err(refused)?;
+    let admin = match config.gateway.admin_listen {
+        Some(_) => {
+            let files = tls::ServerFiles {
+                client_ca: None,
+                ..files.clone()
+            };
+            let options = tls::ServerOptions {
+                http2: config.gateway.http2,
+                client_cert_optional: false,
+            };
+            Some(tls::ServerTls::load(files, options).map_err(refused)?)
+        }
+        None => None,
+    };
+    Ok((Some(main), admin))
+}
+
 /// Bind the endpoint, start every upstream, and return the running gateway.
 pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let config = Arc::new(config);
+    let (tls, admin_tls) = listener_tls(&config)?;
     let (listener, addr) = edge::bind(config.gateway.listen, "listen").await?;
     let admin = match config.gateway.admin_listen {
         Some(at) => Some(edge::bind(at, "admin_listen").await?),
@@ -376,6 +413,10 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     );
     let close_listener = CancellationToken::new();
     let http2 = config.gateway.http2;
+    for watched in tls.iter().chain(admin_tls.iter()) {
+        tasks.push(tokio::spawn(watched.clone().watch(close_listener.clone())));
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let (server, admin_server, admin_addr) = match admin {
         Some((admin, admin_addr)) => {
             if !admin_addr.ip().is_loopback() {
@@ -385,21 +426,27 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
                      /readyz, /metrics and /admin are not behind [auth]; keep it on a private network"
                 );
             }
-            tracing::info!(url = %format!("http://{admin_addr}{}", admin::status::STATUS_PATH), "operator endpoints listening");
-            let admin_server = edge::serve(admin, operator, &close_listener, http2);
+            tracing::info!(url = %format!("{scheme}://{admin_addr}{}", admin::status::STATUS_PATH), "operator endpoints listening");
+            let admin_server = edge::serve(admin, operator, &close_listener, http2, admin_tls);
             (
-                edge::serve(listener, faces, &close_listener, http2),
+                edge::serve(listener, faces, &close_listener, http2, tls.clone()),
                 Some(admin_server),
                 Some(admin_addr),
             )
         }
         None => (
-            edge::serve(listener, faces.merge(operator), &close_listener, http2),
+            edge::serve(
+                listener,
+                faces.merge(operator),
+                &close_listener,
+                http2,
+                tls.clone(),
+            ),
             None,
             None,
         ),
     };
-    tracing::info!(url = %format!("http://{addr}{}", config.gateway.path), servers = config.servers.len(), "mcpmux listening");
+    tracing::info!(url = %format!("{scheme}://{addr}{}", config.gateway.path), servers = config.servers.len(), "mcpmux listening");
     Ok(Gateway {
         addr,
         admin_addr,

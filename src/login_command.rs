@@ -30,7 +30,7 @@ pub fn command(server: &str, config: Option<&Path>, url: Option<&str>) -> u8 {
     };
     let result = runtime.block_on(async {
         match (config, url) {
-            (_, Some(url)) => via_gateway(server, url).await,
+            (_, Some(url)) => via_gateway(server, url, None).await,
             (Some(path), None) => with_config(server, path).await,
             (None, None) => Err((2, "give --config FILE (the gateway's configuration) or --url URL (a running gateway's operator address)".into())),
         }
@@ -63,7 +63,7 @@ async fn with_config(server: &str, path: &Path) -> Result<String, (u8, String)> 
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             // The gateway (presumably) runs: it serves the callback, so it starts the sign-in.
             let operator = crate::config::operator_address(path).map_err(|e| (2, e.to_string()))?;
-            return via_gateway(server, &format!("http://{operator}")).await;
+            return via_gateway(server, &operator.base(), operator.pinned_cert.as_deref()).await;
         }
         Err(e) => {
             return Err((
@@ -121,14 +121,12 @@ async fn with_config(server: &str, path: &Path) -> Result<String, (u8, String)> 
 }
 
 /// Ask the running gateway at operator address `base` to sign the local user in.
-async fn via_gateway(server: &str, base: &str) -> Result<String, (u8, String)> {
+async fn via_gateway(server: &str, base: &str, pinned_cert: Option<&Path>) -> Result<String, (u8, String)> {
     let mut url = reqwest::Url::parse(base).map_err(|e| (2, format!("--url {base:?} is not a URL ({e})")))?;
     url.set_path(&SIGN_IN_PATH.replace("{server}", server));
     url.set_query(None);
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .map_err(|e| (2, e.to_string()))?;
+    let http =
+        crate::tls::pinned::operator_client(Duration::from_secs(60), pinned_cert).map_err(|e| (2, e))?;
     let unreachable = |e: reqwest::Error| (2, format!("the gateway at {base} cannot be reached: {e}"));
     let resp = http.post(url.clone()).send().await.map_err(unreachable)?;
     let status = resp.status();

@@ -253,10 +253,10 @@ fn working_dir() -> PathBuf {
 }
 
 fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> ExitCode {
-    let url = match (url, config) {
-        (Some(url), _) => url.to_string(),
-        (None, Some(path)) => match mcpmux::status_command::status_url(path) {
-            Ok(url) => url,
+    let (url, pinned_cert) = match (url, config) {
+        (Some(url), _) => (url.to_string(), None),
+        (None, Some(path)) => match mcpmux::status_command::status_target(path) {
+            Ok(target) => target,
             Err(err) => {
                 eprintln!("error: {err}");
                 return ExitCode::FAILURE;
@@ -270,7 +270,11 @@ fn status(config: Option<&std::path::Path>, url: Option<&str>, json: bool) -> Ex
             return ExitCode::FAILURE;
         }
     };
-    ExitCode::from(mcpmux::status_command::command(&url, json))
+    ExitCode::from(mcpmux::status_command::command(
+        &url,
+        pinned_cert.as_deref(),
+        json,
+    ))
 }
 
 /// Which vault `grants` and `logout` use (clap makes sure exactly one of the two is given).
@@ -285,10 +289,10 @@ fn vault_at<'a>(config: &'a Option<PathBuf>, url: &'a Option<String>) -> mcpmux:
 
 /// `mcpmux reload`: the gateway's reload URL from `--url`, or from the file it serves.
 fn reload_command(config: Option<&std::path::Path>, url: Option<&str>) -> ExitCode {
-    let url = match (url, config) {
-        (Some(url), _) => url.to_string(),
+    let (url, pinned_cert) = match (url, config) {
+        (Some(url), _) => (url.to_string(), None),
         (None, Some(path)) => match mcpmux::reload_command::reload_url(path) {
-            Ok(url) => url,
+            Ok(target) => target,
             Err((status, message)) => {
                 eprintln!("{message}");
                 return ExitCode::from(status);
@@ -302,7 +306,7 @@ fn reload_command(config: Option<&std::path::Path>, url: Option<&str>) -> ExitCo
             return ExitCode::from(2);
         }
     };
-    ExitCode::from(mcpmux::reload_command::command(&url))
+    ExitCode::from(mcpmux::reload_command::command(&url, pinned_cert.as_deref()))
 }
 
 /// Re-read the configuration file (and what it reads) and put it in force; a configuration that

@@ -4,7 +4,7 @@
 //! definitions (`POST /pins/approve`; exit 0 approved, 1 nothing to approve, 2 not done).
 
 use crate::admin::pins::{Approval, PinsReport, APPROVE_PATH, PINS_PATH};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -13,7 +13,9 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// `--url` or the one serving `--config`; returns the exit status.
 pub fn run(approve: Option<&str>, config: Option<&Path>, url: Option<&str>) -> u8 {
     let base = match (url, config) {
-        (Some(url), _) => base_of_url(url).map_err(|e| (2, format!("error: {e}"))),
+        (Some(url), _) => base_of_url(url)
+            .map(|base| (base, None))
+            .map_err(|e| (2, format!("error: {e}"))),
         (None, Some(path)) => base_of_config(path),
         (None, None) => Err((
             2,
@@ -27,16 +29,16 @@ pub fn run(approve: Option<&str>, config: Option<&Path>, url: Option<&str>) -> u
             eprintln!("{message}");
             status
         }
-        (Ok(base), None) => list(&base),
-        (Ok(base), Some(target)) => self::approve(&base, target),
+        (Ok((base, pinned)), None) => list(&base, pinned.as_deref()),
+        (Ok((base, pinned)), Some(target)) => self::approve(&base, target, pinned.as_deref()),
     }
 }
 
-/// The operator address (`http://HOST:PORT`) of the gateway serving the file at `path`, or the
-/// exit status and what to print.
-pub fn base_of_config(path: &Path) -> Result<String, (u8, String)> {
+/// The operator address (`http://HOST:PORT`, `https://` with TLS) of the gateway serving the
+/// file at `path` and the certificate file to trust, or the exit status and what to print.
+pub fn base_of_config(path: &Path) -> Result<(String, Option<PathBuf>), (u8, String)> {
     match crate::config::operator_address(path) {
-        Ok(addr) => Ok(format!("http://{addr}")),
+        Ok(endpoint) => Ok((endpoint.base(), endpoint.pinned_cert)),
         Err(err) => Err((
             2,
             format!(
@@ -70,8 +72,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 /// `mcpmux pins`: print the drifts; returns the exit status.
-pub fn list(base: &str) -> u8 {
-    let asked = runtime().and_then(|rt| rt.block_on(get(base)));
+pub fn list(base: &str, pinned_cert: Option<&Path>) -> u8 {
+    let asked = runtime().and_then(|rt| rt.block_on(get(base, pinned_cert)));
     let report = match asked {
         Ok(report) => report,
         Err(err) => {
@@ -122,7 +124,7 @@ pub fn render(report: &PinsReport) -> String {
 }
 
 /// `mcpmux pins approve SERVER[/TOOL]`; returns the exit status.
-pub fn approve(base: &str, target: &str) -> u8 {
+pub fn approve(base: &str, target: &str, pinned_cert: Option<&Path>) -> u8 {
     let approval = match target.split_once('/') {
         Some((server, tool)) if !server.is_empty() && !tool.is_empty() => Approval {
             server: server.to_string(),
@@ -137,7 +139,7 @@ pub fn approve(base: &str, target: &str) -> u8 {
             return 2;
         }
     };
-    match runtime().and_then(|rt| rt.block_on(post(base, &approval))) {
+    match runtime().and_then(|rt| rt.block_on(post(base, &approval, pinned_cert))) {
         Ok((200, json)) => {
             let approved: Vec<&str> = (json["approved"].as_array().into_iter().flatten())
                 .filter_map(|v| v.as_str())
@@ -165,19 +167,15 @@ pub fn approve(base: &str, target: &str) -> u8 {
     }
 }
 
-fn client() -> Result<reqwest::Client, String> {
-    (reqwest::Client::builder().timeout(TIMEOUT).build())
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))
-}
-
 fn unreachable(url: &str, e: reqwest::Error) -> String {
     let text = crate::util::http_client::error_chain(&e);
     format!("cannot reach {url}: {text}; is `mcpmux serve` running there?")
 }
 
-async fn get(base: &str) -> Result<PinsReport, String> {
+async fn get(base: &str, pinned_cert: Option<&Path>) -> Result<PinsReport, String> {
     let url = format!("{base}{PINS_PATH}");
-    let resp = (client()?.get(&url).send().await).map_err(|e| unreachable(&url, e))?;
+    let client = crate::tls::pinned::operator_client(TIMEOUT, pinned_cert)?;
+    let resp = (client.get(&url).send().await).map_err(|e| unreachable(&url, e))?;
     let status = resp.status();
     let body = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
     if !status.is_success() {
@@ -188,10 +186,15 @@ async fn get(base: &str) -> Result<PinsReport, String> {
         .map_err(|e| format!("{url} answered something that is not a pins report ({e})"))
 }
 
-async fn post(base: &str, approval: &Approval) -> Result<(u16, serde_json::Value), String> {
+async fn post(
+    base: &str,
+    approval: &Approval,
+    pinned_cert: Option<&Path>,
+) -> Result<(u16, serde_json::Value), String> {
     let url = format!("{base}{APPROVE_PATH}");
+    let client = crate::tls::pinned::operator_client(TIMEOUT, pinned_cert)?;
     let body = serde_json::to_string(approval).map_err(|e| e.to_string())?;
-    let resp = (client()?
+    let resp = (client
         .post(&url)
         .header("content-type", "application/json")
         .body(body)

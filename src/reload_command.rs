@@ -4,7 +4,7 @@
 //! 2 the gateway could not be reached or does not allow it.
 
 use crate::admin::reload::RELOAD_PATH;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(130);
@@ -13,9 +13,9 @@ const TIMEOUT: Duration = Duration::from_secs(130);
 /// `listen`), read even when the rest of the file is wrong. When it cannot be read: the exit
 /// status and what to print (1 when the file itself does not load, which a reload would refuse
 /// too: the gateway serves on with what it has; 2 when it cannot be read at all).
-pub fn reload_url(path: &Path) -> Result<String, (u8, String)> {
+pub fn reload_url(path: &Path) -> Result<(String, Option<PathBuf>), (u8, String)> {
     match crate::config::operator_address(path) {
-        Ok(addr) => Ok(format!("http://{addr}{RELOAD_PATH}")),
+        Ok(endpoint) => Ok((format!("{}{RELOAD_PATH}", endpoint.base()), endpoint.pinned_cert)),
         Err(err @ crate::config::ConfigError::Io { .. }) => Err((2, format!("error: {err}"))),
         Err(err) => Err((
             1,
@@ -33,7 +33,7 @@ fn with_path(url: &str) -> Result<reqwest::Url, String> {
 }
 
 /// Ask and print; returns the exit status.
-pub fn command(url: &str) -> u8 {
+pub fn command(url: &str, pinned_cert: Option<&Path>) -> u8 {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
@@ -41,7 +41,7 @@ pub fn command(url: &str) -> u8 {
             return 2;
         }
     };
-    match runtime.block_on(ask(url)) {
+    match runtime.block_on(ask(url, pinned_cert)) {
         Ok(Ok(message)) => {
             println!("{message}");
             0
@@ -58,12 +58,9 @@ pub fn command(url: &str) -> u8 {
 }
 
 /// `Ok(Ok(what changed))`, `Ok(Err(why refused))`, or `Err` when there was no answer.
-async fn ask(url: &str) -> Result<Result<String, String>, String> {
+async fn ask(url: &str, pinned_cert: Option<&Path>) -> Result<Result<String, String>, String> {
     let parsed = with_path(url)?;
-    let client = reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .build()
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+    let client = crate::tls::pinned::operator_client(TIMEOUT, pinned_cert)?;
     let resp = client.post(parsed.clone()).send().await.map_err(|e| {
         let text = crate::util::http_client::error_chain(&e);
         format!("cannot reach {parsed}: {text}; is `mcpmux serve` running there?")

@@ -4,7 +4,7 @@
 use crate::config::ConfigError;
 use crate::status_doc::StatusDocument;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -14,17 +14,20 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// read (through the file's includes): the rest of the file may name variables this shell has
 /// not set, or hold a mistake the running gateway refused.
 pub fn status_url(path: &Path) -> Result<String, ConfigError> {
-    let addr = crate::config::operator_address(path)?;
-    Ok(format!("http://{addr}{}", crate::admin::status::STATUS_PATH))
+    Ok(status_target(path)?.0)
 }
 
-/// Fetch the status document; an error says what to fix.
-pub async fn fetch(url: &str) -> Result<StatusDocument, String> {
+/// [`status_url`], and the certificate file to trust when the gateway serves TLS.
+pub fn status_target(path: &Path) -> Result<(String, Option<PathBuf>), ConfigError> {
+    let endpoint = crate::config::operator_address(path)?;
+    let url = format!("{}{}", endpoint.base(), crate::admin::status::STATUS_PATH);
+    Ok((url, endpoint.pinned_cert))
+}
+
+/// Fetch the status document (trusting only `pinned_cert` when given); an error says what to fix.
+pub async fn fetch(url: &str, pinned_cert: Option<&Path>) -> Result<StatusDocument, String> {
     let parsed = check_url(url)?;
-    let client = reqwest::Client::builder()
-        .timeout(FETCH_TIMEOUT)
-        .build()
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+    let client = crate::tls::pinned::operator_client(FETCH_TIMEOUT, pinned_cert)?;
     let resp = client
         .get(parsed)
         .send()
@@ -107,7 +110,7 @@ fn not_found_message(url: &str) -> String {
 }
 
 /// Fetch and print the status; the exit status: 0 every upstream ready, 1 not, 2 unreachable.
-pub fn command(url: &str, json: bool) -> u8 {
+pub fn command(url: &str, pinned_cert: Option<&Path>, json: bool) -> u8 {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
@@ -115,7 +118,7 @@ pub fn command(url: &str, json: bool) -> u8 {
             return 2;
         }
     };
-    match runtime.block_on(fetch(url)) {
+    match runtime.block_on(fetch(url, pinned_cert)) {
         Ok(doc) => {
             match json {
                 true => match serde_json::to_string_pretty(&doc) {
@@ -518,7 +521,7 @@ mod tests {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let err = fetch(&format!("http://127.0.0.1:{port}/status"))
+        let err = fetch(&format!("http://127.0.0.1:{port}/status"), None)
             .await
             .expect_err("nothing listens");
         assert!(err.to_ascii_lowercase().contains("connection refused"), "{err}");

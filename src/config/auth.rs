@@ -227,9 +227,11 @@ pub(super) fn public_url(
     raw: Option<&Spanned<String>>,
     listen: std::net::SocketAddr,
     path: &str,
+    tls: bool,
 ) -> Result<String, ConfigError> {
     let Some(v) = raw else {
-        return Ok(format!("http://{listen}{path}"));
+        let scheme = if tls { "https" } else { "http" };
+        return Ok(format!("{scheme}://{listen}{path}"));
     };
     let url = ctx.expand(v, "gateway.public_url")?;
     if !http_url(&url) {

@@ -15,7 +15,7 @@ use super::{
 impl Config {
     /// `sites` gets where the keys the checks on the machine are about were written (each
     /// server's table, `command` and `cwd`; `audit.path`; `gateway.listen` and `admin_listen`;
-    /// `cluster.advertise`).
+    /// the files of `gateway.tls`; `cluster.advertise`).
     pub(super) fn build(
         raw: RawConfig,
         dropped: &problems::Dropped,
@@ -38,6 +38,11 @@ impl Config {
         );
         let admin = raw.gateway.as_ref().and_then(|g| g.admin_listen.as_ref());
         site("gateway.admin_listen".into(), admin.map(|v| v.span()));
+        if let Some(tls) = raw.gateway.as_ref().and_then(|g| g.tls.as_ref()) {
+            for (key, value) in tls.keys() {
+                site(format!("gateway.tls.{key}"), Some(value.span()));
+            }
+        }
         site("audit.path".into(), raw.audit.as_ref().map(|a| a.path.span()));
         let advertise = raw.cluster.as_ref().and_then(|c| c.advertise.as_ref());
         site("cluster.advertise".into(), advertise.map(|v| v.span()));

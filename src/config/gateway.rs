@@ -115,13 +115,22 @@ pub(super) fn build_gateway(ctx: &Ctx<'_>, raw: &RawGateway) -> Result<GatewayCo
             }
         };
     }
-    gw.public_url = auth::public_url(ctx, raw.public_url.as_ref(), gw.listen, &gw.path)?;
     if let Some(v) = &raw.allow_unauthenticated {
         gw.allow_unauthenticated = *v.get_ref();
     }
     if let Some(v) = &raw.http2 {
         gw.http2 = *v.get_ref();
     }
+    if let Some(tls) = &raw.tls {
+        gw.tls = Some(super::tls::build_serve_tls(ctx, tls)?);
+    }
+    gw.public_url = auth::public_url(
+        ctx,
+        raw.public_url.as_ref(),
+        gw.listen,
+        &gw.path,
+        gw.tls.is_some(),
+    )?;
     Ok(gw)
 }
 

@@ -271,11 +271,15 @@ fn an_included_audit_path_follows_its_file_and_the_operator_address_is_read_thro
     let config = load(&dir).unwrap();
     let sink = config.audit.map(|a| a.sink);
     assert_eq!(sink, Some(AuditSink::File(dir.join("ops/audit.jsonl"))));
-    let addr = operator_address(&dir.join("main.toml")).unwrap();
+    let endpoint = operator_address(&dir.join("main.toml")).unwrap();
     assert_eq!(
-        addr,
+        endpoint.addr,
         SocketAddr::from(([127, 0, 0, 1], 9191)),
         "a wildcard is reached on loopback"
+    );
+    assert_eq!(
+        (endpoint.base(), endpoint.pinned_cert),
+        ("http://127.0.0.1:9191".to_string(), None)
     );
     // The rest of the file wrong: the address is still read.
     std::fs::write(
@@ -284,6 +288,19 @@ fn an_included_audit_path_follows_its_file_and_the_operator_address_is_read_thro
     )
     .unwrap();
     assert!(load(&dir).is_err());
-    assert_eq!(operator_address(&dir.join("main.toml")).unwrap().port(), 9191);
+    assert_eq!(
+        operator_address(&dir.join("main.toml")).unwrap().addr.port(),
+        9191
+    );
+    // With TLS (written in the included file): HTTPS, trusting its certificate file, which
+    // follows the file that names it.
+    std::fs::write(
+        dir.join("ops/ops.toml"),
+        "[gateway]\nadmin_listen = \"127.0.0.1:9191\"\ntls = { cert = \"certs/gw.pem\", key = \"k.pem\" }\n",
+    )
+    .unwrap();
+    let endpoint = operator_address(&dir.join("main.toml")).unwrap();
+    assert_eq!(endpoint.base(), "https://127.0.0.1:9191");
+    assert_eq!(endpoint.pinned_cert, Some(dir.join("ops/certs/gw.pem")));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -36,6 +36,7 @@ mod sources;
 mod spanned;
 mod suggest;
 mod telemetry;
+mod tls;
 mod transport;
 mod upstream_auth;
 mod validate;
@@ -49,7 +50,7 @@ use gateway::{build_gateway, path_problem};
 pub use id::{IdMap, UpstreamId};
 use interpolate::{interpolate, InterpError};
 pub use load::{Loaded, Report};
-pub use operator::operator_address;
+pub use operator::{operator_address, OperatorEndpoint};
 pub use pinning::{PinMode, PinningConfig, DEFAULT_LOCK_PATH};
 pub use policy::{rule_site, PolicyRule, RateLimit, RatePeriod};
 pub use preflight::{Finding, Severity};
@@ -207,8 +208,10 @@ pub struct GatewayConfig {
     pub public_url: String,
     /// Serve a non-loopback `listen` without `[auth]`.
     pub allow_unauthenticated: bool,
-    /// Serve HTTP/2 (h2c with prior knowledge) besides HTTP/1.1 (`http2`).
+    /// Serve HTTP/2 (h2c with prior knowledge, ALPN over TLS) besides HTTP/1.1 (`http2`).
     pub http2: bool,
+    /// HTTPS on the listeners (`tls`): the files, absolute.
+    pub tls: Option<crate::tls::ServerFiles>,
 }
 
 impl GatewayConfig {
@@ -268,6 +271,7 @@ impl Default for GatewayConfig {
             public_url: "http://127.0.0.1:8080/mcp".to_string(),
             allow_unauthenticated: false,
             http2: true,
+            tls: None,
         }
     }
 }

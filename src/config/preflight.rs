@@ -110,6 +110,12 @@ impl Config {
         if let Some(why) = self.audit_path_problem(workdir) {
             error("audit.path", why);
         }
+        if let Some(problem) = self.tls_problem() {
+            error(
+                &format!("gateway.tls.{}", problem.role.key()),
+                problem.to_string(),
+            );
+        }
         for server in &self.disabled {
             if let Some(waiting) = &server.waiting {
                 let key = format!("servers.{}", server.name);
@@ -166,6 +172,22 @@ impl Config {
             found.push(Finding::new(Severity::Warning, Some("cluster.advertise"), why));
         }
         found
+    }
+
+    /// Why the listeners could not serve TLS with the files of `gateway.tls` (the first file
+    /// that cannot be used, and why), as `serve` would find it.
+    fn tls_problem(&self) -> Option<crate::tls::FileProblem> {
+        let files = self.gateway.tls.as_ref()?;
+        crate::tls::server::server_config(files, self.listener_tls_options()).err()
+    }
+
+    /// How the main listener uses `gateway.tls`: HTTP/2 by ALPN unless `http2 = false`; with
+    /// `[auth]` beside `client_ca`, a client certificate is one credential of two, so optional.
+    pub fn listener_tls_options(&self) -> crate::tls::ServerOptions {
+        crate::tls::ServerOptions {
+            http2: self.gateway.http2,
+            client_cert_optional: self.auth.is_some(),
+        }
     }
 
     /// Why the other replicas could not reach this one at `cluster.advertise`: a wildcard

@@ -128,6 +128,9 @@ pub(super) struct RawGateway {
     /// Serve HTTP/2 besides HTTP/1.1 on `listen` and `admin_listen`: with prior knowledge (h2c)
     /// on plain TCP, for a balancer or a host that speaks it. false: HTTP/1.1 only. Default true.
     pub(super) http2: Option<Spanned<bool>>,
+    /// HTTPS on `listen` (and `admin_listen`): `{ cert, key }` PEM files, relative to this file,
+    /// re-read when they change; `client_ca` adds mutual TLS. Default: plain HTTP.
+    pub(super) tls: Option<super::tls::RawServeTls>,
 }
 
 /// `[servers.NAME]`: one upstream MCP server, stdio (`command`) or HTTP (`url`).
@@ -348,6 +351,7 @@ pub(super) fn friendly(message: &str) -> String {
         .replace("struct RawVault", "the [vault] table")
         .replace("struct RawTelemetry", "the [telemetry] table")
         .replace("struct RawPinning", "the [pinning] table")
+        .replace("struct RawServeTls", "the [gateway] tls table")
         .replace("struct RawApiKey", "an [[auth.api_keys]] table")
         .replace("struct RawStepUp", "an [[auth.step_up]] table")
 }

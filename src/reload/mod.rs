@@ -25,7 +25,8 @@
 //! restart and listed in the reload's outcome (`/status`, `last_reload.needs_restart`):
 //! `gateway.listen`, `admin_listen`, `path`, `separator`, `max_name_length` and `name_reserve`
 //! (every exposed name),
-//! `max_body_bytes` (the body limit of the host faces' router), `http2` (the listeners'),
+//! `max_body_bytes` (the body limit of the host faces' router), `http2` and `tls` (the
+//! listeners'; the files of `tls` are re-read when they change, without a reload),
 //! `[audit]` (its writer),
 //! `[cluster]` (the sealer is built once, so a new key, or new `previous_keys`,
 //! needs a (rolling) restart), `[vault]` (opened at start), `telemetry.log_format` (the log subscriber) and
@@ -331,7 +332,11 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     }
     // The default `public_url` (and `[auth]` audience) follows `listen` and `path`: made from
     // the running ones while those wait for a restart.
-    let defaulted = format!("http://{}{}", gateway.listen, gateway.path);
+    let scheme = |gateway: &crate::config::GatewayConfig| match gateway.tls {
+        Some(_) => "https",
+        None => "http",
+    };
+    let defaulted = format!("{}://{}{}", scheme(&gateway), gateway.listen, gateway.path);
     kept!(
         listen,
         admin_listen,
@@ -340,11 +345,12 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
         max_name_length,
         name_reserve,
         max_body_bytes,
-        http2
+        http2,
+        tls
     );
     let mut auth = new.auth;
     if gateway.public_url == defaulted {
-        gateway.public_url = format!("http://{}{}", gateway.listen, gateway.path);
+        gateway.public_url = format!("{}://{}{}", scheme(&gateway), gateway.listen, gateway.path);
         if let Some(auth) = auth.as_mut().filter(|auth| auth.audience == [defaulted.clone()]) {
             auth.audience = vec![gateway.public_url.clone()];
         }

@@ -112,10 +112,37 @@ TRANSPORT = "http"
 SOAK: Any = None
 
 
+HTTP_VERSIONS: set[str] = set()
+
+
+def tls_client(headers: dict[str, str]) -> Any:
+    """An httpx2 client for an https:// gateway: trusting the CA file MCPMUX_TEST_CA (only),
+    presenting MCPMUX_TEST_CLIENT_CERT / MCPMUX_TEST_CLIENT_KEY when set, HTTP/2 by ALPN when
+    MCPMUX_TEST_HTTP2=1. The HTTP version of every response is recorded (`http_versions`)."""
+    import ssl
+    import httpx2
+
+    context = ssl.create_default_context(cafile=os.environ["MCPMUX_TEST_CA"])
+    if os.environ.get("MCPMUX_TEST_CLIENT_CERT"):
+        context.load_cert_chain(os.environ["MCPMUX_TEST_CLIENT_CERT"], os.environ["MCPMUX_TEST_CLIENT_KEY"])
+
+    async def record(response: Any) -> None:
+        HTTP_VERSIONS.add(response.http_version)
+
+    return httpx2.AsyncClient(
+        headers=headers,
+        verify=context,
+        http2=os.environ.get("MCPMUX_TEST_HTTP2") == "1",
+        timeout=httpx2.Timeout(30, read=300),
+        event_hooks={"response": [record]},
+    )
+
+
 def server(url: str) -> Any:
     """What Client connects to: the URL (Streamable HTTP) or a legacy SSE transport for it. With
     MCPMUX_TEST_BEARER set, every request carries `Authorization: Bearer <it>`; with
-    MCPMUX_TEST_TRACEPARENT set, a W3C `traceparent: <it>` header."""
+    MCPMUX_TEST_TRACEPARENT set, a W3C `traceparent: <it>` header; with MCPMUX_TEST_CA set, TLS
+    as `tls_client` says."""
     headers = {}
     bearer = os.environ.get("MCPMUX_TEST_BEARER")
     if bearer:
@@ -124,6 +151,8 @@ def server(url: str) -> Any:
     if traceparent:
         headers["traceparent"] = traceparent
     headers.update(json.loads(os.environ.get("MCPMUX_TEST_HEADERS") or "{}"))
+    if os.environ.get("MCPMUX_TEST_CA"):
+        return streamable_http_client(url, http_client=tls_client(headers))
     if headers:
         if TRANSPORT == "sse":
             return sse_client(url, headers=headers)
@@ -877,6 +906,8 @@ def main() -> int:
         if not only_checks(exc):
             traceback.print_exc(file=sys.stderr)
     obs["total_ms"] = round((time.monotonic() - t0) * 1000)
+    if HTTP_VERSIONS:
+        obs["http_versions"] = sorted(HTTP_VERSIONS)
     print(json.dumps(obs, default=str), flush=True)
     return code
 

@@ -59,6 +59,7 @@ mod shaping;
 mod shared_store;
 mod slow_start;
 mod stdio_setup;
+mod tls;
 mod trace_access;
 mod traces;
 mod upstream_auth;
