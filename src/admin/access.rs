@@ -99,6 +99,8 @@ mod tests {
             scopes: Vec::new(),
             token: None,
             claims: Vec::new(),
+            credential: crate::auth::Credential::ApiKey,
+            certificate: None,
         }
     }
 

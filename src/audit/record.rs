@@ -75,7 +75,8 @@ pub enum Kind {
     ToolDrift,
 }
 
-/// Who asked: the token's issuer and subject, or the API key's name, and the OAuth client.
+/// Who asked: the token's issuer and subject, or the API key's name, and the OAuth client; the
+/// subject of the client certificate its connection presented (alone, or beside the others).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Principal {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -86,6 +87,8 @@ pub struct Principal {
     pub api_key: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<String>,
 }
 
 /// How a request ended: `outcome`, `error_code`, `is_error` of a completion line.

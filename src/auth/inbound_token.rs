@@ -57,6 +57,8 @@ mod tests {
             scopes: vec![],
             token: Some(inbound),
             claims: Vec::new(),
+            credential: crate::auth::Credential::Token,
+            certificate: None,
         };
         let shown = format!("{principal:?} {principal:#?}");
         assert!(!shown.contains("eyJ-secret-inbound"), "{shown}");

@@ -170,6 +170,8 @@ impl Introspector {
             scopes,
             token: Some(InboundToken::new(token, number("exp"))),
             claims: super::jwt::string_claims(answer),
+            credential: super::Credential::Token,
+            certificate: None,
         };
         let lifetime = match number("exp") {
             Some(exp) => Duration::from_secs(exp.saturating_sub(now)),

@@ -125,6 +125,8 @@ impl JwtVerifier {
             scopes,
             token: Some(InboundToken::new(token, claims.get("exp").and_then(unix_seconds))),
             claims: string_claims(&claims),
+            credential: super::Credential::Token,
+            certificate: None,
         })
     }
 }

@@ -3,6 +3,9 @@
 //! and the `Authorization` header is removed so nothing behind can forward or log it. The
 //! authenticator is the one in force when the request arrives ([`AuthInForce`]: a reload adding,
 //! changing or removing `[auth]` applies to the next request); with none, requests pass.
+//! A client certificate the listener verified (`gateway.tls.client_ca`) is a credential too:
+//! alone it admits as `cert:<subject>`, with or without `[auth]`; beside a bearer credential
+//! the bearer's principal admits, carrying the certificate's subject.
 //!
 //! A refused request's body is read (a bounded amount, for a bounded time) and dropped before
 //! the refusal is sent: the connection then stays usable. Unread, the server would close it
@@ -12,6 +15,7 @@
 
 use super::challenge::{refusal, Failure};
 use super::{AuthInForce, Authenticator, Principal};
+use crate::tls::identity::ClientCertificate;
 use axum::body::Body;
 use axum::response::Response;
 use futures_util::future::BoxFuture;
@@ -102,9 +106,16 @@ where
     }
 
     fn call(&mut self, mut request: Request<Body>) -> Self::Future {
+        let certificate = request.extensions_mut().remove::<ClientCertificate>();
         let Some(auth) = self.auth.current() else {
-            // No `[auth]` in force: nobody is authenticated (the service polled ready serves
-            // the request at once: nothing to clone).
+            // No `[auth]` in force: nobody is authenticated but by a client certificate (the
+            // service polled ready serves the request at once: nothing to clone).
+            if let Some(certificate) = &certificate {
+                let Some(principal) = super::certificate::principal(certificate) else {
+                    return Box::pin(async move { Ok(refuse_nameless(request).await) });
+                };
+                request.extensions_mut().insert(principal);
+            }
             return Box::pin(self.inner.call(request));
         };
         let unserved = self
@@ -124,9 +135,17 @@ where
         let resource = (self.profiles.as_ref()).and_then(|resource_of| resource_of(request.uri().path()));
         let credential = bearer_token(&request);
         Box::pin(async move {
-            let authenticated = match credential {
-                Ok(token) => authenticate(&auth, &token, resource.as_deref()).await,
-                Err(failure) => Err(failure),
+            let authenticated = match (credential, &certificate) {
+                (Ok(token), _) => (authenticate(&auth, &token, resource.as_deref()).await)
+                    .map(|principal| super::certificate::beside(principal, certificate.as_ref())),
+                // The certificate alone: no bearer credential to check.
+                (Err(Failure::NoCredentials), Some(certificate)) => {
+                    match super::certificate::principal(certificate) {
+                        Some(principal) => Ok(principal),
+                        None => return Ok(refuse_nameless(request).await),
+                    }
+                }
+                (Err(failure), _) => Err(failure),
             };
             match authenticated {
                 Ok(principal) => {
@@ -145,6 +164,16 @@ where
             }
         })
     }
+}
+
+/// A verified client certificate that names nobody: 403, whatever else the request carries.
+async fn refuse_nameless(request: Request<Body>) -> Response {
+    crate::telemetry::record::refused(crate::telemetry::Refusal::Auth);
+    let peer =
+        crate::telemetry::peer::current().map_or_else(|| "unknown".to_string(), |peer| peer.to_string());
+    tracing::warn!(%peer, "authentication refused: {}", super::certificate::NAMELESS);
+    let response = crate::error::DownstreamError::Forbidden(super::certificate::NAMELESS).into_http();
+    after_reading_body(request, response).await
 }
 
 /// One line per refused request, for people: why, which path and which peer (the connection's

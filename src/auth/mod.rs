@@ -1,11 +1,13 @@
 //! Authentication of hosts (the gateway as an OAuth 2.1 resource server): who a request's
-//! bearer credential names ([`Principal`]), checked against API keys or JWT access tokens.
+//! bearer credential names ([`Principal`]), checked against API keys or JWT access tokens, or
+//! the client certificate its connection presented (`certificate`).
 //!
 //! The [`layer::AuthLayer`] wraps every host face; [`metadata`] serves the protected resource
 //! metadata (RFC 9728); [`challenge`] writes the `WWW-Authenticate` answers. Both read the
 //! [`AuthInForce`] per request: a reload that changes `[auth]` applies to the next request.
 
 pub mod api_key;
+pub mod certificate;
 pub mod challenge;
 pub mod inbound_token;
 pub mod introspection;
@@ -42,13 +44,31 @@ pub struct Principal {
     /// `match = { claim = ... }` looks at), bounded; empty for an API key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<(String, Vec<String>)>,
+    /// What established it.
+    pub credential: Credential,
+    /// The subject of the client certificate its connection presented and the listener
+    /// verified (`gateway.tls.client_ca`), beside any other credential (audited with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
+}
+
+/// The kind of credential a [`Principal`] authenticated with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Credential {
+    /// A JWT or an introspected token (`issuer` names its issuer).
+    Token,
+    /// An `[[auth.api_keys]]` key (`name` is the key's).
+    ApiKey,
+    /// A client certificate alone (`name` is `cert:<subject>`).
+    Certificate,
 }
 
 impl Principal {
     /// The values of claim `claim` (a string claim's one value, an array claim's strings); an
     /// API key's groups are its `groups` claim.
     pub fn claim_values(&self, claim: &str) -> Vec<&str> {
-        if self.issuer.is_none() && claim == "groups" {
+        if self.credential == Credential::ApiKey && claim == "groups" {
             return self.groups.iter().map(String::as_str).collect();
         }
         (self.claims.iter())
@@ -60,19 +80,21 @@ impl Principal {
     /// Who owns what this principal opens (a session): kind, issuer and name together, so the
     /// same `sub` at two issuers, or an API key named like a subject, are different owners.
     pub fn owner(&self) -> String {
-        match &self.issuer {
-            Some(issuer) => format!("jwt\u{0}{issuer}\u{0}{}", self.name),
-            None => format!("key\u{0}{}", self.name),
+        match (self.credential, &self.issuer) {
+            (Credential::Certificate, _) => format!("cert\u{0}{}", self.name),
+            (_, Some(issuer)) => format!("jwt\u{0}{issuer}\u{0}{}", self.name),
+            (_, None) => format!("key\u{0}{}", self.name),
         }
     }
 
     /// The name its upstream grants are kept under and `mcpmux logout --principal` takes:
-    /// `{sub}@{issuer}` for a token, `key:{name}` for an API key (readable, and distinct for the
-    /// same `sub` at two issuers).
+    /// `{sub}@{issuer}` for a token, `key:{name}` for an API key, `cert:{subject}` for a client
+    /// certificate (readable, and distinct for the same `sub` at two issuers).
     pub fn grant_principal(&self) -> String {
-        match &self.issuer {
-            Some(issuer) => format!("{}@{issuer}", self.name),
-            None => format!("key:{}", self.name),
+        match (self.credential, &self.issuer) {
+            (Credential::Certificate, _) => self.name.clone(),
+            (_, Some(issuer)) => format!("{}@{issuer}", self.name),
+            (_, None) => format!("key:{}", self.name),
         }
     }
 
@@ -93,7 +115,7 @@ impl crate::policy::Viewer for Principal {
     }
 
     fn api_key(&self) -> Option<&str> {
-        self.issuer.is_none().then_some(self.name.as_str())
+        (self.credential == Credential::ApiKey).then_some(self.name.as_str())
     }
 
     fn grant_principal(&self) -> Option<String> {
@@ -174,6 +196,8 @@ impl Authenticator {
                     scopes: auth.key_scopes(key),
                     token: None,
                     claims: Vec::new(),
+                    credential: Credential::ApiKey,
+                    certificate: None,
                 })
             })
             .collect();

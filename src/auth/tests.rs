@@ -177,6 +177,8 @@ fn step_up_needs_every_scope_of_the_matching_rules() {
         scopes: vec!["mcp:tools".into()],
         token: None,
         claims: Vec::new(),
+        credential: super::Credential::Token,
+        certificate: None,
     };
     assert_eq!(auth.step_up(&low, "fs__read_file"), None);
     assert_eq!(
@@ -213,6 +215,8 @@ fn a_broader_scope_satisfies_step_up_and_required_scopes() {
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
         token: None,
         claims: Vec::new(),
+        credential: super::Credential::Token,
+        certificate: None,
     };
     // `mcp` is above both `mcp:tools` and `mcp:write:files`.
     let broad = principal(&["mcp"]);
@@ -281,6 +285,8 @@ fn owners_never_collide_across_kinds_and_issuers() {
         scopes: vec![],
         token: None,
         claims: Vec::new(),
+        credential: super::Credential::ApiKey,
+        certificate: None,
     };
     let jwt = Principal {
         issuer: Some("api-key".into()),

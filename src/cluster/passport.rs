@@ -123,6 +123,8 @@ mod tests {
                 Some(4_000_000_000),
             )),
             claims: vec![("tier".into(), vec!["gold".into()])],
+            credential: crate::auth::Credential::Token,
+            certificate: None,
         }
     }
 

@@ -64,7 +64,10 @@ impl Config {
             None => None,
         };
         let auth_ok = auth.is_some() || (raw.auth.is_none() && !dropped.section("auth"));
-        let open = !gateway.listen.ip().is_loopback() && !gateway.allow_unauthenticated;
+        // A client certificate required of every connection (`gateway.tls.client_ca`) is
+        // authentication too.
+        let client_certs = gateway.tls.as_ref().is_some_and(|tls| tls.client_ca.is_some());
+        let open = !gateway.listen.ip().is_loopback() && !gateway.allow_unauthenticated && !client_certs;
         if gateway_ok && auth.is_none() && auth_ok && open {
             let msg = format!(
                 "gateway.listen {} accepts connections from other machines and there is no [auth] table: \
@@ -184,11 +187,11 @@ impl Config {
         let rules = raw.policy.len();
         let policy = policy::build_policy(ctx, raw.policy, errors);
         let policy_ok = policy_ok && policy.len() == rules;
-        if let (Some(first), None, true) = (policy.first(), &auth, auth_ok) {
+        if let (Some(first), None, true, false) = (policy.first(), &auth, auth_ok, client_certs) {
             errors.push(ConfigError::Invalid {
                 message: format!(
-                    "{}: [[policy]] needs [auth]: without authentication no request has a \
-                     principal for the rules to decide on",
+                    "{}: [[policy]] needs [auth] or gateway.tls.client_ca: without authentication no \
+                     request has a principal for the rules to decide on",
                     first.at(source_name)
                 ),
             });

@@ -153,7 +153,12 @@ impl Config {
             found.push(Finding::new(Severity::Warning, None, message.into()));
         }
         let listen = self.gateway.listen;
-        if self.auth.is_none() && !listen.ip().is_loopback() {
+        let client_certs = self
+            .gateway
+            .tls
+            .as_ref()
+            .is_some_and(|tls| tls.client_ca.is_some());
+        if self.auth.is_none() && !client_certs && !listen.ip().is_loopback() {
             // Only reachable with gateway.allow_unauthenticated = true (else the config is refused).
             found.push(Finding::new(
                 Severity::Warning,

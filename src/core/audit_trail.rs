@@ -8,6 +8,7 @@ use super::context::RequestCtx;
 use super::hub::Hub;
 use super::methods::Outcome;
 use crate::audit::{record, AuditLog, Event, Kind};
+use crate::auth::Credential;
 use crate::config::UpstreamId;
 use crate::policy::Decision;
 use crate::protocol::{Message, RawObject, ResponsePayload};
@@ -42,18 +43,27 @@ impl Trail {
         let Some(log) = hub.audit.clone() else {
             return Trail { pending: None };
         };
-        let principal = ctx.principal.as_deref().map(|p| match &p.issuer {
-            Some(issuer) => record::Principal {
-                issuer: Some(issuer.clone()),
-                subject: Some(p.name.clone()),
-                client_id: p.client_id.clone(),
-                ..Default::default()
-            },
-            None => record::Principal {
-                api_key: Some(p.name.clone()),
-                client_id: p.client_id.clone(),
-                ..Default::default()
-            },
+        let principal = ctx.principal.as_deref().map(|p| {
+            let client_certificate = p.certificate.clone();
+            match p.credential {
+                Credential::Token => record::Principal {
+                    issuer: p.issuer.clone(),
+                    subject: Some(p.name.clone()),
+                    client_id: p.client_id.clone(),
+                    client_certificate,
+                    ..Default::default()
+                },
+                Credential::ApiKey => record::Principal {
+                    api_key: Some(p.name.clone()),
+                    client_id: p.client_id.clone(),
+                    client_certificate,
+                    ..Default::default()
+                },
+                Credential::Certificate => record::Principal {
+                    client_certificate,
+                    ..Default::default()
+                },
+            }
         });
         let base = Event {
             // The SERVER span's trace (a request's `_meta.traceparent` may name another one).

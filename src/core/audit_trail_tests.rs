@@ -47,6 +47,8 @@ async fn step_up_refusals_denials_and_own_answers_are_audited() {
         scopes: Vec::new(),
         token: None,
         claims: Vec::new(),
+        credential: crate::auth::Credential::Token,
+        certificate: None,
     };
     let session = hub.new_session("s".into(), "2025-11-25".into(), ClientCaps::ALL);
     let ctx = RequestCtx::on(session.clone()).by(Some(Arc::new(principal)));

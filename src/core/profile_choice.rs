@@ -58,6 +58,11 @@ path = "/mcp/p"
             claims: (claims.iter())
                 .map(|(n, v)| (n.to_string(), v.iter().map(|s| s.to_string()).collect()))
                 .collect(),
+            credential: match issuer {
+                Some(_) => crate::auth::Credential::Token,
+                None => crate::auth::Credential::ApiKey,
+            },
+            certificate: None,
         }
     }
 

@@ -125,6 +125,8 @@ mod tests {
             scopes: Vec::new(),
             token: None,
             claims: Vec::new(),
+            credential: crate::auth::Credential::ApiKey,
+            certificate: None,
         }
     }
 

@@ -232,7 +232,13 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     }
     let (in_force, needs_restart) = in_force(&old, new);
     let gateway = &in_force.gateway;
-    if in_force.auth.is_none() && !gateway.listen.ip().is_loopback() && !gateway.allow_unauthenticated {
+    // (The running listener's client certificates, `tls.client_ca`, authenticate too.)
+    let client_certs = gateway.tls.as_ref().is_some_and(|tls| tls.client_ca.is_some());
+    if in_force.auth.is_none()
+        && !gateway.listen.ip().is_loopback()
+        && !gateway.allow_unauthenticated
+        && !client_certs
+    {
         return Err(format!(
             "the gateway listens on {} (not loopback) and the new configuration has no [auth]: \
              add [auth], or set gateway.allow_unauthenticated = true (e.g. behind an \

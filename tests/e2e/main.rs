@@ -38,6 +38,7 @@ mod lifecycle;
 mod meta_tools;
 mod metrics;
 mod modern;
+mod mtls;
 mod names;
 mod oauth_flows;
 mod pinning;

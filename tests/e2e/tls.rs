@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../../src/tls/test_certs.rs"]
 #[allow(dead_code)]
-mod test_certs;
+pub(crate) mod test_certs;
 
 use test_certs::{Issued, TestCa, Usage};
 
@@ -21,13 +21,13 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"p
 
 /// A scratch folder holding the CA's certificate (`ca.pem`) and a server certificate for
 /// 127.0.0.1 and localhost (`server.pem`, `server-key.pem`).
-struct Files {
-    dir: PathBuf,
-    ca: TestCa,
+pub(crate) struct Files {
+    pub(crate) dir: PathBuf,
+    pub(crate) ca: TestCa,
 }
 
 impl Files {
-    fn new(tag: &str) -> Files {
+    pub(crate) fn new(tag: &str) -> Files {
         let files = Files {
             dir: scratch_dir(tag),
             ca: TestCa::new("mcpmux test CA"),
@@ -47,13 +47,13 @@ impl Files {
         self.write("server-key.pem", &issued.key);
     }
 
-    fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.dir.join(name);
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
         path
     }
 
-    fn path(&self, name: &str) -> String {
+    pub(crate) fn path(&self, name: &str) -> String {
         path_str(&self.dir.join(name))
     }
 
@@ -73,7 +73,7 @@ async fn gateway(extra: &str) -> mcpmux::Gateway {
 
 /// The Python SDK's `smoke` scenario (list tools, call `t__echo`) with these environment
 /// variables (see `tls_client` in py_client.py); its observations.
-async fn python_smoke(url: &str, env: &[(&str, String)]) -> Value {
+pub(crate) async fn python_smoke(url: &str, env: &[(&str, String)]) -> Value {
     let mut cmd = Command::new(&peers().python);
     cmd.arg(repo_root().join("tests/clients/py_client.py"))
         .args([url, "smoke", "--prefix", "t__"]);
