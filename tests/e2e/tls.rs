@@ -350,3 +350,42 @@ fn files_that_cannot_be_used_are_refused_by_check_config_and_serve_with_the_file
         "{run}"
     );
 }
+
+#[test]
+fn status_and_reload_reach_a_tls_gateway_by_its_configuration_file() {
+    let _suite = crate::suite::enter(module_path!());
+    let files = Files::new("tls-operator");
+    let config = config_file(&files, "server.pem", "server-key.pem");
+    let config = path_str(&config);
+    let mut serve = mcpmux(&["serve", "--config", &config]);
+    serve
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let _gateway = ChildGuard::spawn_group(&mut serve).expect("spawn mcpmux serve");
+    // `status --config` speaks HTTPS to it, trusting the certificate its file names.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let run = run_client(mcpmux(&["status", "--config", &config]), Duration::from_secs(20));
+        if run.status.success() || Instant::now() > deadline {
+            break run;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(status.status.success(), "{status}");
+    assert!(status.stdout.contains('t'), "{status}");
+    let reload = run_client(mcpmux(&["reload", "--config", &config]), Duration::from_secs(60));
+    assert!(reload.status.success(), "{reload}");
+    // By --url alone, nothing says to trust the test CA: refused, not trusted blindly.
+    let url = format!("https://{}/status", config_listen(&files));
+    let run = run_client(mcpmux(&["status", "--url", &url]), Duration::from_secs(20));
+    assert!(!run.status.success(), "{run}");
+    assert!(run.stderr.to_lowercase().contains("certificate"), "{run}");
+}
+
+/// The `listen` address of the configuration file `config_file` wrote last.
+fn config_listen(files: &Files) -> String {
+    let text = std::fs::read_to_string(files.dir.join("mcpmux.toml")).unwrap();
+    let line = text.lines().find(|l| l.starts_with("listen")).unwrap();
+    line.split('"').nth(1).unwrap().to_string()
+}
