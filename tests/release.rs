@@ -6,6 +6,10 @@
 //! profile carries no debug info (a profiling profile does); the README's one-line install points
 //! at the repository's releases. The builds themselves run only on GitHub, on a version tag.
 
+// The tests' support drives processes the Unix way (signals, process groups, waitid): on
+// Windows this test crate is empty (docs/development.md, "Windows").
+#![cfg(unix)]
+
 mod support;
 
 use serde_json::Value;
