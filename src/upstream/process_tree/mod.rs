@@ -11,4 +11,6 @@ pub(super) use unix::{contain, ProcessTree};
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
+mod windows_job;
+#[cfg(windows)]
 pub(super) use windows::{contain, ProcessTree};
