@@ -5,7 +5,8 @@
 //!   first executable file of that name in a `PATH` directory.
 //! - Windows: a command with a `/`, a `\` or a drive (`C:`) is a path (`.exe` added when there is
 //!   no such file and it has no extension); any other is looked for in the `PATH` directories
-//!   as Windows starts it, with `.exe` added when it has no extension. So npm's `npx`, which is
+//!   as Windows starts it, with `.exe` added when it has no extension, then in mcpmux's own
+//!   folder and the system folders (where Rust's `Command` looks too). So npm's `npx`, which is
 //!   `npx.cmd` there, is given as `npx.cmd` (the finding says so). There is no executable bit.
 
 use crate::util::platform::Platform;
@@ -15,14 +16,32 @@ use std::path::{Path, PathBuf};
 /// Where `command` would be found: a path relative to `dir`, else the first runnable file of
 /// that name in `path` (the `PATH` it is looked up in).
 pub(super) fn find_command(command: &str, path: Option<OsString>, dir: &Path) -> Result<PathBuf, String> {
-    find_command_by(Platform::HERE, command, path, dir)
+    let also = match Platform::HERE {
+        Platform::Unix => Vec::new(),
+        Platform::Windows => windows_program_dirs(),
+    };
+    find_command_by(Platform::HERE, command, path, &also, dir)
 }
 
-/// [`find_command`] by `platform`'s rules.
+/// Where Windows also finds a program by name, after `PATH`: the folder of mcpmux's own
+/// executable, then `%SystemRoot%\System32` and `%SystemRoot%`.
+fn windows_program_dirs() -> Vec<PathBuf> {
+    let own = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf));
+    let root = std::env::var_os("SystemRoot").map(PathBuf::from);
+    (own.into_iter())
+        .chain(root.iter().map(|root| root.join("System32")))
+        .chain(root.clone())
+        .collect()
+}
+
+/// [`find_command`] by `platform`'s rules, looking in `also` after the `PATH` directories.
 fn find_command_by(
     platform: Platform,
     command: &str,
     path: Option<OsString>,
+    also: &[PathBuf],
     dir: &Path,
 ) -> Result<PathBuf, String> {
     if is_path(platform, command) {
@@ -39,6 +58,7 @@ fn find_command_by(
     let name = with_exe(platform, command).unwrap_or_else(|| command.to_string());
     let dirs: Vec<PathBuf> = std::env::split_paths(&path)
         .filter(|p| !p.as_os_str().is_empty())
+        .chain(also.iter().cloned())
         .collect();
     if let Some(file) = dirs
         .iter()
@@ -136,11 +156,11 @@ mod tests {
     #[test]
     fn unix_finds_executable_files_by_their_exact_name() {
         let dir = dir_with("unix", &[("server", true), ("plain", false), ("tool.exe", true)]);
-        let found = |command: &str| find_command_by(Platform::Unix, command, on(&dir), Path::new("/"));
+        let found = |command: &str| find_command_by(Platform::Unix, command, on(&dir), &[], Path::new("/"));
         assert_eq!(found("server"), Ok(dir.join("server")));
         assert!(found("plain").is_err(), "not executable");
         assert!(found("tool").is_err(), "no .exe is added");
-        let by_path = find_command_by(Platform::Unix, "./plain", None, &dir);
+        let by_path = find_command_by(Platform::Unix, "./plain", None, &[], &dir);
         assert_eq!(by_path, Err("`./plain` is not executable".to_string()));
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -151,7 +171,8 @@ mod tests {
             "win",
             &[("tool.exe", false), ("npx.cmd", false), ("run.bat", false)],
         );
-        let found = |command: &str| find_command_by(Platform::Windows, command, on(&dir), Path::new("/"));
+        let found =
+            |command: &str| find_command_by(Platform::Windows, command, on(&dir), &[], Path::new("/"));
         assert_eq!(found("tool"), Ok(dir.join("tool.exe")));
         assert_eq!(found("tool.exe"), Ok(dir.join("tool.exe")));
         assert_eq!(found("npx.cmd"), Ok(dir.join("npx.cmd")));
@@ -163,10 +184,19 @@ mod tests {
             .ends_with("give `run.bat` as the command)"));
         let plain = found("absent").expect_err("nothing of that name");
         assert!(plain.ends_with("install it or give its full path"), "{plain}");
+        // After PATH, the folders Windows also looks in.
+        let elsewhere = find_command_by(
+            Platform::Windows,
+            "tool",
+            None,
+            std::slice::from_ref(&dir),
+            Path::new("/"),
+        );
+        assert_eq!(elsewhere, Ok(dir.join("tool.exe")));
         // Paths: `\` and drives too; `.exe` is added when there is no such file.
         assert!(is_path(Platform::Windows, r"bin\server") && is_path(Platform::Windows, "C:server"));
         assert!(!is_path(Platform::Unix, r"bin\server"));
-        let by_path = |command: &str| find_command_by(Platform::Windows, command, None, &dir);
+        let by_path = |command: &str| find_command_by(Platform::Windows, command, None, &[], &dir);
         assert_eq!(by_path("./tool"), Ok(dir.join("./tool.exe")));
         assert_eq!(by_path("./npx.cmd"), Ok(dir.join("./npx.cmd")));
         assert_eq!(by_path("./npx"), Err("`./npx` does not exist".to_string()));
