@@ -1,12 +1,14 @@
 //! The `mcpmux` command: parse the command line, set up logging, run the library.
 
 mod cli;
+mod stop_signals;
 
 use clap::Parser;
 use cli::{AuditCommand, Cli, Command, ConfigCommand, PinsCommand, PolicyCommand};
 use mcpmux::config::Severity;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use stop_signals::{Signal, StopSignals};
 
 /// mimalloc: a gateway allocates small short-lived buffers for every message it relays, and
 /// measured per relayed call it costs far fewer instructions than the system allocator
@@ -402,45 +404,5 @@ async fn reload_once(
             );
             Err(err)
         }
-    }
-}
-
-/// What a signal asks for.
-enum Signal {
-    Stop,
-    Reload,
-}
-
-/// The signals mcpmux handles: SIGTERM and SIGINT stop it gracefully, SIGHUP reloads the
-/// configuration. They are installed before anything starts, so none of them can kill mcpmux the
-/// default way; a second stop signal during the stop ends the drain early (the upstreams are
-/// still stopped properly).
-struct StopSignals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl StopSignals {
-    fn install() -> std::io::Result<StopSignals> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(StopSignals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// Wait for the next of them (and log it).
-    async fn next(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.term.recv() => tracing::info!("SIGTERM received"),
-            _ = self.int.recv() => tracing::info!("SIGINT received"),
-            _ = self.hup.recv() => {
-                tracing::info!("SIGHUP received: reloading the configuration");
-                return Signal::Reload;
-            }
-        }
-        Signal::Stop
     }
 }

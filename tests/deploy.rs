@@ -6,6 +6,10 @@
 //! and the unit when those programs are installed. The image itself is not built (no registry
 //! for base images here). Every failure names the file and the problem.
 
+// The tests' support drives processes the Unix way (signals, process groups, waitid): on
+// Windows this test crate is empty (docs/development.md, "Windows").
+#![cfg(unix)]
+
 mod support;
 
 #[path = "deploy/kube.rs"]

@@ -11,6 +11,10 @@
 //! It writes `docs/interop.md` from what it saw, then fails if anything failed.
 //! Regenerate the document with: `cargo test --test interop`.
 
+// The tests' support drives processes the Unix way (signals, process groups, waitid): on
+// Windows this test crate is empty (docs/development.md, "Windows").
+#![cfg(unix)]
+
 mod support;
 
 use std::time::Duration;

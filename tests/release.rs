@@ -1,10 +1,15 @@
 //! What a release ships, checked here with the tools that build it: `dist plan` (cargo-dist, the
-//! version dist-workspace.toml pins) lists an archive with a checksum for every platform and the
-//! shell installer, and fails when `.github/workflows/release.yml` is not what `dist generate`
-//! makes of the config; actionlint checks every workflow; the container workflow builds
-//! deploy/Dockerfile's images for amd64 and arm64 and pushes them only for a tag; the release
-//! profile carries no debug info (a profiling profile does); the README's one-line install points
-//! at the repository's releases. The builds themselves run only on GitHub, on a version tag.
+//! version dist-workspace.toml pins) lists an archive with a checksum for every platform (a .zip
+//! for Windows) and the shell and PowerShell installers, and fails when
+//! `.github/workflows/release.yml` is not what `dist generate` makes of the config; actionlint
+//! checks every workflow; the container workflow builds deploy/Dockerfile's images for amd64 and
+//! arm64 and pushes them only for a tag; the release profile carries no debug info (a profiling
+//! profile does); the README's one-line installs point at the repository's releases. The builds
+//! themselves run only on GitHub, on a version tag.
+
+// The tests' support drives processes the Unix way (signals, process groups, waitid): on
+// Windows this test crate is empty (docs/development.md, "Windows").
+#![cfg(unix)]
 
 mod support;
 
@@ -13,13 +18,15 @@ use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// The archives every release must have: Linux (gnu and static musl) and macOS.
-const TARGETS: [&str; 5] = [
-    "x86_64-unknown-linux-gnu",
-    "aarch64-unknown-linux-gnu",
-    "x86_64-unknown-linux-musl",
-    "x86_64-apple-darwin",
-    "aarch64-apple-darwin",
+/// The archives every release must have, by target and archive format: Linux (gnu and static
+/// musl) and macOS as .tar.xz, Windows as .zip.
+const ARCHIVES: [(&str, &str); 6] = [
+    ("x86_64-unknown-linux-gnu", "tar.xz"),
+    ("aarch64-unknown-linux-gnu", "tar.xz"),
+    ("x86_64-unknown-linux-musl", "tar.xz"),
+    ("x86_64-apple-darwin", "tar.xz"),
+    ("aarch64-apple-darwin", "tar.xz"),
+    ("x86_64-pc-windows-msvc", "zip"),
 ];
 
 fn repo() -> PathBuf {
@@ -61,10 +68,12 @@ fn the_release_plan_has_every_archive_with_checksums_and_the_installer() {
     let artifacts = plan["artifacts"]
         .as_object()
         .unwrap_or_else(|| panic!("`dist plan`: no artifacts\n{plan}"));
-    let mut wanted: Vec<String> = vec!["mcpmux-installer.sh".into(), "sha256.sum".into()];
-    for target in TARGETS {
-        wanted.push(format!("mcpmux-{target}.tar.xz"));
-        wanted.push(format!("mcpmux-{target}.tar.xz.sha256"));
+    let mut wanted: Vec<String> = ["mcpmux-installer.sh", "mcpmux-installer.ps1", "sha256.sum"]
+        .map(String::from)
+        .to_vec();
+    for (target, format) in ARCHIVES {
+        wanted.push(format!("mcpmux-{target}.{format}"));
+        wanted.push(format!("mcpmux-{target}.{format}.sha256"));
     }
     let missing: Vec<&String> = wanted.iter().filter(|w| !artifacts.contains_key(*w)).collect();
     assert!(
@@ -72,15 +81,20 @@ fn the_release_plan_has_every_archive_with_checksums_and_the_installer() {
         "the release lacks {missing:?}; it has {:?}",
         artifacts.keys().collect::<Vec<_>>()
     );
-    // Each archive holds the mcpmux binary.
-    for target in TARGETS {
-        let archive = &artifacts[&format!("mcpmux-{target}.tar.xz")];
+    // Each archive holds the mcpmux binary (`mcpmux.exe` on Windows).
+    for (target, format) in ARCHIVES {
+        let archive = &artifacts[&format!("mcpmux-{target}.{format}")];
         let assets = archive["assets"].as_array().cloned().unwrap_or_default();
+        let file = if target.contains("windows") {
+            "mcpmux.exe"
+        } else {
+            "mcpmux"
+        };
         assert!(
             assets
                 .iter()
-                .any(|a| a["kind"] == "executable" && a["name"] == "mcpmux"),
-            "mcpmux-{target}.tar.xz holds no mcpmux executable: {archive}"
+                .any(|a| a["kind"] == "executable" && a["name"] == "mcpmux" && a["path"] == file),
+            "mcpmux-{target}.{format} holds no {file} executable: {archive}"
         );
     }
 }
@@ -235,12 +249,17 @@ fn the_readme_installs_from_the_repository_releases() {
         .and_then(|r| r.as_str())
         .map(String::from)
         .expect("Cargo.toml: package.repository (dist's download URLs come from it)");
-    let command = format!(
+    let shell = format!(
         "curl --proto '=https' --tlsv1.2 -LsSf {repository}/releases/latest/download/mcpmux-installer.sh | sh"
     );
-    let readme = read("README.md");
-    assert!(
-        readme.lines().any(|l| l.trim() == command),
-        "README.md: no one-line install `{command}`"
+    let powershell = format!(
+        "powershell -ExecutionPolicy Bypass -c \"irm {repository}/releases/latest/download/mcpmux-installer.ps1 | iex\""
     );
+    let readme = read("README.md");
+    for command in [shell, powershell] {
+        assert!(
+            readme.lines().any(|l| l.trim() == command),
+            "README.md: no one-line install `{command}`"
+        );
+    }
 }

@@ -4,6 +4,10 @@
 //! process count and the gateway's sessions are back to their baseline, with memory growth
 //! printed and bounded.
 
+// The tests' support drives processes the Unix way (signals, process groups, waitid): on
+// Windows this test crate is empty (docs/development.md, "Windows").
+#![cfg(unix)]
+
 mod support;
 
 use serde_json::{json, Value};

@@ -114,12 +114,7 @@ impl AuditLog {
 
 /// The file opened for appending; created readable by its owner only (it may hold arguments).
 fn open_append(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+    crate::util::private_files::owner_only(std::fs::OpenOptions::new().create(true).append(true)).open(path)
 }
 
 #[cfg(test)]

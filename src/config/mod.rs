@@ -14,6 +14,7 @@ mod audit;
 mod auth;
 mod build;
 mod cluster;
+mod command_lookup;
 mod discovery;
 mod gateway;
 mod id;

@@ -2,12 +2,13 @@
 //! are not there, working directories that do not exist, nothing to serve, an endpoint open to
 //! the network. `mcpmux check-config` prints them (errors fail it); `serve` logs them.
 
+use super::command_lookup::find_command;
 use super::{Config, TransportConfig, UpstreamAuth};
+use crate::util::platform::Platform;
 use std::ffi::OsString;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +102,7 @@ impl Config {
             }
             let own_path = env
                 .iter()
-                .find(|(k, _)| k == "PATH")
+                .find(|(k, _)| Platform::HERE.same_variable(k, "PATH"))
                 .map(|(_, v)| v.expose().into());
             if let Err(why) = find_command(command, own_path.or(path.clone()), &dir) {
                 error(&format!("{key}.command"), why);
@@ -260,38 +261,6 @@ impl Config {
         }
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
         (!dir.is_dir()).then(|| format!("the directory {} of the audit log does not exist", dir.display()))
-    }
-}
-
-/// Where `command` would be found: a path (with a slash) relative to `dir`, else the first
-/// executable file of that name in `path`.
-fn find_command(command: &str, path: Option<OsString>, dir: &Path) -> Result<PathBuf, String> {
-    if command.contains('/') {
-        let file = dir.join(command);
-        return match executable(&file) {
-            Ok(()) => Ok(file),
-            Err(why) => Err(format!("`{command}` {why}")),
-        };
-    }
-    let path = path.unwrap_or_default();
-    for entry in std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()) {
-        let file = entry.join(command);
-        if executable(&file).is_ok() {
-            return Ok(file);
-        }
-    }
-    Err(format!(
-        "`{command}` is not found on PATH ({}); install it or give its full path",
-        path.to_string_lossy()
-    ))
-}
-
-fn executable(file: &Path) -> Result<(), &'static str> {
-    match std::fs::metadata(file) {
-        Ok(meta) if meta.is_dir() => Err("is a directory"),
-        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => Err("is not executable"),
-        Ok(_) => Ok(()),
-        Err(_) => Err("does not exist"),
     }
 }
 

@@ -1,5 +1,6 @@
 use super::files::{certificates, certified_key, roots};
 use super::identity::certificate_subject;
+#[cfg(unix)]
 use super::test_certs;
 use super::test_certs::{TestCa, Usage};
 use super::*;

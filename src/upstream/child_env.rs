@@ -20,9 +20,18 @@
 //!   Not other `npm_config_*` variables: those may carry registry credentials.
 //! - `DISPLAY`, `WAYLAND_DISPLAY`: servers that open a browser window.
 //!
+//! - On Windows, whose variable names ignore case (`Path` is `PATH`), also what a program there
+//!   needs to start and to find the user's folders: `SystemRoot`, `SystemDrive`, `windir`,
+//!   `ComSpec`, `PATHEXT`, `OS`, `PROCESSOR_ARCHITECTURE`, `NUMBER_OF_PROCESSORS`,
+//!   `USERPROFILE`, `USERNAME`, `USERDOMAIN`, `HOMEDRIVE`, `HOMEPATH`, `APPDATA`,
+//!   `LOCALAPPDATA` (npm's global packages and cache), `ProgramData`, `ProgramFiles`,
+//!   `ProgramFiles(x86)`, `ProgramW6432`, `CommonProgramFiles`, `CommonProgramFiles(x86)`,
+//!   `CommonProgramW6432`.
+//!
 //! Anything else (an API key, `SSH_AUTH_SOCK`, `NODE_OPTIONS`, a virtualenv) is given to the
 //! server that needs it by its `env` table (`KEY = "${KEY}"`) or by `inherit_env = true`.
 
+use crate::util::platform::Platform;
 use std::ffi::{OsStr, OsString};
 
 /// Variables passed by exact name.
@@ -68,11 +77,54 @@ const PASSED_ANY_CASE: &[&str] = &[
 /// Variables passed by prefix.
 const PASSED_PREFIXES: &[&str] = &["LC_", "XDG_"];
 
+/// Variables passed on Windows besides the others (in any case, as all are there).
+const PASSED_ON_WINDOWS: &[&str] = &[
+    "SystemRoot",
+    "SystemDrive",
+    "windir",
+    "ComSpec",
+    "PATHEXT",
+    "OS",
+    "PROCESSOR_ARCHITECTURE",
+    "NUMBER_OF_PROCESSORS",
+    "USERPROFILE",
+    "USERNAME",
+    "USERDOMAIN",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "ProgramData",
+    "ProgramFiles",
+    "ProgramFiles(x86)",
+    "ProgramW6432",
+    "CommonProgramFiles",
+    "CommonProgramFiles(x86)",
+    "CommonProgramW6432",
+];
+
 /// Whether a stdio server that does not inherit the whole environment gets variable `name`.
 pub fn is_passed(name: &OsStr) -> bool {
+    is_passed_on(Platform::HERE, name)
+}
+
+/// [`is_passed`] on `platform`.
+fn is_passed_on(platform: Platform, name: &OsStr) -> bool {
     let Some(name) = name.to_str() else {
         return false;
     };
+    if platform == Platform::Windows {
+        let has_prefix = |prefix: &&str| {
+            (name.get(..prefix.len())).is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+        };
+        let same = |passed: &&str| passed.eq_ignore_ascii_case(name);
+        return PASSED
+            .iter()
+            .chain(PASSED_ANY_CASE)
+            .chain(PASSED_ON_WINDOWS)
+            .any(same)
+            || PASSED_PREFIXES.iter().any(has_prefix);
+    }
     PASSED.contains(&name)
         || PASSED_ANY_CASE
             .iter()
@@ -93,6 +145,13 @@ mod tests {
         let vars = names.iter().map(|n| (OsString::from(n), OsString::from("v")));
         (minimal(vars).into_iter())
             .map(|(name, _)| name.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn passed_on(platform: Platform, names: &[&str]) -> Vec<String> {
+        (names.iter())
+            .filter(|name| is_passed_on(platform, OsStr::new(name)))
+            .map(|name| name.to_string())
             .collect()
     }
 
@@ -130,6 +189,49 @@ mod tests {
                 "NPM_CONFIG_CACHE",
                 "NODE_EXTRA_CA_CERTS",
             ]
+        );
+    }
+
+    #[test]
+    fn windows_passes_its_own_variables_in_any_case() {
+        let all = [
+            "Path",
+            "SystemRoot",
+            "SYSTEMROOT",
+            "windir",
+            "PATHEXT",
+            "USERPROFILE",
+            "APPDATA",
+            "LOCALAPPDATA",
+            "ProgramFiles(x86)",
+            "Temp",
+            "Https_Proxy",
+            "lc_all",
+            "OPENAI_API_KEY",
+            "npm_config__authToken",
+            "LCX",
+        ];
+        assert_eq!(
+            passed_on(Platform::Windows, &all),
+            [
+                "Path",
+                "SystemRoot",
+                "SYSTEMROOT",
+                "windir",
+                "PATHEXT",
+                "USERPROFILE",
+                "APPDATA",
+                "LOCALAPPDATA",
+                "ProgramFiles(x86)",
+                "Temp",
+                "Https_Proxy",
+                "lc_all",
+            ]
+        );
+        // None of them is passed on Unix, where they mean nothing.
+        assert_eq!(
+            passed_on(Platform::Unix, &["SystemRoot", "APPDATA", "Path"]),
+            Vec::<String>::new()
         );
     }
 }

@@ -29,6 +29,7 @@ mod opening;
 pub mod personal;
 mod personal_upstream;
 pub mod pool;
+mod process_tree;
 pub mod reconcile;
 pub mod server_requests;
 pub mod sign_in_wait;

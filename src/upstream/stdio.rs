@@ -1,18 +1,17 @@
-//! stdio upstreams: the child in its own process group with the environment of
-//! [`super::child_env`], newline framing with a bounded line length, stderr into tracing (its
-//! last lines kept to say why a child ended), and the staged stop (close stdin, wait, SIGTERM,
-//! SIGKILL the group).
+//! stdio upstreams: the child held with what it starts ([`super::process_tree`]: a process group
+//! on Unix, a job object on Windows) with the environment of [`super::child_env`], newline
+//! framing with a bounded line length, stderr into tracing (its last lines kept to say why a
+//! child ended), and the staged stop (close stdin, then the tree's stop).
 
 use super::connection::Inbound;
 use super::parse_frame;
+use super::process_tree::{contain, ProcessTree};
 use super::startup::FirstOutput;
 use crate::config::TransportConfig;
 use crate::error::UpstreamError;
 use crate::protocol::framing::{Frame, LineSplitter};
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 use parking_lot::Mutex;
-use process_wrap::tokio::{KillOnDrop, ProcessGroup, TokioChildWrapper, TokioCommandWrap};
+use process_wrap::tokio::{TokioChildWrapper, TokioCommandWrap};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,9 +20,6 @@ use tokio::sync::mpsc;
 
 /// Frames waiting to be written to the child's stdin.
 const WRITE_QUEUE: usize = 1024;
-/// How long a child may take to exit after stdin closes, and after SIGTERM.
-const EXIT_GRACE: Duration = Duration::from_secs(2);
-const TERM_GRACE: Duration = Duration::from_secs(3);
 /// Longest stderr line kept in a log record.
 const STDERR_LINE_MAX: usize = 8 * 1024;
 /// The last stderr lines kept to explain a child's end, and their bound in bytes.
@@ -38,7 +34,7 @@ pub struct StdioTransport {
     name: Arc<str>,
     writer: Option<mpsc::Sender<String>>,
     child: Box<dyn TokioChildWrapper>,
-    pgid: Option<Pid>,
+    tree: ProcessTree,
     /// The child's last stderr lines.
     stderr_tail: Arc<Mutex<StderrTail>>,
     /// The task logging stderr; it ends when the child's stderr closes.
@@ -84,12 +80,12 @@ impl StdioTransport {
                 c.current_dir(dir);
             }
         });
-        cmd.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+        contain(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| {
             UpstreamError::unavailable(name.to_string(), format!("cannot start `{command}`: {e}")).because(e)
         })?;
-        let pgid = child.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
-        let pid = pgid.map_or(0, Pid::as_raw);
+        let tree = ProcessTree::of(&*child);
+        let pid = child.id().unwrap_or(0);
         tracing::info!(upstream = %name, command = %command, pid, "started stdio upstream");
         let closed =
             |what: &str| UpstreamError::unavailable(name.to_string(), format!("child has no {what}"));
@@ -108,7 +104,7 @@ impl StdioTransport {
             name,
             writer: Some(writer_tx),
             child,
-            pgid,
+            tree,
             stderr_tail,
             stderr_task: Some(stderr_task),
             first_output,
@@ -171,38 +167,11 @@ impl StdioTransport {
         text
     }
 
-    /// Stop the child: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
+    /// Stop the child: close stdin, then the staged stop of its process tree.
     pub async fn stop(mut self) {
         self.writer.take();
-        let exited = tokio::time::timeout(EXIT_GRACE, Box::into_pin(self.child.wait())).await;
-        let Some(pgid) = self.pgid else { return };
-        if exited.is_ok() && !group_alive(pgid) {
-            tracing::info!(upstream = %self.name, "stdio upstream exited after stdin closed");
-            return;
-        }
-        signal_group(pgid, Signal::SIGTERM);
-        let deadline = tokio::time::Instant::now() + TERM_GRACE;
-        while group_alive(pgid) && tokio::time::Instant::now() < deadline {
-            let _ = self.child.try_wait();
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        if group_alive(pgid) {
-            tracing::warn!(upstream = %self.name, "process group ignored SIGTERM; sending SIGKILL");
-            signal_group(pgid, Signal::SIGKILL);
-        }
-        let _ = tokio::time::timeout(EXIT_GRACE, Box::into_pin(self.child.wait())).await;
-        tracing::info!(upstream = %self.name, "stdio upstream stopped");
+        self.tree.stop(&self.name, &mut self.child).await;
     }
-}
-
-/// Signal every process of the group; a group already gone (`ESRCH`) is fine.
-fn signal_group(pgid: Pid, signal: Signal) {
-    let _ = killpg(pgid, signal);
-}
-
-/// Whether any process of the group is left (signal 0 only checks).
-fn group_alive(pgid: Pid) -> bool {
-    killpg(pgid, None).is_ok()
 }
 
 /// Frames queued together leave in one write of at most about this many bytes (one wake-up of
@@ -407,32 +376,5 @@ mod tests {
         let text = tail.render().expect("lines");
         assert!(text.len() <= STDERR_TAIL_BYTES, "{}", text.len());
         assert!(!text.contains(" | "), "only the latest line fits");
-    }
-
-    #[tokio::test]
-    async fn the_group_is_probed_and_signalled() {
-        let mut child = spawn_sh("exec sleep 30");
-        let pgid = child.pgid.expect("a process group");
-        assert!(group_alive(pgid));
-        signal_group(pgid, Signal::SIGTERM);
-        let status = Box::into_pin(child.child.wait()).await.expect("wait");
-        assert!(!status.success(), "{status}");
-        assert!(!group_alive(pgid));
-        signal_group(pgid, Signal::SIGKILL); // an absent group is fine
-    }
-
-    #[tokio::test]
-    async fn stop_kills_a_group_that_ignores_sigterm() {
-        // The ignored SIGTERM survives `exec`: only SIGKILL ends this child.
-        let child = spawn_sh("trap '' TERM; exec sleep 30");
-        let pgid = child.pgid.expect("a process group");
-        let started = std::time::Instant::now();
-        child.stop().await;
-        assert!(
-            started.elapsed() >= EXIT_GRACE + TERM_GRACE,
-            "{:?}",
-            started.elapsed()
-        );
-        assert!(!group_alive(pgid));
     }
 }

@@ -8,6 +8,10 @@
 //! run real npm and PyPI servers and timing-sensitive scenarios, and 2 cores do not leave room
 //! for two suites at once.
 
+// The tests' support drives processes the Unix way (signals, process groups, waitid): on
+// Windows this test crate is empty (docs/development.md, "Windows").
+#![cfg(unix)]
+
 mod suite;
 #[path = "../support/mod.rs"]
 mod support;

@@ -1,14 +1,16 @@
 //! The vault's file: one JSON document of sealed records, read whole (at most
 //! [`MAX_VAULT_BYTES`]), written whole to a temporary file in the same directory and renamed
-//! over the old one (a reader sees the old file or the new one, never half of one), mode 0600.
+//! over the old one (a reader sees the old file or the new one, never half of one), mode 0600
+//! ([`crate::util::private_files`]).
 //! Writers take an exclusive lock on a sibling `.lock` file and re-read under it, so two
 //! processes (the gateway and `mcpmux login`) never lose each other's writes.
 
 use super::VaultError;
+use crate::util::file_stamp::FileStamp;
+use crate::util::private_files::{owner_only, owner_only_dir};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The largest vault file read; a bigger one is refused (no grant store needs more).
@@ -47,13 +49,7 @@ pub(super) struct SealedRegistration {
 }
 
 /// What tells a changed file from the one seen before (another process renamed a new one in).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stamp {
-    ino: u64,
-    len: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
-}
+pub(super) type Stamp = FileStamp;
 
 /// The file backend.
 #[derive(Debug)]
@@ -85,12 +81,7 @@ impl VaultFile {
     /// The file's stamp now; `None` when there is no file (or it cannot be looked at).
     pub fn stamp(&self) -> Option<Stamp> {
         let meta = std::fs::metadata(&self.path).ok()?;
-        Some(Stamp {
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-        })
+        Some(FileStamp::of(&meta))
     }
 
     /// The document as it is on disk (empty when there is no file yet).
@@ -142,14 +133,15 @@ impl VaultFile {
         change: impl FnOnce(&mut Document) -> Result<(T, bool), VaultError>,
     ) -> Result<T, VaultError> {
         self.create_dir()?;
-        let lock_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&self.lock_path)
-            .map_err(|e| self.io(&self.lock_path, e))?;
+        let lock_file = owner_only(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+        )
+        .open(&self.lock_path)
+        .map_err(|e| self.io(&self.lock_path, e))?;
         let mut lock = fd_lock::RwLock::new(lock_file);
         let _held = lock.write().map_err(|e| self.io(&self.lock_path, e))?;
         let mut document = self.read()?;
@@ -162,11 +154,11 @@ impl VaultFile {
 
     fn create_dir(&self) -> Result<(), VaultError> {
         match self.path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| self.io(dir, e)),
+            Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => {
+                owner_only_dir(std::fs::DirBuilder::new().recursive(true))
+                    .create(dir)
+                    .map_err(|e| self.io(dir, e))
+            }
             _ => Ok(()),
         }
     }
@@ -190,11 +182,7 @@ impl VaultFile {
             &format!(".tmp.{}.{:016x}", std::process::id(), rand::random::<u64>()),
         );
         let written = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)?;
+            let mut file = owner_only(OpenOptions::new().write(true).create_new(true)).open(&temp)?;
             file.write_all(&bytes)?;
             file.sync_all()?;
             std::fs::rename(&temp, &self.path)

@@ -8,9 +8,9 @@ use super::file::sibling;
 use super::VaultError;
 use crate::config::VaultConfig;
 use crate::seal::{ClusterKey, Sealer};
+use crate::util::private_files::owner_only;
 use parking_lot::Mutex;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -103,10 +103,7 @@ fn write_key_file(path: &Path) -> Result<ClusterKey, VaultError> {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
+    let mut file = owner_only(std::fs::OpenOptions::new().write(true).create_new(true))
         .open(path)
         .map_err(io)?;
     file.write_all(format!("{}\n", key.to_base64()).as_bytes())
