@@ -51,6 +51,9 @@ impl Config {
             site(format!("{at}.command"), server.command.as_ref().map(|v| v.span()));
             site(format!("{at}.cwd"), server.cwd.as_ref().map(|v| v.span()));
             site(format!("{at}.auth"), server.auth.as_ref().map(|a| a.mode.span()));
+            for (key, value) in server.tls.iter().flat_map(|tls| tls.get_ref().keys()) {
+                site(format!("{at}.tls.{key}"), Some(value.span()));
+            }
             let waits = (server.needs_env.iter().flatten()).find(|v| (ctx.env)(v.get_ref()).is_none());
             site(format!("{at}.needs_env"), waits.map(|v| v.span()));
             site(at, Some(key.span()));

@@ -59,7 +59,10 @@ fn every_format_converted_loads_with_its_variables() {
         &["srv", "${NOT_EXPANDED}"],
         "Claude Desktop expands nothing"
     );
-    let TransportConfig::Http { url, headers, mode } = &config.servers[1].transport else {
+    let TransportConfig::Http {
+        url, headers, mode, ..
+    } = &config.servers[1].transport
+    else {
         panic!()
     };
     assert_eq!(url, "http://127.0.0.1:9/mcp", "the default of an unset variable");

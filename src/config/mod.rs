@@ -354,6 +354,8 @@ pub enum TransportConfig {
         url: String,
         headers: Vec<(String, Secret)>,
         mode: HttpMode,
+        /// `tls`: a CA, a client certificate, the name to verify (paths absolute).
+        tls: Option<crate::tls::client::ClientFiles>,
     },
 }
 
@@ -575,5 +577,7 @@ mod schema_tests;
 mod shaping_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;
 #[cfg(test)]
 mod upstream_auth_tests;

@@ -117,6 +117,15 @@ impl Config {
                 problem.to_string(),
             );
         }
+        for server in &self.servers {
+            let TransportConfig::Http { tls: Some(files), .. } = &server.transport else {
+                continue;
+            };
+            if let Err(problem) = crate::tls::client::client_config(Some(files)) {
+                let key = format!("servers.{}.tls.{}", server.name, problem.role.key());
+                error(&key, problem.to_string());
+            }
+        }
         for server in &self.disabled {
             if let Some(waiting) = &server.waiting {
                 let key = format!("servers.{}", server.name);

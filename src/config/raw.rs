@@ -170,6 +170,10 @@ pub(super) struct RawServer {
     /// default), "streamable-http" or "sse".
     #[schemars(extend("enum" = ["auto", "streamable-http", "sse"]))]
     pub(super) transport: Option<Spanned<String>>,
+    /// TLS toward a `https://` server: `{ ca, cert, key, server_name }` (a CA to trust besides the
+    /// bundled and system roots, a client certificate, the name to verify). Paths relative to this
+    /// file. There is no way to skip verification.
+    pub(super) tls: Option<Spanned<super::tls::RawUpstreamTls>>,
     /// Seconds a request to this server may take. Default: gateway.request_timeout_secs.
     #[schemars(range(min = 1))]
     pub(super) request_timeout_secs: Option<Spanned<u64>>,

@@ -138,6 +138,9 @@ impl ServerCtx<'_> {
                 "`headers` is only valid for `url` (Streamable HTTP) servers",
             ));
         }
+        if raw.tls.is_some() {
+            return Err(self.fail(None, "`tls` is only valid for `url` servers (https://)"));
+        }
         self.http_mode(raw)?;
         let cmd = self.expand(command, "command")?;
         if cmd.is_empty() {
@@ -201,10 +204,21 @@ impl ServerCtx<'_> {
         }
         let headers = self.secrets(&raw.headers, "headers", is_header_name)?;
         let mode = self.http_mode(raw)?;
+        let tls = match &raw.tls {
+            Some(tls) => Some(super::tls::build_upstream_tls(
+                self.ctx,
+                tls.get_ref(),
+                self.name,
+                &u,
+                &tls.span(),
+            )?),
+            None => None,
+        };
         Ok(TransportConfig::Http {
             url: u,
             headers,
             mode,
+            tls,
         })
     }
 }

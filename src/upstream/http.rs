@@ -6,13 +6,11 @@ use super::handshake::{
     discover_request, initialize_request, initialized_notification, read_discover_result,
     read_initialize_result,
 };
-use super::http_endpoint::{error_chain, read_limited, Endpoint};
+use super::http_endpoint::{error_chain, read_limited, Endpoint, Failure};
 use super::http_post::{json_messages, Post, Posts, RequestHeaders};
 use super::http_reply::Reply;
 use super::http_sse::{GetStream, SseMessages};
 use super::ServerFacts;
-use crate::config::Secret;
-use crate::credentials::bearer::Bearer;
 use crate::error::UpstreamError;
 use crate::protocol::modern::{self, MODERN_VERSION};
 use crate::protocol::HEADER_SESSION_ID as SESSION_HEADER;
@@ -78,13 +76,10 @@ impl std::fmt::Display for EstablishError {
 impl HttpTransport {
     pub fn new(
         name: Arc<str>,
-        url: &str,
-        configured: &[(String, Secret)],
-        bearer: Option<Arc<dyn Bearer>>,
+        base: Endpoint,
         max_event_bytes: usize,
         inbound: mpsc::Sender<Inbound>,
     ) -> Result<Self, UpstreamError> {
-        let base = Endpoint::for_upstream(&name, url, configured, bearer)?;
         Ok(HttpTransport {
             name,
             endpoint: Arc::new(base.clone()),
@@ -205,7 +200,7 @@ impl HttpTransport {
             tokio::time::timeout(HANDSHAKE_TIMEOUT, self.endpoint.post(frame).send())
                 .await
                 .map_err(|_| "no HTTP answer in time".to_string())?
-                .map_err(|e| format!("request failed: {}", error_chain(&e)))
+                .map_err(|e| format!("request failed: {}", Failure::of(&e)))
         };
         let mut resp = send(frame.clone()).await?;
         if !resp.status().is_success() {

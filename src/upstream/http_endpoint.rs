@@ -12,43 +12,25 @@
 //! request; no per-server setting changes them). Redirects are followed within the upstream's
 //! origin only; the opening adopts the URL that answered.
 
+use super::http_clients::{Clients, CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT};
 use super::http_reply::Reply;
 use crate::config::Secret;
 use crate::credentials::bearer::{Bearer, Refusal};
 use crate::error::UpstreamError;
 use crate::protocol::modern::HEADER_PROTOCOL_VERSION as VERSION_HEADER;
 use crate::protocol::HEADER_SESSION_ID as SESSION_HEADER;
+use crate::tls::client::ClientFiles;
 use crate::util::http1_pool::Http1Pool;
-use crate::util::http_client::LeanClient;
 use bytes::Bytes;
 use http_body_util::Full;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 const POST_ACCEPT: &str = "application/json, text/event-stream";
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a fresh connection may take to confirm a server is still there after a reset.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(2);
-/// The variables reqwest takes a proxy from; with any of them set, POSTs use reqwest too.
-const PROXY_VARIABLES: [&str; 6] = [
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
-
-/// The clients of this process: reqwest for everything, the lean one for POSTs (none when a
-/// proxy is configured).
-struct Clients {
-    reqwest: reqwest::Client,
-    lean: Option<LeanClient>,
-}
-
 /// How POSTs reach the upstream, and the URL as that client wants it.
 #[derive(Clone)]
 enum Lean {
@@ -58,17 +40,15 @@ enum Lean {
         target: http::Uri,
         host: HeaderValue,
     },
-    /// HTTPS: the shared pooled client with the absolute URL.
-    Shared {
-        client: &'static LeanClient,
-        uri: http::Uri,
-    },
+    /// HTTPS: the endpoint's pooled lean client with the absolute URL.
+    Shared { uri: http::Uri },
 }
 
 /// One upstream URL with the headers every request to it carries.
 #[derive(Clone)]
 pub(super) struct Endpoint {
-    client: &'static reqwest::Client,
+    /// The clients of this server: the shared ones, or its own with `tls`.
+    clients: Clients,
     lean: Option<Lean>,
     url: reqwest::Url,
     headers: HeaderMap,
@@ -85,14 +65,25 @@ impl Endpoint {
         url: &str,
         configured: &[(String, Secret)],
         bearer: Option<Arc<dyn Bearer>>,
+        tls: Option<&ClientFiles>,
     ) -> Result<Self, UpstreamError> {
-        let mut endpoint = Self::new(url, configured)
+        let mut endpoint = Self::with_tls(url, configured, tls)
             .map_err(|reason| UpstreamError::unavailable(name.to_string(), reason))?;
         endpoint.bearer = bearer;
         Ok(endpoint)
     }
 
+    #[cfg(test)]
     pub fn new(url: &str, configured: &[(String, Secret)]) -> Result<Self, String> {
+        Self::with_tls(url, configured, None)
+    }
+
+    /// The endpoint at `url`, through its own clients when `tls` configures them.
+    pub fn with_tls(
+        url: &str,
+        configured: &[(String, Secret)],
+        tls: Option<&ClientFiles>,
+    ) -> Result<Self, String> {
         let url = reqwest::Url::parse(url).map_err(|e| format!("bad url: {e}"))?;
         let mut headers = HeaderMap::new();
         for (k, v) in configured {
@@ -102,10 +93,10 @@ impl Endpoint {
             value.set_sensitive(true);
             headers.insert(key, value);
         }
-        let clients = shared_clients()?;
-        let lean = clients.lean.as_ref().and_then(|client| Lean::at(client, &url));
+        let clients = Clients::for_server(tls)?;
+        let lean = clients.lean.is_some().then(|| Lean::at(&url)).flatten();
         Ok(Endpoint {
-            client: &clients.reqwest,
+            clients,
             lean,
             url,
             headers,
@@ -186,8 +177,7 @@ impl Endpoint {
 
     /// The same client and headers at another URL (the POST endpoint a legacy SSE server names).
     pub fn at(&self, url: reqwest::Url) -> Self {
-        let client = shared_clients().ok().and_then(|c| c.lean.as_ref());
-        let lean = client.and_then(|client| Lean::at(client, &url));
+        let lean = self.clients.lean.is_some().then(|| Lean::at(&url)).flatten();
         Endpoint {
             url,
             lean,
@@ -204,8 +194,7 @@ impl Endpoint {
     }
 
     fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
-        let req = self
-            .client
+        let req = (self.clients.reqwest)
             .request(method, self.url.clone())
             .headers(self.headers.clone());
         match self.authorization() {
@@ -271,8 +260,7 @@ impl Endpoint {
         authorization: Option<HeaderValue>,
     ) -> Result<Reply, Failure> {
         let Some(lean) = &self.lean else {
-            let mut req = self
-                .client
+            let mut req = (self.clients.reqwest)
                 .post(self.url.clone())
                 .headers(self.headers.clone())
                 .header(ACCEPT, POST_ACCEPT)
@@ -318,9 +306,12 @@ impl Endpoint {
                 Ok(resp) => Ok(Reply::from_hyper(resp)),
                 Err(err) => Err(Failure::of(&err)),
             },
-            Lean::Shared { client, .. } => match client.request(req).await {
-                Ok(resp) => Ok(Reply::from_hyper(resp)),
-                Err(err) => Err(Failure::of(&err)),
+            Lean::Shared { .. } => match self.clients.lean.as_ref().map(|client| client.request(req)) {
+                Some(sent) => match sent.await {
+                    Ok(resp) => Ok(Reply::from_hyper(resp)),
+                    Err(err) => Err(Failure::of(&err)),
+                },
+                None => Err(Failure::from("no lean client".to_string())),
             },
         }
     }
@@ -362,12 +353,12 @@ impl Endpoint {
 }
 
 impl Lean {
-    /// How POSTs reach `url` (a plain-HTTP one through its origin's pool, others through
-    /// `client`), unless hyper cannot take the URL as it is.
-    fn at(client: &'static LeanClient, url: &reqwest::Url) -> Option<Lean> {
+    /// How POSTs reach `url` (a plain-HTTP one through its origin's pool, others through the
+    /// endpoint's lean client), unless hyper cannot take the URL as it is.
+    fn at(url: &reqwest::Url) -> Option<Lean> {
         let uri = url.as_str().parse::<http::Uri>().ok()?;
         if url.scheme() != "http" {
-            return Some(Lean::Shared { client, uri });
+            return Some(Lean::Shared { uri });
         }
         let port = url.port_or_known_default()?;
         // An IPv6 literal comes bracketed; the socket address wants it bare.
@@ -379,57 +370,6 @@ impl Lean {
             host: HeaderValue::from_str(authority.as_str()).ok()?,
         })
     }
-}
-
-/// The clients every endpoint of this process uses, made on first use (the proxy variables and
-/// TLS set-up are read then); an error when reqwest cannot be set up, for every endpoint alike.
-fn shared_clients() -> Result<&'static Clients, String> {
-    static CLIENTS: OnceLock<Result<Clients, String>> = OnceLock::new();
-    CLIENTS
-        .get_or_init(|| {
-            let reqwest = reqwest::Client::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-                .redirect(same_origin_redirects())
-                .build()
-                .map_err(|e| format!("http client: {}", error_chain(&e)))?;
-            Ok(Clients {
-                reqwest,
-                lean: lean_client(),
-            })
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// How many redirects one request may follow.
-const MAX_REDIRECTS: usize = 5;
-
-/// Follow a redirect only within the origin of the URL asked for (a server at `/mcp/` that
-/// redirects to `/mcp`): every configured header (an API key in any header, not only
-/// `Authorization`) would go along to another origin. Any other redirect is answered as it is,
-/// and the opening says where it leads.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let same_origin =
-            (attempt.previous().first()).is_some_and(|first| first.origin() == attempt.url().origin());
-        match (attempt.previous().len() > MAX_REDIRECTS, same_origin) {
-            (true, _) => attempt.error(format!("more than {MAX_REDIRECTS} redirects")),
-            (false, true) => attempt.follow(),
-            (false, false) => attempt.stop(),
-        }
-    })
-}
-
-/// The lean client, or `None` when a proxy is configured (reqwest honours it).
-fn lean_client() -> Option<LeanClient> {
-    let proxied = PROXY_VARIABLES
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|value| !value.is_empty()));
-    if proxied {
-        return None;
-    }
-    crate::util::http_client::lean_client(CONNECT_TIMEOUT, Some(POOL_IDLE_TIMEOUT))
 }
 
 /// Up to `limit` bytes of a body; the rest is not read.
@@ -449,8 +389,12 @@ pub(super) struct Failure {
 impl Failure {
     /// The failure of an HTTP client call, with all of its causes.
     pub fn of(err: &(dyn std::error::Error + 'static)) -> Self {
+        let reason = match crate::tls::client::refusal_reason(err) {
+            Some(tls) => format!("{}: {tls}", error_chain(err)),
+            None => error_chain(err),
+        };
         Failure {
-            reason: error_chain(err),
+            reason,
             gone: gone(err),
         }
     }
@@ -553,7 +497,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             endpoints.push(endpoint);
         }
-        assert!(std::ptr::eq(endpoints[0].client, endpoints[2].client));
+        assert!(std::ptr::eq(&*endpoints[0].clients, &*endpoints[2].clients));
         // One connection for the lean client and one for reqwest, not two per endpoint.
         let peers = peers.lock().len();
         assert!(peers <= 2, "{peers} connections for 3 endpoints");

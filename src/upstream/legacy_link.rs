@@ -5,7 +5,7 @@
 
 use super::connection::{Actor, ConnectionContext, ConnectionEvent, Inbound, Transport};
 use super::http::HttpTransport;
-use super::http_endpoint::Failure;
+use super::http_endpoint::{Endpoint, Failure};
 use super::legacy_sse::LegacySseTransport;
 use super::opening::timed_out;
 use super::{Command, ServerFacts, Status};
@@ -31,22 +31,31 @@ pub(super) fn http_transport(
     ctx: &ConnectionContext,
     inbound: mpsc::Sender<Inbound>,
 ) -> Result<Transport, UpstreamError> {
-    let TransportConfig::Http { url, headers, mode } = &ctx.server.transport else {
+    let TransportConfig::Http { mode, .. } = &ctx.server.transport else {
         return Err(UpstreamError::unavailable(name.to_string(), "not a url server"));
     };
     let max = ctx.tunables.load().max_line_bytes;
+    let endpoint = endpoint_of(&name, ctx)?;
     Ok(match mode {
         HttpMode::LegacySse => {
-            let t = LegacySseTransport::new(name, url, headers, ctx.bearer.clone(), max, inbound)?;
-            Transport::LegacySse(Box::new(t))
+            Transport::LegacySse(Box::new(LegacySseTransport::new(name, endpoint, max, inbound)?))
         }
         HttpMode::Auto | HttpMode::StreamableHttp => {
-            let bearer = ctx.bearer.clone();
-            Transport::Http(Box::new(HttpTransport::new(
-                name, url, headers, bearer, max, inbound,
-            )?))
+            Transport::Http(Box::new(HttpTransport::new(name, endpoint, max, inbound)?))
         }
     })
+}
+
+/// The endpoint of the `url` server `name`: its URL, configured headers, identity and `tls`
+/// (its own clients, with the files read now).
+fn endpoint_of(name: &str, ctx: &ConnectionContext) -> Result<Endpoint, UpstreamError> {
+    let TransportConfig::Http {
+        url, headers, tls, ..
+    } = &ctx.server.transport
+    else {
+        return Err(UpstreamError::unavailable(name.to_string(), "not a url server"));
+    };
+    Endpoint::for_upstream(name, url, headers, ctx.bearer.clone(), tls.as_ref())
 }
 
 impl Actor {
@@ -69,19 +78,11 @@ impl Actor {
                 };
                 let status = refusal.refused_with.map_or(0, |s| s.as_u16());
                 tracing::info!(upstream = %self.name(), status, "initialize refused; trying legacy HTTP+SSE");
-                let TransportConfig::Http { url, headers, .. } = &self.ctx.server.transport else {
-                    return Err(refusal.to_string());
-                };
                 let max = self.ctx.tunables.load().max_line_bytes;
-                let mut legacy = LegacySseTransport::new(
-                    self.handle.name().into(),
-                    url,
-                    headers,
-                    self.ctx.bearer.clone(),
-                    max,
-                    t.inbound(),
-                )
-                .map_err(|e| e.detail())?;
+                let name = self.handle.name();
+                let endpoint = endpoint_of(name, &self.ctx).map_err(|e| e.detail())?;
+                let mut legacy = LegacySseTransport::new(name.into(), endpoint, max, t.inbound())
+                    .map_err(|e| e.detail())?;
                 legacy
                     .connect()
                     .await

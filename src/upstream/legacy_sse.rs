@@ -6,8 +6,6 @@
 use super::connection::Inbound;
 use super::http_endpoint::{error_chain, gone, read_limited, Endpoint, Failure, Gone};
 use super::parse_frame;
-use crate::config::Secret;
-use crate::credentials::bearer::Bearer;
 use crate::error::UpstreamError;
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use bytes::Bytes;
@@ -47,13 +45,10 @@ pub struct LegacySseTransport {
 impl LegacySseTransport {
     pub fn new(
         name: Arc<str>,
-        url: &str,
-        configured: &[(String, Secret)],
-        bearer: Option<Arc<dyn Bearer>>,
+        sse: Endpoint,
         max_event_bytes: usize,
         inbound: mpsc::Sender<Inbound>,
     ) -> Result<Self, UpstreamError> {
-        let sse = Endpoint::for_upstream(&name, url, configured, bearer)?;
         let stop = CancellationToken::new();
         Ok(LegacySseTransport {
             name,
@@ -354,7 +349,7 @@ impl Poster {
         let resp = match sent {
             Ok(resp) => resp,
             Err(err) => {
-                let reason = format!("POST failed: {}", error_chain(&err));
+                let reason = format!("POST failed: {}", Failure::of(&err));
                 if self.endpoint.is_gone(gone(&err)).await {
                     return Err(Posted::Unreachable(format!(
                         "the upstream cannot be reached: {reason}"

@@ -17,6 +17,7 @@ mod handshake;
 mod health;
 pub mod host;
 mod http;
+mod http_clients;
 mod http_endpoint;
 mod http_post;
 mod http_reply;

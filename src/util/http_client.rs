@@ -16,16 +16,29 @@ pub type LeanClient =
 /// for `None`: every request on a new connection); `None` when TLS cannot be set up (callers
 /// fall back or report it).
 pub fn lean_client(connect_timeout: Duration, pool_idle_timeout: Option<Duration>) -> Option<LeanClient> {
-    let tls = tls_config()?;
+    lean_client_with(tls_config()?, None, connect_timeout, pool_idle_timeout)
+}
+
+/// A lean client with this TLS configuration (its ALPN is set here) and, when given, the name
+/// asked for by SNI instead of the URL's host.
+pub fn lean_client_with(
+    tls: rustls::ClientConfig,
+    server_name: Option<rustls::pki_types::ServerName<'static>>,
+    connect_timeout: Duration,
+    pool_idle_timeout: Option<Duration>,
+) -> Option<LeanClient> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(connect_timeout));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
-        .https_or_http()
-        .enable_all_versions()
-        .wrap_connector(http);
+        .https_or_http();
+    let builder = match server_name {
+        Some(name) => builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name)),
+        None => builder,
+    };
+    let connector = builder.enable_all_versions().wrap_connector(http);
     let mut builder = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
     match pool_idle_timeout {
         Some(idle) => builder.pool_idle_timeout(idle).pool_timer(TokioTimer::new()),

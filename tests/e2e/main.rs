@@ -69,4 +69,5 @@ mod trace_access;
 mod traces;
 mod upstream_auth;
 mod upstream_auth_team;
+mod upstream_tls;
 mod upstream_token_exchange;
