@@ -389,3 +389,42 @@ fn config_listen(files: &Files) -> String {
     let line = text.lines().find(|l| l.starts_with("listen")).unwrap();
     line.split('"').nth(1).unwrap().to_string()
 }
+
+/// The base64 SHA-256 of a certificate's public key (SubjectPublicKeyInfo): what chromium's
+/// `--ignore-certificate-errors-spki-list` accepts, for that one certificate.
+fn spki_hash(pem: &str) -> String {
+    use base64::Engine as _;
+    use x509_parser::prelude::FromDer;
+    let der = der_of(pem);
+    let (_, cert) = x509_parser::certificate::X509Certificate::from_der(&der).expect("a certificate");
+    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
+    base64::engine::general_purpose::STANDARD.encode(digest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_host_opens_eight_get_streams_at_once_over_http2() {
+    let _suite = crate::suite::enter(module_path!());
+    crate::support::browser::chromium();
+    let files = Files::new("tls-browser");
+    let gw = gateway(&files.tls_line()).await;
+    let admin = format!("https://{}/admin", gw.local_addr());
+    let spki = spki_hash(&std::fs::read_to_string(files.dir.join("server.pem")).unwrap());
+    let mut cmd = Command::new("node");
+    cmd.arg(repo_root().join("tests/clients/h2_streams.mjs"))
+        .args([admin.as_str(), gw.url().as_str(), "8", spki.as_str()])
+        .env("MCPMUX_PLAYWRIGHT", &peers().playwright_core_pkg);
+    let run = tokio::task::spawn_blocking(move || run_client(cmd, Duration::from_secs(120)))
+        .await
+        .unwrap();
+    assert!(run.status.success(), "{run}");
+    let seen: Value = serde_json::from_str(run.stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {run}"));
+    assert_eq!(seen["streams"], 8, "every GET stream open at once: {seen}");
+    assert!(seen["tools"].as_u64() > Some(0), "a call beside them: {seen}");
+    assert_eq!(
+        seen["protocols"],
+        serde_json::json!(["h2"]),
+        "all over HTTP/2: {seen}"
+    );
+    gw.stop().await;
+}
