@@ -483,6 +483,7 @@ fn routes(
         let peers = Arc::new(cluster::Peers::new(
             hub.sealer.clone(),
             hub.session_ids.home().url.clone(),
+            config.gateway.tls.as_ref(),
         ));
         cluster::send::ForwardLayer::new(hub.clone(), peers)
     });

@@ -107,10 +107,14 @@ where
 
     fn call(&mut self, mut request: Request<Body>) -> Self::Future {
         let certificate = request.extensions_mut().remove::<ClientCertificate>();
+        // Another replica authenticated the host and forwarded the request with the principal
+        // in its passport (`cluster::receive`, the layer outside this one): the certificate on
+        // this connection is that replica's, not the host's.
+        let forwarded = request.extensions().get::<Arc<Principal>>().is_some();
         let Some(auth) = self.auth.current() else {
             // No `[auth]` in force: nobody is authenticated but by a client certificate (the
             // service polled ready serves the request at once: nothing to clone).
-            if let Some(certificate) = &certificate {
+            if let Some(certificate) = certificate.as_ref().filter(|_| !forwarded) {
                 let Some(principal) = super::certificate::principal(certificate) else {
                     return Box::pin(async move { Ok(refuse_nameless(request).await) });
                 };
@@ -122,9 +126,7 @@ where
             .unserved
             .as_ref()
             .is_some_and(|unserved| unserved(request.uri().path()));
-        if unserved || request.extensions().get::<Arc<Principal>>().is_some() {
-            // Another replica authenticated the host and forwarded the request with the
-            // principal in its passport (`cluster::receive`, the layer outside this one).
+        if unserved || forwarded {
             return Box::pin(self.inner.call(request));
         }
         // The service that was polled ready serves this request after authentication; a fresh

@@ -8,7 +8,7 @@ use super::passport::{binding, Passport};
 use super::{PASSPORT_HEADER, SESSION_HEADER};
 use crate::auth::Principal;
 use crate::seal::Sealer;
-use crate::util::http_client::{error_chain, lean_client, LeanClient};
+use crate::util::http_client::{error_chain, lean_client_with, LeanClient};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -76,10 +76,20 @@ pub struct Peers {
 }
 
 impl Peers {
-    pub fn new(sealer: Arc<Sealer>, me: String) -> Peers {
+    /// The replicas this one forwards to; with `tls` (this replica's `gateway.tls`, the others'
+    /// too) they are reached over HTTPS trusting the bundled and the system's roots, and when
+    /// they require client certificates (`client_ca`) this replica presents its own.
+    pub fn new(sealer: Arc<Sealer>, me: String, tls: Option<&crate::tls::ServerFiles>) -> Peers {
+        let config = match crate::tls::client::replica_client_config(tls) {
+            Ok(config) => Some(config),
+            Err(problem) => {
+                tracing::error!(%problem, "the client towards the other replicas cannot use gateway.tls");
+                None
+            }
+        };
+        let client = |idle| lean_client_with(config.clone()?, None, CONNECT_TIMEOUT, idle);
         Peers {
-            client: lean_client(CONNECT_TIMEOUT, Some(POOL_IDLE_TIMEOUT))
-                .zip(lean_client(CONNECT_TIMEOUT, None)),
+            client: client(Some(POOL_IDLE_TIMEOUT)).zip(client(None)),
             sealer,
             me,
             gone: Mutex::new(HashMap::new()),
@@ -283,7 +293,7 @@ mod tests {
     }
 
     fn peers() -> Peers {
-        Peers::new(Arc::new(Sealer::random()), "http://127.0.0.1:1".into())
+        Peers::new(Arc::new(Sealer::random()), "http://127.0.0.1:1".into(), None)
     }
 
     fn post() -> Parts {

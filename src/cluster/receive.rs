@@ -114,7 +114,10 @@ where
             };
             tracing::debug!(from = %passport.from, path = %parts.uri.path(), "request forwarded by a replica");
             let mut request = Request::from_parts(parts, Body::from(body));
-            if let (Some(principal), true) = (passport.principal, hub.auth.is_on()) {
+            // Hosts are authenticated here by `[auth]` or by client certificates
+            // (`gateway.tls.client_ca`): then the passport's principal is the host's.
+            let client_certs = (hub.config().gateway.tls.as_ref()).is_some_and(|tls| tls.client_ca.is_some());
+            if let (Some(principal), true) = (passport.principal, hub.auth.is_on() || client_certs) {
                 request.extensions_mut().insert(Arc::new(principal));
             }
             if let Some(why) = not_ready_for(&hub, &request) {

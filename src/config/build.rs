@@ -209,7 +209,9 @@ impl Config {
             });
         }
         let cluster = match &raw.cluster {
-            Some(table) => ctx.section(errors, || cluster::build_cluster(ctx, table, gateway.listen)),
+            Some(table) => ctx.section(errors, || {
+                cluster::build_cluster(ctx, table, gateway.listen, gateway.tls.is_some())
+            }),
             None => None,
         };
         if raw.cluster.is_some() && raw_gateway.shutdown_delay_secs.is_none() {

@@ -48,7 +48,8 @@ pub struct ClusterConfig {
     pub key: ClusterKey,
     /// Still accepted when opening, never used to seal.
     pub previous_keys: Vec<ClusterKey>,
-    /// The URL the other replicas reach this one at; default `http://{gateway.listen}`.
+    /// The URL the other replicas reach this one at; default `http://{gateway.listen}`
+    /// (`https://` with `gateway.tls`).
     pub advertise: String,
     /// `store`: the shared Redis/Valkey server (its password never shows).
     pub store: Option<SecretUrl>,
@@ -58,6 +59,7 @@ pub(super) fn build_cluster(
     ctx: &Ctx<'_>,
     raw: &RawCluster,
     listen: SocketAddr,
+    tls: bool,
 ) -> Result<ClusterConfig, ConfigError> {
     let key = cluster_key(ctx, &raw.key, "cluster.key")?;
     let mut previous_keys = Vec::new();
@@ -73,7 +75,7 @@ pub(super) fn build_cluster(
             }
             url
         }
-        None => format!("http://{listen}"),
+        None => format!("{}://{listen}", if tls { "https" } else { "http" }),
     };
     let store = match &raw.store {
         Some(v) => {

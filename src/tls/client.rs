@@ -90,6 +90,20 @@ fn problem_without_file(reason: String) -> FileProblem {
     FileProblem::new(FileRole::Ca, std::path::Path::new("(tls)"), reason)
 }
 
+/// The client configuration one replica forwards to another with: the common roots (with a
+/// private CA, give it through `SSL_CERT_FILE` or the system's store), and, when the replicas
+/// require client certificates (`gateway.tls.client_ca`), this replica's own certificate.
+pub fn replica_client_config(tls: Option<&super::ServerFiles>) -> Result<ClientConfig, FileProblem> {
+    let files = tls
+        .filter(|files| files.client_ca.is_some())
+        .map(|files| ClientFiles {
+            cert: Some(files.cert.clone()),
+            key: Some(files.key.clone()),
+            ..ClientFiles::default()
+        });
+    client_config(files.as_ref())
+}
+
 /// The name `server_name` configures, for the SNI of the connections that can set it.
 pub fn sni_name(files: &ClientFiles) -> Option<ServerName<'static>> {
     ServerName::try_from(files.server_name.clone()?).ok()

@@ -17,6 +17,8 @@ pub struct Issued {
 pub enum Usage {
     Server,
     Client,
+    /// Both: a replica's certificate, served and presented to the other replicas.
+    ServerAndClient,
 }
 
 /// A test certificate authority.
@@ -59,10 +61,14 @@ impl TestCa {
         if !common_name.is_empty() {
             params.distinguished_name.push(DnType::CommonName, common_name);
         }
-        params.extended_key_usages = vec![match usage {
-            Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
-            Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
-        }];
+        params.extended_key_usages = match usage {
+            Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::ServerAndClient => vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        };
         if expired {
             params.not_before = rcgen::date_time_ymd(2020, 1, 1);
             params.not_after = rcgen::date_time_ymd(2021, 1, 1);

@@ -188,3 +188,76 @@ async fn beside_auth_either_credential_admits_and_both_are_audited() {
         "{call_line}"
     );
 }
+
+/// `mcpmux serve` as a replica on `port` with TLS and mutual TLS (its certificate `NAME.pem`,
+/// also presented to the other replicas), the cluster key, and the test CA as the system's
+/// trust store (`SSL_CERT_FILE`), as a private CA would be given to it.
+fn tls_replica(files: &Files, name: &str, port: u16) -> ChildGuard {
+    let config = format!(
+        "[gateway]\nlisten = \"127.0.0.1:{port}\"\nshutdown_delay_secs = 0\n{}\n\n{}\n[cluster]\nkey = {:?}\n",
+        format_args!(
+            "tls = {{ cert = {:?}, key = {:?}, client_ca = {:?} }}",
+            files.path(&format!("{name}.pem")),
+            files.path(&format!("{name}-key.pem")),
+            files.path("ca.pem")
+        ),
+        test_server_toml("t", &[], None),
+        "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
+    );
+    let path = files.write(&format!("{name}.toml"), &config);
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_mcpmux"));
+    serve
+        .args(["serve", "--config", &path_str(&path)])
+        .env("SSL_CERT_FILE", files.dir.join("ca.pem"));
+    let log = log_dir().join(format!("mtls-replica-{name}-{port}.log"));
+    spawn_server(serve, port, &log, "mcpmux serve")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_forward_to_each_other_over_mutual_tls() {
+    let _suite = crate::suite::enter(module_path!());
+    let files = Files::new("mtls-replicas");
+    for name in ["r1", "r2"] {
+        let issued = files
+            .ca
+            .issue(Usage::ServerAndClient, name, &["127.0.0.1", "localhost"]);
+        files.write(&format!("{name}.pem"), &issued.cert);
+        files.write(&format!("{name}-key.pem"), &issued.key);
+    }
+    let (home_port, other_port) = (free_port(), free_port());
+    let _home = tls_replica(&files, "r1", home_port);
+    let _other = tls_replica(&files, "r2", other_port);
+    client_cert(&files, &files.ca, "alice", "alice", false);
+    let alice = client(&files, Some("alice"));
+    let home = format!("https://127.0.0.1:{home_port}/mcp");
+    let other = format!("https://127.0.0.1:{other_port}/mcp");
+
+    let resp = initialize(&alice, &home, None).await.expect("initialize at home");
+    assert_eq!(resp.status(), 200);
+    let session = resp.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let resp = (alice.post(&other))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(list)
+        .send()
+        .await
+        .expect("tools/list at the other replica");
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("t__echo"));
+    // Served by the home replica through the other: the other holds no session.
+    let status: serde_json::Value = serde_json::from_str(
+        &(alice
+            .get(format!("https://127.0.0.1:{other_port}/status"))
+            .send()
+            .await
+            .unwrap())
+        .text()
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(status["sessions"], 0, "forwarded, not taken over: {status}");
+}
