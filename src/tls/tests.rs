@@ -228,3 +228,23 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+#[test]
+fn a_replica_presents_its_own_certificate_only_where_client_certificates_are_required() {
+    let dir = tempdir();
+    let ca = TestCa::new("ca");
+    let replica = ca.issue(Usage::ServerAndClient, "r1", &["127.0.0.1"]);
+    let files = ServerFiles {
+        cert: write(dir.path(), "r1.pem", &replica.cert),
+        key: write(dir.path(), "r1-key.pem", &replica.key),
+        client_ca: None,
+    };
+    let plain = client::replica_client_config(Some(&files)).unwrap();
+    assert!(!plain.client_auth_cert_resolver.has_certs());
+    let mutual = ServerFiles {
+        client_ca: Some(write(dir.path(), "ca.pem", &ca.pem())),
+        ..files
+    };
+    let config = client::replica_client_config(Some(&mutual)).unwrap();
+    assert!(config.client_auth_cert_resolver.has_certs());
+}
