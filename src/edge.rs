@@ -91,10 +91,10 @@ pub fn serve(
                 });
                 continue;
             };
-            let (acceptor, builder, app) = (tls.acceptor(), builder.clone(), app.clone());
+            let (tls, builder, app) = (tls.clone(), builder.clone(), app.clone());
             let watcher = connections.watcher();
             tokio::spawn(async move {
-                let Some(stream) = handshake(acceptor, tcp, peer).await else {
+                let Some(stream) = handshake(&tls, tcp, peer).await else {
                     return;
                 };
                 let client = client_certificate(stream.get_ref().1);
@@ -125,11 +125,11 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// too long: a client refused for its certificate is told so by the alert, and the log says
 /// why (unknown issuer, expired, no certificate).
 async fn handshake(
-    acceptor: tokio_rustls::TlsAcceptor,
+    tls: &ServerTls,
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
 ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(tcp)).await {
         Ok(Ok(stream)) => Some(stream),
         Ok(Err(err)) => {
             let refused_certificate = err
@@ -142,7 +142,13 @@ async fn handshake(
                     )
                 });
             match refused_certificate {
-                true => tracing::warn!(%peer, reason = %err, "TLS: client certificate refused"),
+                true => {
+                    let client_ca = tls
+                        .client_ca()
+                        .map(|path| path.display().to_string())
+                        .unwrap_or_default();
+                    tracing::warn!(%peer, reason = %err, %client_ca, "TLS: client certificate refused")
+                }
                 false => tracing::debug!(%peer, reason = %err, "TLS handshake failed"),
             }
             None

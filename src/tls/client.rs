@@ -57,19 +57,24 @@ pub fn client_config(files: Option<&ClientFiles>) -> Result<ClientConfig, FilePr
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
         .build()
         .map_err(|err| problem_without_file(err.to_string()))?;
-    let builder = match files.and_then(|f| f.server_name.as_deref()) {
-        None => builder.with_webpki_verifier(verifier),
-        Some(name) => {
-            let name = ServerName::try_from(name.to_string()).map_err(|_| {
-                problem_without_file(format!("server_name {name:?} is not a DNS name or IP address"))
-            })?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(VerifiedAs {
-                    inner: verifier,
-                    name,
-                }))
-        }
+    let name = match files.and_then(|f| f.server_name.as_deref()) {
+        Some(name) => Some(ServerName::try_from(name.to_string()).map_err(|_| {
+            problem_without_file(format!("server_name {name:?} is not a DNS name or IP address"))
+        })?),
+        None => None,
+    };
+    let ca = files
+        .and_then(|f| f.ca.as_ref())
+        .map(|path| path.display().to_string());
+    let builder = match (name, ca) {
+        (None, None) => builder.with_webpki_verifier(verifier),
+        (name, ca) => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Verifier {
+                inner: verifier,
+                name,
+                ca,
+            })),
     };
     match files.map(|f| (&f.cert, &f.key)) {
         Some((Some(cert), Some(key))) => {
@@ -109,23 +114,34 @@ pub fn sni_name(files: &ClientFiles) -> Option<ServerName<'static>> {
     ServerName::try_from(files.server_name.clone()?).ok()
 }
 
-/// Web PKI verification against a configured name instead of the URL's host.
+/// Web PKI verification, against a configured name instead of the URL's host when there is
+/// one, and with an unknown issuer named against the server's own `ca` file when it has one.
 #[derive(Debug)]
-struct VerifiedAs {
+struct Verifier {
     inner: Arc<WebPkiServerVerifier>,
-    name: ServerName<'static>,
+    name: Option<ServerName<'static>>,
+    ca: Option<String>,
 }
 
-impl ServerCertVerifier for VerifiedAs {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
+        server_name: &ServerName<'_>,
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        (self.inner).verify_server_cert(end_entity, intermediates, &self.name, ocsp_response, now)
+        let name = self.name.as_ref().unwrap_or(server_name);
+        let verified = (self.inner).verify_server_cert(end_entity, intermediates, name, ocsp_response, now);
+        match (verified, &self.ca) {
+            (Err(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)), Some(ca)) => {
+                Err(rustls::Error::General(format!(
+                    "the server's certificate is not issued by the CA in {ca} nor by the bundled or the system's roots (unknown issuer)"
+                )))
+            }
+            (verified, _) => verified,
+        }
     }
 
     fn verify_tls12_signature(
@@ -179,6 +195,8 @@ pub fn refusal_reason(err: &(dyn std::error::Error + 'static)) -> Option<&'stati
                     "the server's certificate is not valid for the name asked for (name mismatch): set tls.server_name to a name it carries"
                 }
                 Error::InvalidCertificate(_) => "the server's certificate was refused",
+                // Its own words (an unknown issuer named against the server's `ca` file).
+                Error::General(_) => return None,
                 Error::AlertReceived(Alert::CertificateRequired | Alert::HandshakeFailure | Alert::BadCertificate) => {
                     "the server refused the connection for want of an acceptable client certificate: give one with tls.cert and tls.key"
                 }

@@ -51,6 +51,11 @@ impl ServerTls {
         }))
     }
 
+    /// The CAs client certificates must chain to (`client_ca`), if any.
+    pub fn client_ca(&self) -> Option<&std::path::Path> {
+        self.files.client_ca.as_deref()
+    }
+
     /// The configuration for the next connection.
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
         tokio_rustls::TlsAcceptor::from(self.current.load_full())

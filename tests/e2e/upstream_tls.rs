@@ -154,6 +154,10 @@ async fn a_wrong_ca_an_expired_certificate_a_name_mismatch_and_a_missing_client_
     let doc = settled_status(&gw).await;
     let wrong_ca = last_error(&doc, "wrongca");
     assert!(wrong_ca.contains("unknown issuer"), "{wrong_ca}");
+    assert!(
+        wrong_ca.contains(&files.path("other-ca.pem")),
+        "the file it trusted: {wrong_ca}"
+    );
     let expired = last_error(&doc, "expired");
     assert!(expired.contains("expired"), "{expired}");
     let misnamed = last_error(&doc, "misnamed");
