@@ -292,3 +292,15 @@ async fn vault_settings_wait_for_a_restart() {
     assert_eq!(done.needs_restart, vec!["[vault]"]);
     assert_eq!(hub.config().vault, first.vault);
 }
+
+#[tokio::test]
+async fn tls_paths_wait_for_a_restart_and_the_running_public_url_stays() {
+    let first = config("[gateway]\nhttp2 = true\n");
+    let (hub, _inputs) = Hub::new(Arc::new(first.clone()), CancellationToken::new(), None);
+    let second = config("[gateway]\ntls = { cert = \"/etc/s.pem\", key = \"/etc/k.pem\" }\n");
+    let done = apply(&hub, second).await.unwrap();
+    assert_eq!(done.needs_restart, vec!["gateway.tls"]);
+    // The listener still serves plain HTTP: its URL says so until the restart.
+    assert_eq!(hub.config().gateway.tls, None);
+    assert_eq!(hub.config().gateway.public_url, "http://127.0.0.1:8080/mcp");
+}
