@@ -44,12 +44,21 @@ pub struct Principal {
     /// `match = { claim = ... }` looks at), bounded; empty for an API key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<(String, Vec<String>)>,
-    /// What established it.
+    /// What established it (missing in a passport from a replica that predates it:
+    /// `cluster::passport` reads those).
+    #[serde(default = "Credential::unstated")]
     pub credential: Credential,
     /// The subject of the client certificate its connection presented and the listener
     /// verified (`gateway.tls.client_ca`), beside any other credential (audited with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certificate: Option<String>,
+}
+
+impl Credential {
+    /// What a principal that does not say is taken for until its reader knows better.
+    fn unstated() -> Credential {
+        Credential::Token
+    }
 }
 
 /// The kind of credential a [`Principal`] authenticated with.

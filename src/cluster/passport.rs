@@ -67,7 +67,19 @@ impl Passport {
         now_ms: u64,
     ) -> Result<Passport, PassportRefusal> {
         let bytes = (sealer.open(Purpose::Passport, binding, token)).map_err(PassportRefusal::Sealed)?;
-        let passport: Passport = serde_json::from_slice(&bytes).map_err(|_| PassportRefusal::Claims)?;
+        let claims: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|_| PassportRefusal::Claims)?;
+        let stated = claims["p"].get("credential").is_some();
+        let mut passport: Passport = serde_json::from_value(claims).map_err(|_| PassportRefusal::Claims)?;
+        // A replica of the version before principals said their credential (a rolling
+        // upgrade): its principals without an issuer were API keys (tokens always have one).
+        if let Some(principal) = passport
+            .principal
+            .as_mut()
+            .filter(|p| !stated && p.issuer.is_none())
+        {
+            principal.credential = crate::auth::Credential::ApiKey;
+        }
         if passport.issued_ms > now_ms.saturating_add(MAX_SKEW_MS) {
             return Err(PassportRefusal::Future);
         }
@@ -149,6 +161,32 @@ mod tests {
         assert_eq!(inbound.map(|t| t.expose()), Some("alice-inbound-token"));
         assert!(!token.contains("alice-inbound-token"));
         assert_eq!(opened.principal.unwrap().owner(), alice().owner());
+    }
+
+    #[test]
+    fn a_passport_from_a_replica_before_credentials_were_stated_reads_an_api_key_as_one() {
+        let sealer = Sealer::new(&key(1), &[]);
+        let req = request(b"{}");
+        let issued_ms = now_ms();
+        // What the previous version sealed: no `credential`.
+        let old = serde_json::json!({
+            "p": {"name": "ci-bot", "issuer": null, "client_id": null, "groups": ["ci"], "scopes": []},
+            "f": "http://10.0.0.2:8080",
+            "t": issued_ms,
+        });
+        let token = sealer.seal(Purpose::Passport, &req, old.to_string().as_bytes());
+        let opened = Passport::open(&sealer, &token, &req, issued_ms).unwrap();
+        let principal = opened.principal.unwrap();
+        assert_eq!(principal.credential, crate::auth::Credential::ApiKey);
+        assert_eq!(principal.owner(), "key\u{0}ci-bot");
+        // And a token's principal (it has an issuer) stays a token's.
+        let passport = Passport::new(Some(alice()), "http://10.0.0.1:8080");
+        let token = passport.seal(&sealer, &req);
+        let opened = Passport::open(&sealer, &token, &req, passport.issued_ms).unwrap();
+        assert_eq!(
+            opened.principal.unwrap().credential,
+            crate::auth::Credential::Token
+        );
     }
 
     #[test]
