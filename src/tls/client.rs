@@ -78,17 +78,13 @@ pub fn client_config(files: Option<&ClientFiles>) -> Result<ClientConfig, FilePr
     };
     match files.map(|f| (&f.cert, &f.key)) {
         Some((Some(cert), Some(key))) => {
-            let identity = files::certified_key(cert, key)?;
+            let identity = files::identity(cert, key)?;
             builder
-                .with_client_auth_cert(identity.cert, private_key(key)?)
-                .map_err(|err| FileProblem::new(FileRole::Key, key, format!("the key cannot be used: {err}")))
+                .with_client_auth_cert(identity.chain, identity.key)
+                .map_err(|err| files::unusable_key(key, &err))
         }
         _ => Ok(builder.with_no_client_auth()),
     }
-}
-
-fn private_key(key: &std::path::Path) -> Result<rustls::pki_types::PrivateKeyDer<'static>, FileProblem> {
-    files::private_key(key)
 }
 
 fn problem_without_file(reason: String) -> FileProblem {

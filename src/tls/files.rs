@@ -141,19 +141,32 @@ pub fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, FileProblem> {
     })
 }
 
+/// A certificate chain and its private key, each file read once.
+#[derive(Debug)]
+pub struct Identity {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+}
+
 /// A certificate chain and its key, checked to belong together and to be valid today.
-pub fn certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, FileProblem> {
+pub fn identity(cert: &Path, key: &Path) -> Result<Identity, FileProblem> {
     let chain = certificates(cert, FileRole::Cert, true)?;
     let private = private_key(key)?;
     let provider = rustls::crypto::ring::default_provider();
-    CertifiedKey::from_der(chain, private, &provider).map_err(|err| match err {
-        rustls::Error::InconsistentKeys(_) => FileProblem::new(
+    match CertifiedKey::from_der(chain.clone(), private.clone_key(), &provider) {
+        Ok(_) => Ok(Identity { chain, key: private }),
+        Err(rustls::Error::InconsistentKeys(_)) => Err(FileProblem::new(
             FileRole::Key,
             key,
             format!("the key does not match the certificate in {}", cert.display()),
-        ),
-        other => FileProblem::new(FileRole::Key, key, format!("the key cannot be used: {other}")),
-    })
+        )),
+        Err(other) => Err(unusable_key(key, &other)),
+    }
+}
+
+/// The key at `path` cannot be used (an algorithm rustls does not sign with, ...).
+pub(super) fn unusable_key(path: &Path, err: &rustls::Error) -> FileProblem {
+    FileProblem::new(FileRole::Key, path, format!("the key cannot be used: {err}"))
 }
 
 /// The CA certificates of a PEM bundle, as trust anchors.

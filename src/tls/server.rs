@@ -3,8 +3,7 @@
 //! offering HTTP/2 and HTTP/1.1 (HTTP/1.1 only when HTTP/2 is off).
 
 use super::files::{self, FileProblem, FileRole};
-use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
-use rustls::sign::CertifiedKey;
+use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,7 +38,7 @@ pub struct ServerOptions {
 
 /// The server configuration `files` describe, every file read and checked now.
 pub fn server_config(files: &ServerFiles, options: ServerOptions) -> Result<ServerConfig, FileProblem> {
-    let identity = files::certified_key(&files.cert, &files.key)?;
+    let identity = files::identity(&files.cert, &files.key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -63,20 +62,11 @@ pub fn server_config(files: &ServerFiles, options: ServerOptions) -> Result<Serv
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder.with_cert_resolver(Arc::new(OneIdentity(Arc::new(identity))));
+    let mut config = (builder.with_single_cert(identity.chain, identity.key))
+        .map_err(|err| files::unusable_key(&files.key, &err))?;
     config.alpn_protocols = match options.http2 {
         true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
         false => vec![b"http/1.1".to_vec()],
     };
     Ok(config)
-}
-
-/// The one certificate chain and key of the listener, whatever name the client asked for.
-#[derive(Debug)]
-struct OneIdentity(Arc<CertifiedKey>);
-
-impl ResolvesServerCert for OneIdentity {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.clone())
-    }
 }

@@ -1,4 +1,4 @@
-use super::files::{certificates, certified_key, roots};
+use super::files::{certificates, identity, roots};
 use super::identity::certificate_subject;
 #[cfg(unix)]
 use super::test_certs;
@@ -61,13 +61,13 @@ fn each_unusable_file_names_itself_and_the_reason() {
     let garbage = write(dir.path(), "garbage.pem", "hello\n");
     let problem = certificates(&garbage, FileRole::Cert, true).unwrap_err();
     assert!(problem.reason.contains("no PEM certificate"), "{problem}");
-    let problem = certified_key(&files.cert, &garbage).unwrap_err();
+    let problem = identity(&files.cert, &garbage).unwrap_err();
     assert_eq!(problem.role, FileRole::Key);
     assert!(problem.reason.contains("no PEM private key"), "{problem}");
 
     let other = ca.issue(Usage::Server, "other", &["localhost"]);
     let other_key = write(dir.path(), "other-key.pem", &other.key);
-    let problem = certified_key(&files.cert, &other_key).unwrap_err();
+    let problem = identity(&files.cert, &other_key).unwrap_err();
     assert_eq!(problem.path, other_key);
     assert!(
         problem.reason.contains("does not match the certificate"),
@@ -77,7 +77,7 @@ fn each_unusable_file_names_itself_and_the_reason() {
     let expired = ca.issue_expired(Usage::Server, "old", &["localhost"]);
     let expired_cert = write(dir.path(), "expired.pem", &expired.cert);
     let expired_key = write(dir.path(), "expired-key.pem", &expired.key);
-    let problem = certified_key(&expired_cert, &expired_key).unwrap_err();
+    let problem = identity(&expired_cert, &expired_key).unwrap_err();
     assert_eq!(problem.path, expired_cert);
     assert!(problem.reason.contains("expired on"), "{problem}");
 
