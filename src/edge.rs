@@ -1,9 +1,10 @@
 //! The listeners: binding an address (a taken port names a free one on the same address) and
 //! serving a router on it over HTTP/1.1 and, unless `gateway.http2 = false`, HTTP/2 (with prior
-//! knowledge on plain TCP, by ALPN over TLS), with `gateway.tls` over TLS (the handshake on the
-//! connection's own task, bounded in time; a verified client certificate travels with each of
-//! the connection's requests), each connection's socket with `TCP_NODELAY` and its requests
-//! knowing their peer, until the close token fires (open connections then finish their response).
+//! knowledge on plain TCP, by ALPN over TLS), with `gateway.tls` over TLS (its files loaded
+//! before the start; the handshake on the connection's own task, bounded in time; a verified
+//! client certificate travels with each of the connection's requests), each connection's socket
+//! with `TCP_NODELAY` and its requests knowing their peer, until the close token fires (open
+//! connections then finish their response).
 
 use crate::config;
 use crate::error::GatewayError;
@@ -40,6 +41,36 @@ pub async fn bind(
     })?;
     let addr = listener.local_addr().map_err(GatewayError::Serve)?;
     Ok((listener, addr))
+}
+
+/// The listeners' TLS (`gateway.tls`), every file read and checked now (a problem stops the
+/// start: never plain HTTP instead): the main listener's, and the admin listener's (the same
+/// certificate; client certificates are never asked for there, like `[auth]`).
+pub type ListenerTls = (Option<Arc<ServerTls>>, Option<Arc<ServerTls>>);
+
+pub fn listener_tls(config: &crate::config::Config) -> Result<ListenerTls, GatewayError> {
+    let Some(files) = &config.gateway.tls else {
+        return Ok((None, None));
+    };
+    let refused = |problem: crate::tls::FileProblem| {
+        GatewayError::Tls(format!("gateway.tls.{}: {problem}", problem.role.key()))
+    };
+    let main = ServerTls::load(files.clone(), config.listener_tls_options()).map_err(refused)?;
+    let admin = match config.gateway.admin_listen {
+        Some(_) => {
+            let files = crate::tls::ServerFiles {
+                client_ca: None,
+                ..files.clone()
+            };
+            let options = crate::tls::ServerOptions {
+                http2: config.gateway.http2,
+                client_cert_optional: false,
+            };
+            Some(ServerTls::load(files, options).map_err(refused)?)
+        }
+        None => None,
+    };
+    Ok((Some(main), admin))
 }
 
 /// Serve `app` on `listener` until `close` fires: then no connection is accepted, each open one

@@ -135,8 +135,7 @@ impl Gateway {
     /// The endpoint URL.
     pub fn url(&self) -> String {
         let gateway = &self.hub.config().gateway;
-        let scheme = if gateway.tls.is_some() { "https" } else { "http" };
-        format!("{scheme}://{}{}", self.addr, gateway.path)
+        format!("{}://{}{}", gateway.scheme(), self.addr, gateway.path)
     }
 
     /// Put a re-read configuration in force (see [`reload`]); `/status` shows the outcome.
@@ -326,40 +325,10 @@ fn drift_sink(audit: Option<Arc<audit::AuditLog>>) -> catalog::DriftSink {
     })
 }
 
-/// The listeners' TLS (`gateway.tls`), every file read and checked now (a problem stops the
-/// start: never plain HTTP instead): the main listener's, and the admin listener's (the same
-/// certificate; client certificates are never asked for there, like `[auth]`).
-type ListenerTls = (Option<Arc<tls::ServerTls>>, Option<Arc<tls::ServerTls>>);
-
-fn listener_tls(config: &Config) -> Result<ListenerTls, GatewayError> {
-    let Some(files) = &config.gateway.tls else {
-        return Ok((None, None));
-    };
-    let refused = |problem: tls::FileProblem| {
-        GatewayError::Tls(format!("gateway.tls.{}: {problem}", problem.role.key()))
-    };
-    let main = tls::ServerTls::load(files.clone(), config.listener_tls_options()).map_err(refused)?;
-    let admin = match config.gateway.admin_listen {
-        Some(_) => {
-            let files = tls::ServerFiles {
-                client_ca: None,
-                ..files.clone()
-            };
-            let options = tls::ServerOptions {
-                http2: config.gateway.http2,
-                client_cert_optional: false,
-            };
-            Some(tls::ServerTls::load(files, options).map_err(refused)?)
-        }
-        None => None,
-    };
-    Ok((Some(main), admin))
-}
-
 /// Bind the endpoint, start every upstream, and return the running gateway.
 pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     let config = Arc::new(config);
-    let (tls, admin_tls) = listener_tls(&config)?;
+    let (tls, admin_tls) = edge::listener_tls(&config)?;
     let (listener, addr) = edge::bind(config.gateway.listen, "listen").await?;
     let admin = match config.gateway.admin_listen {
         Some(at) => Some(edge::bind(at, "admin_listen").await?),
@@ -416,7 +385,7 @@ pub async fn start(config: Config) -> Result<Gateway, GatewayError> {
     for watched in tls.iter().chain(admin_tls.iter()) {
         tasks.push(tokio::spawn(watched.clone().watch(close_listener.clone())));
     }
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    let scheme = config.gateway.scheme();
     let (server, admin_server, admin_addr) = match admin {
         Some((admin, admin_addr)) => {
             if !admin_addr.ip().is_loopback() {

@@ -116,8 +116,8 @@ where
             let mut request = Request::from_parts(parts, Body::from(body));
             // Hosts are authenticated here by `[auth]` or by client certificates
             // (`gateway.tls.client_ca`): then the passport's principal is the host's.
-            let client_certs = (hub.config().gateway.tls.as_ref()).is_some_and(|tls| tls.client_ca.is_some());
-            if let (Some(principal), true) = (passport.principal, hub.auth.is_on() || client_certs) {
+            let authenticated = hub.auth.is_on() || hub.config().gateway.client_certificates();
+            if let (Some(principal), true) = (passport.principal, authenticated) {
                 request.extensions_mut().insert(Arc::new(principal));
             }
             if let Some(why) = not_ready_for(&hub, &request) {

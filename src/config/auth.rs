@@ -230,8 +230,7 @@ pub(super) fn public_url(
     tls: bool,
 ) -> Result<String, ConfigError> {
     let Some(v) = raw else {
-        let scheme = if tls { "https" } else { "http" };
-        return Ok(format!("{scheme}://{listen}{path}"));
+        return Ok(format!("{}://{listen}{path}", super::scheme(tls)));
     };
     let url = ctx.expand(v, "gateway.public_url")?;
     if !http_url(&url) {

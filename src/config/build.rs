@@ -69,7 +69,7 @@ impl Config {
         let auth_ok = auth.is_some() || (raw.auth.is_none() && !dropped.section("auth"));
         // A client certificate required of every connection (`gateway.tls.client_ca`) is
         // authentication too.
-        let client_certs = gateway.tls.as_ref().is_some_and(|tls| tls.client_ca.is_some());
+        let client_certs = gateway.client_certificates();
         let open = !gateway.listen.ip().is_loopback() && !gateway.allow_unauthenticated && !client_certs;
         if gateway_ok && auth.is_none() && auth_ok && open {
             let msg = format!(

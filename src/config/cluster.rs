@@ -75,7 +75,7 @@ pub(super) fn build_cluster(
             }
             url
         }
-        None => format!("{}://{listen}", if tls { "https" } else { "http" }),
+        None => format!("{}://{listen}", super::scheme(tls)),
     };
     let store = match &raw.store {
         Some(v) => {

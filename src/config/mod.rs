@@ -216,9 +216,28 @@ pub struct GatewayConfig {
 }
 
 impl GatewayConfig {
+    /// The scheme of the listeners' URLs: `https` with `tls`.
+    pub fn scheme(&self) -> &'static str {
+        scheme(self.tls.is_some())
+    }
+
+    /// Whether hosts present client certificates the listener verifies (`tls.client_ca`): a
+    /// certificate then authenticates a host, with or without `[auth]`.
+    pub fn client_certificates(&self) -> bool {
+        self.tls.as_ref().is_some_and(|tls| tls.client_ca.is_some())
+    }
+
     /// The longest exposed tool or prompt name: `max_name_length - name_reserve`.
     pub fn name_budget(&self) -> usize {
         self.max_name_length.saturating_sub(self.name_reserve)
+    }
+}
+
+/// The scheme of a listener with TLS (`https`) or without (`http`).
+pub(crate) fn scheme(tls: bool) -> &'static str {
+    match tls {
+        true => "https",
+        false => "http",
     }
 }
 

@@ -163,12 +163,7 @@ impl Config {
             found.push(Finding::new(Severity::Warning, None, message.into()));
         }
         let listen = self.gateway.listen;
-        let client_certs = self
-            .gateway
-            .tls
-            .as_ref()
-            .is_some_and(|tls| tls.client_ca.is_some());
-        if self.auth.is_none() && !client_certs && !listen.ip().is_loopback() {
+        if self.auth.is_none() && !self.gateway.client_certificates() && !listen.ip().is_loopback() {
             // Only reachable with gateway.allow_unauthenticated = true (else the config is refused).
             found.push(Finding::new(
                 Severity::Warning,

@@ -233,7 +233,7 @@ pub async fn apply(hub: &Hub, new: Config) -> Result<Reloaded, String> {
     let (in_force, needs_restart) = in_force(&old, new);
     let gateway = &in_force.gateway;
     // (The running listener's client certificates, `tls.client_ca`, authenticate too.)
-    let client_certs = gateway.tls.as_ref().is_some_and(|tls| tls.client_ca.is_some());
+    let client_certs = gateway.client_certificates();
     if in_force.auth.is_none()
         && !gateway.listen.ip().is_loopback()
         && !gateway.allow_unauthenticated
@@ -338,11 +338,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     }
     // The default `public_url` (and `[auth]` audience) follows `listen` and `path`: made from
     // the running ones while those wait for a restart.
-    let scheme = |gateway: &crate::config::GatewayConfig| match gateway.tls {
-        Some(_) => "https",
-        None => "http",
-    };
-    let defaulted = format!("{}://{}{}", scheme(&gateway), gateway.listen, gateway.path);
+    let defaulted = format!("{}://{}{}", gateway.scheme(), gateway.listen, gateway.path);
     kept!(
         listen,
         admin_listen,
@@ -356,7 +352,7 @@ fn in_force(old: &Config, new: Config) -> (Config, Vec<&'static str>) {
     );
     let mut auth = new.auth;
     if gateway.public_url == defaulted {
-        gateway.public_url = format!("{}://{}{}", scheme(&gateway), gateway.listen, gateway.path);
+        gateway.public_url = format!("{}://{}{}", gateway.scheme(), gateway.listen, gateway.path);
         if let Some(auth) = auth.as_mut().filter(|auth| auth.audience == [defaulted.clone()]) {
             auth.audience = vec![gateway.public_url.clone()];
         }
