@@ -42,13 +42,7 @@ pub fn operator_address(path: &Path) -> Result<OperatorEndpoint, ConfigError> {
     let pinned_cert = (gateway.and_then(|g| g.get("tls")))
         .and_then(|tls| tls.as_table_like()?.get("cert"))
         .map(|item| {
-            let at = item
-                .span()
-                .map_or_else(|| sources.main().to_string(), |s| sources.at(s.start));
-            let text = item.as_str().ok_or_else(|| ConfigError::Invalid {
-                message: format!("{at}: gateway.tls.cert: not a string"),
-            })?;
-            let text = expand(text, &at, "tls.cert")?;
+            let (text, _) = expanded(&sources, item, "tls.cert")?;
             Ok::<_, ConfigError>(match item.span().and_then(|s| sources.dir_at(s.start)) {
                 Some(dir) => super::paths::join(dir, Path::new(&text)),
                 None => PathBuf::from(text),
@@ -58,16 +52,10 @@ pub fn operator_address(path: &Path) -> Result<OperatorEndpoint, ConfigError> {
     let mut addr = match value {
         None => SocketAddr::from(([127, 0, 0, 1], 8080)),
         Some((key, item)) => {
-            let at = item
-                .span()
-                .map_or_else(|| sources.main().to_string(), |s| sources.at(s.start));
-            let bad = |why: String| ConfigError::Invalid {
-                message: format!("{at}: gateway.{key}: {why}"),
-            };
-            let text = item.as_str().ok_or_else(|| bad("not a string".into()))?;
-            let text = expand(text, &at, key)?;
-            text.parse()
-                .map_err(|_| bad(format!("{text:?} is not a socket address")))?
+            let (text, at) = expanded(&sources, item, key)?;
+            text.parse().map_err(|_| ConfigError::Invalid {
+                message: format!("{at}: gateway.{key}: {text:?} is not a socket address"),
+            })?
         }
     };
     if addr.ip().is_unspecified() {
@@ -79,15 +67,21 @@ pub fn operator_address(path: &Path) -> Result<OperatorEndpoint, ConfigError> {
     Ok(OperatorEndpoint { addr, pinned_cert })
 }
 
-/// `text` with its `${VAR}`s from the environment; an error names `gateway.{key}` at `at`.
-fn expand(text: &str, at: &str, key: &str) -> Result<String, ConfigError> {
+/// The string `gateway.{key}` holds at `item`, its `${VAR}`s expanded from the environment, and
+/// where it was written (`FILE:LINE`, which an error names).
+fn expanded(sources: &Sources, item: &toml_edit::Item, key: &str) -> Result<(String, String), ConfigError> {
+    let at = item
+        .span()
+        .map_or_else(|| sources.main().to_string(), |s| sources.at(s.start));
     let bad = |why: String| ConfigError::Invalid {
         message: format!("{at}: gateway.{key}: {why}"),
     };
-    interpolate(text, &|var| std::env::var(var).ok()).map_err(|e| match e {
+    let text = item.as_str().ok_or_else(|| bad("not a string".into()))?;
+    let text = interpolate(text, &|var| std::env::var(var).ok()).map_err(|e| match e {
         super::interpolate::InterpError::Missing(var) => {
             bad(format!("environment variable {var:?} is not set"))
         }
         super::interpolate::InterpError::Syntax(why) => bad(why),
-    })
+    })?;
+    Ok((text, at))
 }
